@@ -1,0 +1,34 @@
+"""Plain WSGI that counts every request it serves, for exact accounting tests.
+
+The count lives in a file shared by all workers and processes (append one byte per request,
+atomic with O_APPEND); `GET /count` returns how many requests were served before it.
+`COUNTER_FILE` in the environment chooses the file.
+"""
+
+import os
+import tempfile
+
+COUNTER_FILE = os.environ.get("COUNTER_FILE") or os.path.join(
+    tempfile.gettempdir(), "tuner-counter.log"
+)
+
+
+def _served() -> int:
+    try:
+        return os.path.getsize(COUNTER_FILE)
+    except FileNotFoundError:
+        return 0
+
+
+def app(environ, start_response):
+    if environ.get("PATH_INFO") == "/count":
+        body = str(_served()).encode()
+    else:
+        fd = os.open(COUNTER_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b".")
+        finally:
+            os.close(fd)
+        body = b"counted"
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
