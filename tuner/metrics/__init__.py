@@ -1,0 +1,1 @@
+"""Measurements the tuner takes: latency histograms (and the server's memory, elsewhere)."""
