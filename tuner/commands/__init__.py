@@ -1,0 +1,7 @@
+"""One module per `tuner` subcommand; each has `register(subparsers)` that sets `handler`."""
+
+from __future__ import annotations
+
+from tuner.commands import bench, load
+
+COMMANDS = (load, bench)

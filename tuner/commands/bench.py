@@ -1,0 +1,60 @@
+"""`tuner bench APP --server S`: start the server with given settings, measure it, stop it."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from tuner import display
+from tuner.apps import check_app_imports, parse_app
+from tuner.commands.options import (
+    add_load_options,
+    add_server_cpu_option,
+    cpu_split,
+    load_spec_from,
+    workload_from,
+)
+from tuner.runner import BenchPlan, run_bench
+from tuner.servers import SERVERS, get_adapter
+from tuner.settings import parse_assignments
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("bench", help="measure one server config on an app")
+    parser.add_argument("app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)")
+    parser.add_argument("--server", required=True, choices=SERVERS)
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a server setting by its own name, e.g. workers=3 (repeatable)")
+    parser.add_argument("--path", default="/", help="URL path to load (default /)")
+    parser.add_argument("--log-dir", type=Path, default=None,
+                        help="where the server log goes (default: a temporary folder)")
+    add_server_cpu_option(parser)
+    add_load_options(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    adapter = get_adapter(args.server)
+    settings = adapter.resolve(parse_assignments(args.settings))
+    app = parse_app(args.app)
+    server_cpus, load_cpus = cpu_split(args)
+    load = load_spec_from(args, workload_from(args, args.path), load_cpus)
+    adapter.check_installed()
+    check_app_imports(app)
+    log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="tuner-bench-"))
+    plan = BenchPlan(
+        adapter=adapter,
+        app=app,
+        settings=settings,
+        load=load,
+        server_cpus=server_cpus,
+        log_path=log_dir / f"{adapter.name}.log",
+        ready_path=load.workload.requests[0].path,
+    )
+    console = display.console(args.json)
+    with display.load_progress(console, load.warmup_s, load.duration_s) as on_window:
+        result = run_bench(plan, on_window=on_window)
+    display.emit_result(console, result.to_dict(), title=f"{adapter.name} {args.app}",
+                        as_json=args.json)
+    return 0

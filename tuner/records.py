@@ -1,0 +1,37 @@
+"""What a study remembers of each trial, as plain data (no Optuna types past the study layer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+BASELINE_DEFAULT = "default"
+BASELINE_RULE = "2*cpus+1"
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    number: int
+    state: str                      # COMPLETE, FAIL, PRUNED, RUNNING, WAITING
+    settings: dict[str, Any]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    values: tuple[float, ...] = ()
+    baseline: str = ""              # "default", "2*cpus+1" or "" for a searched config
+    fail_reason: str = ""
+    feasible: bool = True
+
+    @property
+    def label(self) -> str:
+        return self.baseline or f"trial {self.number}"
+
+    @property
+    def rps(self) -> float:
+        return float(self.metrics.get("rps", 0.0))
+
+    @property
+    def p99_ms(self) -> float:
+        return float(self.metrics.get("latency_ms", {}).get("p99", 0.0))
+
+    @property
+    def pss_mb(self) -> float:
+        return float(self.metrics.get("memory_mb", {}).get("pss_mean", 0.0))

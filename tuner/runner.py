@@ -1,0 +1,134 @@
+"""One measurement: start the server with a config, wait until it answers, load it, stop it.
+
+The runner knows no Optuna and prints nothing: callers pass `on_window` to watch progress
+(and to stop early), and `on_phase` to show what is happening.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tuner import __version__
+from tuner.apps import AppRef
+from tuner.errors import ServerCrashed
+from tuner.loadgen import LoadSpec, WindowStats, run_load
+from tuner.metrics.memory import MemorySampler
+from tuner.process import ServerProcess, free_port
+from tuner.servers.base import ServerAdapter
+from tuner.settings import Value
+
+LOOPBACK = "127.0.0.1"
+PHASES = ("starting", "measuring", "stopping")
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """Everything one measurement needs; `load.port` is filled in once the server has one."""
+
+    adapter: ServerAdapter
+    app: AppRef
+    settings: Mapping[str, Value]
+    load: LoadSpec
+    server_cpus: tuple[int, ...]
+    log_path: Path
+    ready_path: str = "/"
+    ready_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """The load generator's figures plus what only the runner sees: memory, startup, context."""
+
+    load: dict[str, Any]
+    memory_mb: dict[str, float]
+    startup_s: float
+    settings: dict[str, Value]
+    context: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.load,
+            "memory_mb": self.memory_mb,
+            "startup_s": round(self.startup_s, 3),
+            "settings": self.settings,
+            **self.context,
+        }
+
+
+def run_bench(
+    plan: BenchPlan,
+    *,
+    on_window: Callable[[WindowStats], bool] | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> BenchResult:
+    """Measure one config. Raises a TrialError subclass when the config itself fails."""
+    phase = on_phase or (lambda _name: None)
+    plan.adapter.check_installed()
+    plan.log_path.parent.mkdir(parents=True, exist_ok=True)
+    port = free_port(LOOPBACK)
+    spec = plan.adapter.launch_spec(plan.app, LOOPBACK, port, plan.settings)
+    phase("starting")
+    with ServerProcess.start(
+        spec,
+        cpus=plan.server_cpus,
+        log_path=plan.log_path,
+        host=LOOPBACK,
+        port=port,
+        ready_path=plan.ready_path,
+        ready_timeout_s=plan.ready_timeout_s,
+    ) as server:
+        phase("measuring")
+        # Memory is sampled from the tuner's side (load CPUs) over warm-up and measurement.
+        with MemorySampler(server.pids) as memory:
+            load = run_load(replace(plan.load, host=LOOPBACK, port=port), on_window)
+        if not server.alive():
+            raise ServerCrashed(
+                f"{plan.adapter.name} died during the measurement; last log lines:\n"
+                + server.log_tail()
+            )
+        phase("stopping")
+        startup_s = server.startup_s
+    return BenchResult(
+        load=load.to_dict(),
+        memory_mb=memory.summary(),
+        startup_s=startup_s,
+        settings=dict(plan.settings),
+        context=run_context(plan),
+    )
+
+
+def run_context(plan: BenchPlan) -> dict[str, Any]:
+    """Where and with what a figure was measured, so a reader can judge if it applies."""
+    return {
+        "server": plan.adapter.name,
+        "app": f"{plan.app.module}:{plan.app.callable}",
+        "server_cpus": list(plan.server_cpus),
+        "load_cpus": list(plan.load.load_cpus),
+        "versions": {
+            "tuner": __version__,
+            plan.adapter.name: plan.adapter.version(),
+            "python": platform.python_version(),
+        },
+        "machine": machine_info(),
+    }
+
+
+def machine_info() -> dict[str, Any]:
+    return {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "platform": sys.platform}
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
