@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tuner.commands import bench, load
+from tuner.commands import bench, emit, load, tune
 
-COMMANDS = (load, bench)
+COMMANDS = (tune, bench, load, emit)

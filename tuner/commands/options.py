@@ -10,14 +10,16 @@ from tuner.errors import ConfigError
 from tuner.loadgen import LoadSpec, Workload, load_workload_file
 
 
-def add_load_options(parser: argparse.ArgumentParser) -> None:
+def add_load_options(
+    parser: argparse.ArgumentParser, *, duration_s: float = 10.0, warmup_s: float = 2.0
+) -> None:
     group = parser.add_argument_group("load")
     group.add_argument("--connections", "-c", type=int, default=64, metavar="N",
                        help="concurrent connections (default 64)")
-    group.add_argument("--duration", "-d", type=float, default=10.0, metavar="S",
-                       help="measurement window in seconds (default 10)")
-    group.add_argument("--warmup", type=float, default=2.0, metavar="S",
-                       help="warm-up seconds, excluded from the figures (default 2)")
+    group.add_argument("--duration", "-d", type=float, default=duration_s, metavar="S",
+                       help=f"measurement window in seconds (default {duration_s:g})")
+    group.add_argument("--warmup", type=float, default=warmup_s, metavar="S",
+                       help=f"warm-up seconds, excluded from the figures (default {warmup_s:g})")
     group.add_argument("--rate", type=float, default=None, metavar="R",
                        help="open loop at R requests/s (like wrk2); default: closed loop like wrk")
     group.add_argument("--no-keepalive", action="store_true",

@@ -1,0 +1,43 @@
+"""`tuner emit --study NAME --trial N --out FILE`: write the config file of any trial."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from tuner.apps import parse_app
+from tuner.commands.tune import DEFAULT_STORAGE
+from tuner.emit import write_config
+from tuner.errors import ConfigError
+from tuner.provenance import trial_header
+from tuner.servers import get_adapter
+from tuner.study import load_records
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("emit", help="write the config file of a study's trial")
+    parser.add_argument("--study", required=True, help="study name")
+    parser.add_argument("--trial", required=True, type=int, help="trial number")
+    parser.add_argument("--out", required=True, type=Path, help="file to write")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    attrs, records = load_records(args.storage, args.study)
+    setup = attrs.get("setup") or {}
+    record = next((r for r in records if r.number == args.trial), None)
+    if record is None or not record.settings:
+        numbers = ", ".join(str(r.number) for r in records if r.settings) or "none"
+        raise ConfigError(f"--trial {args.trial}: study {args.study!r} has no such trial with "
+                          f"settings; trials: {numbers}")
+    adapter = get_adapter(setup["server"])
+    app = parse_app(setup["app"])
+    settings = adapter.resolve(record.settings)
+    header = trial_header(record, setup, study_name=args.study)
+    path = write_config(adapter, app, settings, header, args.out,
+                        server_cpus=tuple(setup["server_cpus"]))
+    Console(stderr=True).print(f"wrote {path}", highlight=False)
+    return 0

@@ -1,0 +1,185 @@
+"""Re-measure the best configs and the baselines side by side, in interleaved rounds.
+
+One search trial is one noisy sample. Before anything is recommended, the top configs and the
+baselines are measured again as A B C D, A B C D, ... so that drift of the machine hits all of
+them alike, and the winner is chosen by its median. No Optuna here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner import objectives
+from tuner.errors import TrialError
+from tuner.objectives import Slo
+from tuner.records import BASELINE_DEFAULT, BASELINE_RULE
+from tuner.stats import Spread, clearly_better, ratio
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str                   # "default", "2*cpus+1", "trial 17"
+    trial_number: int | None
+    settings: dict[str, Any]
+
+
+@dataclass
+class Confirmed:
+    """Every confirmation run of one candidate."""
+
+    candidate: Candidate
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def spread(self, figure: Callable[[dict[str, Any]], float]) -> Spread | None:
+        good = [figure(run) for run in self.runs]
+        return Spread.of(good) if good else None
+
+    @property
+    def rps(self) -> Spread | None:
+        return self.spread(lambda run: run["rps"])
+
+    @property
+    def p99(self) -> Spread | None:
+        return self.spread(lambda run: run["latency_ms"]["p99"])
+
+    @property
+    def pss(self) -> Spread | None:
+        return self.spread(lambda run: run["memory_mb"]["pss_mean"])
+
+    @property
+    def unfair(self) -> bool:
+        return any(run.get("unfair") for run in self.runs)
+
+    @property
+    def client_bound(self) -> bool:
+        return any(run.get("client_bound") for run in self.runs)
+
+    def median_metrics(self) -> dict[str, Any]:
+        """A metrics dict of medians, the shape objectives.* expect."""
+        rps, p99, pss = self.rps, self.p99, self.pss
+        errors = sorted(run.get("error_rate", 0.0) for run in self.runs)
+        return {
+            "rps": rps.median if rps else 0.0,
+            "latency_ms": {"p99": p99.median if p99 else float("inf")},
+            "memory_mb": {"pss_mean": pss.median if pss else float("inf")},
+            "error_rate": errors[len(errors) // 2] if errors else 1.0,
+        }
+
+    def usable(self, slo: Slo) -> bool:
+        return (
+            bool(self.runs)
+            and len(self.failures) < len(self.runs)
+            and not self.unfair
+            and objectives.feasible(slo, self.median_metrics())
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        def spread(s: Spread | None) -> dict[str, float] | None:
+            return None if s is None else {"min": s.low, "median": s.median, "max": s.high}
+
+        return {
+            "label": self.candidate.label,
+            "trial": self.candidate.trial_number,
+            "settings": self.candidate.settings,
+            "rps": spread(self.rps),
+            "p99_ms": spread(self.p99),
+            "pss_mb": spread(self.pss),
+            "failures": self.failures,
+            "unfair": self.unfair,
+            "client_bound": self.client_bound,
+        }
+
+
+def confirm(
+    candidates: Sequence[Candidate],
+    rounds: int,
+    measure: Callable[[Candidate, int], dict[str, Any]],
+    on_run: Callable[[Candidate, int, dict[str, Any] | None], None] | None = None,
+) -> list[Confirmed]:
+    """Measure every candidate once per round, in the same order each round."""
+    confirmed = [Confirmed(candidate) for candidate in candidates]
+    for round_index in range(rounds):
+        for entry in confirmed:
+            try:
+                run = measure(entry.candidate, round_index)
+            except TrialError as exc:
+                entry.failures.append(f"{exc.reason}: {str(exc).splitlines()[0]}")
+                run = None
+            else:
+                entry.runs.append(run)
+            if on_run:
+                on_run(entry.candidate, round_index, run)
+    return confirmed
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The recommendation, its baselines, and whether it is better beyond the noise."""
+
+    winner: Confirmed
+    default: Confirmed | None
+    rule: Confirmed | None
+    beats_default: bool
+    summary: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "winner": self.winner.candidate.label,
+            "winner_trial": self.winner.candidate.trial_number,
+            "beats_default_beyond_noise": self.beats_default,
+            "summary": self.summary,
+        }
+
+
+def decide(confirmed: Sequence[Confirmed], objective: str, slo: Slo) -> Verdict | None:
+    """Pick the best usable candidate by its median; keep the default unless clearly beaten.
+
+    A searched config whose runs overlap the default's is within the noise: recommending it
+    would be recommending noise, so the default stays, and the summary says so.
+    """
+    by_label = {entry.candidate.label: entry for entry in confirmed}
+    default, rule = by_label.get(BASELINE_DEFAULT), by_label.get(BASELINE_RULE)
+    usable = [entry for entry in confirmed if entry.usable(slo)]
+    if not usable:
+        return None
+    higher = objective != "latency"
+    key = _ranking_key(objective)
+    best = max(usable, key=key) if higher else min(usable, key=key)
+    if default is None or not default.usable(slo) or best is default:
+        beats = best is not default
+        return Verdict(best, default, rule, beats, _summary(best, default, beats, objective))
+    best_spread, default_spread = _headline(best, objective), _headline(default, objective)
+    assert best_spread is not None and default_spread is not None
+    beats = clearly_better(best_spread, default_spread, higher_is_better=higher)
+    winner = best if beats else default
+    return Verdict(winner, default, rule, beats, _summary(best, default, beats, objective))
+
+
+def _ranking_key(objective: str) -> Callable[[Confirmed], float]:
+    if objective == "latency":
+        return lambda entry: entry.p99.median if entry.p99 else float("inf")
+    return lambda entry: entry.rps.median if entry.rps else 0.0
+
+
+def _headline(entry: Confirmed, objective: str) -> Spread | None:
+    return entry.p99 if objective == "latency" else entry.rps
+
+
+def _summary(best: Confirmed, default: Confirmed | None, beats: bool, objective: str) -> str:
+    unit, name = ("ms", "p99") if objective == "latency" else ("req/s", "throughput")
+    if default is None or not default.usable(Slo(max_error_rate=1.0)):
+        return f"{best.candidate.label} is the best usable config (the default could not be used)"
+    if best is default:
+        return "the server's default config measured best; keep it"
+    b, d = _headline(best, objective), _headline(default, objective)
+    assert b is not None and d is not None
+    change = ratio(b.median, d.median)
+    ranges = (f"{best.candidate.label} {b.low:,.1f}-{b.high:,.1f} {unit} vs default "
+              f"{d.low:,.1f}-{d.high:,.1f} {unit} over {len(b.samples)} interleaved rounds")
+    if beats:
+        return f"{best.candidate.label} beats the default beyond the noise ({name} x{change:.2f}; {ranges})"
+    return (f"no config is measurably better than the default: {best.candidate.label} was "
+            f"x{change:.2f} on median but the ranges overlap ({ranges}); keeping the default")

@@ -1,0 +1,100 @@
+"""The evidence written at the top of an emitted config file: what was measured, where, how."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from tuner.confirm import Confirmed, Verdict
+from tuner.records import TrialRecord
+from tuner.stats import Spread, ratio
+
+
+def header_lines(
+    *,
+    verdict: Verdict | None,
+    chosen: Confirmed | None,
+    study_name: str,
+    trial_number: int | None,
+    context: Mapping[str, Any],
+    workload: str,
+    noise: str,
+) -> list[str]:
+    """Plain text lines (the adapter turns them into comments)."""
+    versions = context.get("versions", {})
+    machine = context.get("machine", {})
+    lines = [
+        f"Tuned by tuner {versions.get('tuner', '?')} on "
+        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"study {study_name!r}, trial {trial_number if trial_number is not None else 'n/a'}",
+        f"app {context.get('app', '?')}; workload: {workload}",
+        f"machine: {machine.get('cpu_model', '?')}; server pinned to "
+        f"{len(context.get('server_cpus', []))} CPU(s) {context.get('server_cpus')}, load on "
+        f"{context.get('load_cpus')}",
+        "versions: " + ", ".join(f"{name} {version}" for name, version in versions.items()),
+        "",
+    ]
+    if verdict is not None:
+        lines += _evidence(verdict, chosen)
+    elif chosen is not None:
+        lines += ["measured (interleaved re-measurement, min / median / max):",
+                  _row(chosen, None)]
+    lines += [f"noise seen during the study: {noise}", "",
+              "Re-tune when the app, the hardware or the traffic changes."]
+    return lines
+
+
+def _evidence(verdict: Verdict, chosen: Confirmed | None) -> list[str]:
+    shown = chosen or verdict.winner
+    lines = ["measured side by side in interleaved rounds (min / median / max):"]
+    reference = verdict.default
+    for entry, name in ((shown, "this config"), (verdict.default, "server default"),
+                        (verdict.rule, "2*cpus+1 rule")):
+        if entry is not None:
+            lines.append(f"  {name:15} " + _row(entry, reference if entry is not reference else None))
+    lines.append(f"verdict: {verdict.summary}")
+    if shown.client_bound:
+        lines.append("WARNING: the load generator was the bottleneck (client_bound) in some runs; "
+                     "the real ceiling may be higher: re-tune with more --load-cpus")
+    return lines
+
+
+def _row(entry: Confirmed, reference: Confirmed | None) -> str:
+    parts = [
+        _fmt("req/s", entry.rps, "{:,.0f}"),
+        _fmt("p99 ms", entry.p99, "{:.2f}"),
+        _fmt("PSS MB", entry.pss, "{:.1f}"),
+    ]
+    if reference is not None and entry.rps and reference.rps:
+        parts.append(f"x{ratio(entry.rps.median, reference.rps.median):.2f} req/s vs default")
+    if entry.failures:
+        parts.append(f"{len(entry.failures)} failed run(s)")
+    return "; ".join(parts)
+
+
+def _fmt(name: str, spread: Spread | None, pattern: str) -> str:
+    if spread is None:
+        return f"{name} n/a"
+    low, median, high = (pattern.format(v) for v in (spread.low, spread.median, spread.high))
+    return f"{name} {low} / {median} / {high}"
+
+
+def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: str) -> list[str]:
+    """Header for a file written from one search trial (`tuner emit`): its single measurement."""
+    metrics = record.metrics
+    lines = [
+        f"Written by tuner emit on {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"study {study_name!r}, trial {record.number} ({record.state.lower()}"
+        + (f", {record.baseline} baseline" if record.baseline else "") + ")",
+        f"app {setup.get('app', '?')}; server {setup.get('server', '?')} pinned to "
+        f"{len(setup.get('server_cpus', []))} CPU(s); machine {setup.get('cpu_model', '?')}",
+    ]
+    if metrics:
+        lines.append(
+            f"measured once during the search: {record.rps:,.0f} req/s, p99 {record.p99_ms:.2f} ms, "
+            f"PSS {record.pss_mb:.1f} MB" + (" (client_bound)" if metrics.get("client_bound") else "")
+        )
+        lines.append("a single search measurement: `tuner tune` re-measures its top configs "
+                     "against the default before recommending one")
+    return lines

@@ -1,0 +1,160 @@
+"""Showing a running study: a live view on a terminal, one plain line per trial elsewhere."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tuner.confirm import Candidate, Confirmed
+from tuner.loadgen import WindowStats
+from tuner.records import TrialRecord
+from tuner.settings import Value
+
+TOP_ROWS = 5
+
+
+def describe(settings: dict[str, Any], defaults: dict[str, Any]) -> str:
+    """Only what differs from the server's defaults: that is what a reader needs to see."""
+    changed = {k: v for k, v in settings.items() if defaults.get(k) != v}
+    return " ".join(f"{k}={v}" for k, v in changed.items()) or "(server defaults)"
+
+
+def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
+    what = describe(record.settings, defaults)
+    label = f"trial {record.number}" + (f" [{record.baseline}]" if record.baseline else "")
+    if record.state == "COMPLETE":
+        flags = [f for f in ("client_bound",) if record.metrics.get(f)]
+        flags += [] if record.feasible else ["violates SLO"]
+        return (f"{label}: {record.rps:,.0f} req/s  p99 {record.p99_ms:.2f} ms  "
+                f"PSS {record.pss_mb:.0f} MB  {what}" + (f"  ({', '.join(flags)})" if flags else ""))
+    return f"{label}: {record.state.lower()} {record.fail_reason}  {what}"
+
+
+class PlainListener:
+    """One line per finished trial on stderr: for logs, CI and pipes."""
+
+    def __init__(self, defaults: dict[str, Any], quiet: bool = False) -> None:
+        self.defaults = defaults
+        self.quiet = quiet
+
+    def on_trial_start(self, number: int, settings: dict[str, Value]) -> None:
+        pass
+
+    def on_phase(self, phase: str) -> None:
+        pass
+
+    def on_window(self, window: WindowStats) -> None:
+        pass
+
+    def on_trial_end(self, record: TrialRecord) -> None:
+        if not self.quiet:
+            print(record_line(record, self.defaults), file=sys.stderr, flush=True)
+
+    def on_confirm_run(self, candidate: Candidate, round_index: int,
+                       run: dict[str, Any] | None) -> None:
+        if self.quiet:
+            return
+        figure = f"{run['rps']:,.0f} req/s p99 {run['latency_ms']['p99']:.2f} ms" if run else "failed"
+        print(f"confirm round {round_index + 1}: {candidate.label}: {figure}", file=sys.stderr,
+              flush=True)
+
+
+class LiveListener(PlainListener):
+    """Progress bar over trials, the current trial's phase, and the best trials so far."""
+
+    def __init__(self, console: Console, defaults: dict[str, Any], n_trials: int | None,
+                 higher_is_better: bool) -> None:
+        super().__init__(defaults)
+        self.console = console
+        self.higher = higher_is_better
+        self.records: list[TrialRecord] = []
+        self.progress = Progress(
+            TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[phase]}"), console=console,
+        )
+        self.task = self.progress.add_task("study", total=n_trials, phase="")
+        self.live = Live(self._view(), console=console, refresh_per_second=4)
+
+    def __enter__(self) -> LiveListener:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(None, None, None)
+
+    def on_trial_start(self, number: int, settings: dict[str, Value]) -> None:
+        self._phase(f"trial {number}: {describe(settings, self.defaults)}")
+
+    def on_phase(self, phase: str) -> None:
+        current = self.progress.tasks[0].fields["phase"].split(" | ")[0]
+        self._phase(f"{current} | {phase}")
+
+    def on_window(self, window: WindowStats) -> None:
+        current = self.progress.tasks[0].fields["phase"].split(" | ")[0]
+        self._phase(f"{current} | measuring {window.elapsed_s:.0f} s: {window.rps:,.0f} req/s")
+
+    def on_trial_end(self, record: TrialRecord) -> None:
+        self.records.append(record)
+        self.progress.advance(self.task)
+        self.live.console.print(record_line(record, self.defaults), highlight=False)
+        self.live.update(self._view())
+
+    def on_confirm_run(self, candidate: Candidate, round_index: int,
+                       run: dict[str, Any] | None) -> None:
+        self._phase(f"confirming: round {round_index + 1}, {candidate.label}")
+        super().on_confirm_run(candidate, round_index, run)
+
+    def _phase(self, text: str) -> None:
+        self.progress.update(self.task, phase=text)
+
+    def _view(self) -> Group:
+        return Group(self.progress, best_table(self.records, self.defaults, self.higher))
+
+
+def best_table(records: Sequence[TrialRecord], defaults: dict[str, Any], higher: bool) -> Table:
+    table = Table(title="best so far", title_justify="left")
+    for column in ("trial", "req/s", "p99 ms", "PSS MB", "settings"):
+        table.add_column(column, justify="left" if column == "settings" else "right")
+    done = [r for r in records if r.state == "COMPLETE" and r.feasible]
+    done.sort(key=(lambda r: -r.rps) if higher else (lambda r: r.p99_ms))
+    for r in done[:TOP_ROWS]:
+        table.add_row(r.label, f"{r.rps:,.0f}", f"{r.p99_ms:.2f}", f"{r.pss_mb:.0f}",
+                      describe(r.settings, defaults))
+    return table
+
+
+def confirmation_table(confirmed: Sequence[Confirmed], winner: str | None) -> Table:
+    table = Table(title="re-measured side by side (min / median / max)", title_justify="left")
+    for column in ("config", "req/s", "p99 ms", "PSS MB", "note"):
+        table.add_column(column)
+    for entry in confirmed:
+        note = []
+        if entry.candidate.label == winner:
+            note.append("[green]recommended[/]")
+        if entry.unfair:
+            note.append("[red]unfair[/]")
+        if entry.client_bound:
+            note.append("[yellow]client_bound[/]")
+        if entry.failures:
+            note.append(f"{len(entry.failures)} failed")
+        table.add_row(entry.candidate.label, _spread(entry.rps, "{:,.0f}"),
+                      _spread(entry.p99, "{:.2f}"), _spread(entry.pss, "{:.0f}"), " ".join(note))
+    return table
+
+
+def _spread(spread: Any, pattern: str) -> str:
+    if spread is None:
+        return "n/a"
+    return " / ".join(pattern.format(v) for v in (spread.low, spread.median, spread.high))
+
+
+def print_json(payload: dict[str, Any]) -> None:
+    json.dump(payload, sys.stdout, sort_keys=True, default=str)
+    sys.stdout.write("\n")

@@ -1,0 +1,167 @@
+"""`tune` end to end: search, re-measure the best side by side, decide, write the config file."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner import objectives
+from tuner.confirm import Candidate, Confirmed, Verdict, confirm, decide
+from tuner.emit import write_config
+from tuner.provenance import header_lines
+from tuner.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.runner import BenchPlan, run_bench, run_context
+from tuner.stats import Spread
+from tuner.study import (
+    StudyListener,
+    StudySetup,
+    open_study,
+    run_search,
+    save_summary,
+    to_record,
+    trial_metrics,
+)
+
+
+@dataclass(frozen=True)
+class TuneOutcome:
+    records: list[TrialRecord]
+    confirmed: list[Confirmed]
+    verdict: Verdict | None
+    out_path: Path | None
+    noise: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trials": len(self.records),
+            "completed": sum(r.state == "COMPLETE" for r in self.records),
+            "failed": [{"trial": r.number, "reason": r.fail_reason}
+                       for r in self.records if r.state == "FAIL"],
+            "confirmation": [c.to_dict() for c in self.confirmed],
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "config_file": str(self.out_path) if self.out_path else None,
+            "noise": self.noise,
+        }
+
+
+def tune(
+    setup: StudySetup,
+    *,
+    n_trials: int | None,
+    timeout_s: float | None,
+    top_k: int,
+    confirm_rounds: int,
+    out_path: Path,
+    listener: StudyListener,
+    on_confirm_run: Callable[[Candidate, int, dict[str, Any] | None], None] | None = None,
+) -> TuneOutcome:
+    study = open_study(setup)
+    run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
+    records = [to_record(t) for t in study.get_trials(deepcopy=False)]
+    candidates = pick_candidates(setup, records, top_k, pareto=_pareto_numbers(study, setup))
+    confirmed = confirm(candidates, confirm_rounds, _measurer(setup), on_confirm_run)
+    verdict = decide(confirmed, setup.objective, setup.slo)
+    noise = noise_summary(study.user_attrs.get("cpu_probe_ms", []), confirmed)
+    written = None
+    if verdict is not None:
+        chosen = verdict.winner
+        header = header_lines(
+            verdict=verdict, chosen=chosen, study_name=setup.name,
+            trial_number=chosen.candidate.trial_number, context=_context(setup),
+            workload=describe_workload(setup), noise=noise,
+        )
+        written = write_config(setup.adapter, setup.app, chosen.candidate.settings, header,
+                               out_path, server_cpus=setup.server_cpus,
+                               ready_path=setup.ready_path)
+    outcome = TuneOutcome(records, confirmed, verdict, written, noise)
+    save_summary(study, "result", outcome.to_dict())
+    return outcome
+
+
+def pick_candidates(
+    setup: StudySetup, records: Sequence[TrialRecord], top_k: int, pareto: Sequence[int]
+) -> list[Candidate]:
+    """The best `top_k` usable trials (by objective, or the Pareto pick first) and both baselines."""
+    usable = [r for r in records if r.state == "COMPLETE" and r.feasible and not r.baseline]
+    if setup.objective == "multi":
+        front = [r for r in usable if r.number in pareto]
+        ranked = sorted(front, key=lambda r: -r.rps)
+        if front:
+            pick = front[objectives.pick_pareto_point([r.metrics for r in front])]
+            ranked = [pick] + [r for r in ranked if r is not pick]
+    elif setup.objective == "latency":
+        ranked = sorted(usable, key=lambda r: r.p99_ms)
+    else:
+        ranked = sorted(usable, key=lambda r: -r.rps)
+    adapter = setup.adapter
+    defaults = adapter.table.defaults()
+    baselines = [
+        Candidate(BASELINE_DEFAULT, _baseline_trial(records, BASELINE_DEFAULT), defaults),
+        Candidate(BASELINE_RULE, _baseline_trial(records, BASELINE_RULE),
+                  {**defaults, **adapter.baseline_rule_values(len(setup.server_cpus))}),
+    ]
+    chosen = [Candidate(r.label, r.number, r.settings) for r in ranked[:top_k]]
+    unique: list[Candidate] = []
+    seen: list[dict[str, Any]] = []
+    for candidate in baselines + chosen:
+        if candidate.settings not in seen:
+            seen.append(candidate.settings)
+            unique.append(candidate)
+    return unique
+
+
+def _baseline_trial(records: Sequence[TrialRecord], label: str) -> int | None:
+    return next((r.number for r in records if r.baseline == label), None)
+
+
+def _pareto_numbers(study: Any, setup: StudySetup) -> list[int]:
+    if setup.objective != "multi":
+        return []
+    return [t.number for t in study.best_trials]
+
+
+def _measurer(setup: StudySetup) -> Callable[[Candidate, int], dict[str, Any]]:
+    def measure(candidate: Candidate, round_index: int) -> dict[str, Any]:
+        slug = candidate.label.replace(" ", "-").replace("*", "x")
+        plan = BenchPlan(
+            adapter=setup.adapter, app=setup.app, settings=candidate.settings,
+            load=setup.load, server_cpus=setup.server_cpus,
+            log_path=setup.workdir / "confirm" / f"{slug}-round{round_index}.log",
+            ready_path=setup.ready_path,
+        )
+        return trial_metrics(run_bench(plan).to_dict())
+
+    return measure
+
+
+def _context(setup: StudySetup) -> dict[str, Any]:
+    plan = BenchPlan(adapter=setup.adapter, app=setup.app, settings={}, load=setup.load,
+                     server_cpus=setup.server_cpus, log_path=setup.workdir / "unused.log")
+    return run_context(plan)
+
+
+def describe_workload(setup: StudySetup) -> str:
+    load = setup.load
+    paths = ", ".join(f"{r.method} {r.path}" for r in load.workload.requests[:3])
+    loop = f"open loop at {load.rate_rps:g} req/s" if load.rate_rps else "closed loop"
+    keepalive = "keep-alive" if load.keepalive else "Connection: close"
+    return (f"{paths}; {load.connections} connections, {loop}, {keepalive}; "
+            f"{load.warmup_s:g} s warm-up + {load.duration_s:g} s per run")
+
+
+def noise_summary(probes: Sequence[Sequence[float]], confirmed: Sequence[Confirmed]) -> str:
+    """How much the same thing varied: the CPU probe over the study, and repeats of each config."""
+    parts = []
+    times = [float(ms) for _trial, ms in probes]
+    if len(times) >= 2:
+        spread = Spread.of(times)
+        parts.append(f"CPU probe {spread.low:.1f}-{spread.high:.1f} ms "
+                     f"({spread.relative_range:.0%} range over {len(times)} probes)")
+    ranges = [c.rps.relative_range for c in confirmed if c.rps and len(c.rps.samples) > 1]
+    if ranges:
+        parts.append(f"repeats of one config varied {statistics.median(ranges):.0%} in req/s "
+                     f"(median over {len(ranges)} configs, max {max(ranges):.0%})")
+    return "; ".join(parts) or "not measured (too few probes or rounds)"
