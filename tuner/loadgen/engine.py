@@ -1,0 +1,262 @@
+"""Run a load: spawn one pinned worker per load CPU, start them together, merge their results.
+
+Every run is bounded: workers that do not report ready, or do not finish by warm-up +
+duration + timeout + a grace period, are terminated and then killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+
+from tuner.errors import TunerError
+from tuner.loadgen.http import request_sequence
+from tuner.loadgen.result import PERCENTILES, LoadResult, assess
+from tuner.loadgen.spec import LoadSpec
+from tuner.loadgen.worker import ERROR_KINDS, TIMEOUT, WorkerConfig, worker_main
+from tuner.metrics.histogram import Histogram
+
+# Spawning a worker re-imports Python and uvloop: allow for a slow, busy machine.
+READY_TIMEOUT_S = 30.0
+# Time between "go" and the common start, so every worker is waiting when it comes.
+START_DELAY_S = 0.1
+# Beyond warm-up + duration + timeout (the drain), how long before workers are killed.
+FINISH_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    index: int
+    elapsed_s: float  # since the measurement window began, at this window's end
+    requests: int
+    rps: float
+    errors: int
+    p99_ms: float
+
+
+class _Window:
+    """One second of the measurement window, merged over the workers that reported it."""
+
+    def __init__(self) -> None:
+        self.reports = 0
+        self.length_s = 0.0
+        self.elapsed_s = 0.0
+        self.requests = 0
+        self.errors = 0
+        self.hist = Histogram()
+
+    def add(self, snap: tuple) -> None:
+        _, length_s, elapsed_s, requests, errors, *_rest, sparse = snap
+        self.reports += 1
+        self.length_s = max(self.length_s, length_s)
+        self.elapsed_s = max(self.elapsed_s, elapsed_s)
+        self.requests += requests
+        self.errors += sum(errors)
+        self.hist.merge(Histogram.from_sparse(sparse))
+
+    def stats(self, index: int) -> WindowStats:
+        rps = self.requests / self.length_s if self.length_s > 0 else 0.0
+        p99 = self.hist.percentile(99) / 1000
+        return WindowStats(index, self.elapsed_s, self.requests, rps, self.errors, p99)
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """Spread `total` connections evenly over `parts` workers."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = None) -> LoadResult:
+    """Send `spec`'s load and measure it. `on_window` sees each merged one-second window of
+    the measurement phase; returning False stops the run early (the result then covers the
+    part measured)."""
+    spec.validate()
+    host = spec.connect_host()
+    requests = request_sequence(spec.workload, spec.host, spec.port, spec.keepalive)
+    workers = len(spec.load_cpus)
+    ctx = multiprocessing.get_context("spawn")  # the parent may have threads: never fork
+    pipes: list[Connection] = []
+    procs = []
+    try:
+        for index, (cpu, conns) in enumerate(
+            zip(spec.load_cpus, _split(spec.connections, workers), strict=True)
+        ):
+            cfg = WorkerConfig(
+                index=index,
+                cpu=cpu,
+                host=host,
+                port=spec.port,
+                connections=conns,
+                requests=requests,
+                keepalive=spec.keepalive,
+                rate_rps=spec.rate_rps,
+                workers=workers,
+                warmup_s=spec.warmup_s,
+                duration_s=spec.duration_s,
+                timeout_s=spec.timeout_s,
+            )
+            parent_end, child_end = ctx.Pipe()
+            proc = ctx.Process(
+                target=worker_main, args=(cfg, child_end), name=f"tuner-load-{cpu}", daemon=True
+            )
+            proc.start()
+            child_end.close()
+            pipes.append(parent_end)
+            procs.append(proc)
+        _await_ready(pipes)
+        start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
+        for pipe in pipes:
+            pipe.send(("go", start_ns))
+        deadline = (
+            time.monotonic()
+            + START_DELAY_S
+            + spec.warmup_s
+            + spec.duration_s
+            + spec.timeout_s
+            + FINISH_GRACE_S
+        )
+        snaps, finals = _collect(pipes, deadline, on_window)
+    finally:
+        _reap(procs, pipes)
+    return _merge(spec, snaps, finals)
+
+
+def _await_ready(pipes: list[Connection]) -> None:
+    waiting = set(pipes)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while waiting:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TunerError(f"load generator: workers not ready after {READY_TIMEOUT_S:.0f} s")
+        for pipe in wait(list(waiting), timeout=left):
+            message = _receive(pipe)
+            if message[0] == "ready":
+                waiting.discard(pipe)  # type: ignore[arg-type]
+
+
+def _receive(pipe: Connection) -> tuple:
+    try:
+        message = pipe.recv()
+    except EOFError:
+        raise TunerError("load generator: a worker process died unexpectedly") from None
+    if message[0] == "error":
+        raise TunerError(f"load generator: a worker failed:\n{message[1]}")
+    return message
+
+
+def _collect(
+    pipes: list[Connection],
+    deadline: float,
+    on_window: Callable[[WindowStats], bool] | None,
+) -> tuple[list[tuple], list[dict]]:
+    """Receive window snapshots and final reports; call `on_window` as windows complete."""
+    snaps: list[tuple] = []
+    finals: list[dict] = []
+    windows: dict[int, _Window] = {}
+    next_window = 0
+    stopped = False
+    running = set(pipes)
+    while running:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TunerError("load generator: workers did not finish in time (killed)")
+        for pipe in wait(list(running), timeout=left):
+            message = _receive(pipe)  # type: ignore[arg-type]
+            if message[0] == "window":
+                snap = message[1]
+                snaps.append(snap)
+                windows.setdefault(snap[0], _Window()).add(snap)
+            elif message[0] == "done":
+                finals.append(message[1])
+                running.discard(pipe)  # type: ignore[arg-type]
+        # Hand complete windows to the caller in order.
+        while not stopped and next_window in windows and windows[next_window].reports == len(pipes):
+            window = windows[next_window]
+            next_window += 1
+            if on_window is not None and on_window(window.stats(next_window - 1)) is False:
+                stopped = True
+                for pipe in pipes:
+                    with contextlib.suppress(OSError):  # that worker already finished
+                        pipe.send(("stop",))
+    return snaps, finals
+
+
+def _reap(procs: list, pipes: list[Connection]) -> None:
+    for proc in procs:
+        proc.join(timeout=2.0)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=2.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    for pipe in pipes:
+        pipe.close()
+
+
+def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult:
+    hist = Histogram()
+    errors = [0] * len(ERROR_KINDS)
+    requests = bytes_ = late = completed_us = 0
+    windows: dict[int, _Window] = {}
+    for snap in snaps:
+        index, _len, _el, w_requests, w_errors, w_bytes, w_late, w_completed, sparse = snap
+        requests += w_requests
+        bytes_ += w_bytes
+        late += w_late
+        completed_us += w_completed
+        errors = [a + b for a, b in zip(errors, w_errors, strict=True)]
+        hist.merge(Histogram.from_sparse(sparse))
+        windows.setdefault(index, _Window()).add(snap)
+    duration = sum(f["measure_s"] for f in finals) / len(finals)
+    rps = requests / duration if duration > 0 else 0.0
+    # Requests answered with 4xx/5xx are in `requests`; the others never got an answer.
+    unanswered = errors[0] + errors[1] + errors[TIMEOUT]
+    error_rate = sum(errors) / (requests + unanswered) if requests + unanswered else 0.0
+    completed = requests  # completed responses have latency sums in completed_us
+    mean_completed_ms = completed_us / completed / 1000 if completed else 0.0
+    names = [name for name, _ in PERCENTILES]
+    latency = dict(zip(names, _ms(hist, [q for _, q in PERCENTILES]), strict=True))
+    latency["max"] = hist.max_us / 1000
+    latency["mean"] = hist.mean_us() / 1000
+    starved = sum(f["starved"] for f in finals)
+    loadgen_cpu = max(f["cpu_pct"] for f in finals)
+    ratio, reasons, client_bound, notes = assess(
+        rps=rps,
+        mean_completed_ms=mean_completed_ms,
+        connections=spec.connections,
+        open_loop=spec.open_loop,
+        starved=starved,
+        error_rate=error_rate,
+        loadgen_cpu=loadgen_cpu,
+        late_requests=late,
+        requests=requests,
+    )
+    return LoadResult(
+        rps=rps,
+        duration_s=duration,
+        requests=requests,
+        latency_ms=latency,
+        errors=dict(zip(ERROR_KINDS, errors, strict=True)),
+        error_rate=error_rate,
+        bytes=bytes_,
+        connections=spec.connections,
+        starved_connections=starved,
+        littles_law_ratio=ratio,
+        unfair=bool(reasons),
+        unfair_reasons=reasons,
+        loadgen_cpu=loadgen_cpu,
+        client_bound=client_bound,
+        late_requests=late,
+        target_rps=spec.rate_rps,
+        total_responses=sum(f["total_responses"] for f in finals),
+        windows_rps=[windows[i].stats(i).rps for i in sorted(windows)],
+        notes=notes,
+    )
+
+
+def _ms(hist: Histogram, quantiles: list[float]) -> list[float]:
+    return [v / 1000 for v in hist.percentiles(quantiles)]

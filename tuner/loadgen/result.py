@@ -1,0 +1,96 @@
+"""A load run's result, with the checks that say whether its numbers can be trusted."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# The load generator's own CPU above this (% of its core during the window) means the
+# measured rate is the client's limit, not the server's.
+CLIENT_BOUND_CPU_PCT = 90.0
+# More errors than this fraction of attempts gets a note (the figures describe a failing server).
+ERROR_RATE_NOTE = 0.01
+# Closed loop: rps * mean latency / connections below this means connections sat waiting
+# outside the measured latencies (starved by the server), so the percentiles flatter it.
+LITTLES_LAW_MIN_RATIO = 0.5
+
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    rps: float
+    duration_s: float
+    requests: int  # responses completed in the measurement window (any status)
+    latency_ms: dict[str, float]  # p50, p90, p99, p999, max, mean
+    errors: dict[str, int]  # connect, read, timeout, status_4xx, status_5xx
+    error_rate: float
+    bytes: int
+    connections: int
+    starved_connections: int
+    littles_law_ratio: float | None  # closed loop only; None in open loop
+    unfair: bool
+    unfair_reasons: list[str]
+    loadgen_cpu: float
+    client_bound: bool
+    late_requests: int
+    target_rps: float | None
+    total_responses: int  # every response received, warm-up and drain included
+    windows_rps: list[float]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["latency_ms"] = dict(self.latency_ms)
+        data["errors"] = dict(self.errors)
+        return data
+
+
+def assess(
+    *,
+    rps: float,
+    mean_completed_ms: float,
+    connections: int,
+    open_loop: bool,
+    starved: int,
+    error_rate: float,
+    loadgen_cpu: float,
+    late_requests: int,
+    requests: int,
+) -> tuple[float | None, list[str], bool, list[str]]:
+    """(littles_law_ratio, unfair_reasons, client_bound, notes) for a run's totals."""
+    reasons: list[str] = []
+    notes: list[str] = []
+    ratio = None
+    if not open_loop:
+        ratio = rps * (mean_completed_ms / 1000) / connections
+        if ratio < LITTLES_LAW_MIN_RATIO:
+            reasons.append(
+                f"littles_law: rps x mean latency / connections = {ratio:.2f} "
+                f"(< {LITTLES_LAW_MIN_RATIO}); most connections were waiting unanswered, "
+                "so the latency percentiles understate what clients saw"
+            )
+    if starved:
+        reasons.append(
+            f"starved: {starved} of {connections} connections got no response during the "
+            "measurement window (the server serves some clients and ignores others)"
+        )
+    client_bound = loadgen_cpu > CLIENT_BOUND_CPU_PCT
+    if client_bound:
+        notes.append(
+            f"client_bound: the load generator was {loadgen_cpu:.0f}% busy; this figure is its "
+            "limit, not the server's; give it more cores with --load-cpus"
+        )
+    if error_rate > ERROR_RATE_NOTE:
+        notes.append(
+            f"errors: {error_rate:.1%} of requests failed (more than {ERROR_RATE_NOTE:.0%}); "
+            "the figures describe a failing server"
+        )
+    if open_loop and late_requests:
+        share = late_requests / max(1, requests)
+        notes.append(
+            f"late: {late_requests} requests ({share:.1%}) were sent late (no idle connection "
+            "or a busy client); their latency counts from the intended time"
+        )
+    notes += ["unfair: " + r for r in reasons]
+    return ratio, reasons, client_bound, notes

@@ -1,0 +1,251 @@
+"""What load to send: the requests (a weighted workload) and how (LoadSpec), validated.
+
+The load generator only ever targets loopback: the tuner measures a server it started on this
+machine, and must never be usable to flood a remote host.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from tuner.errors import ConfigError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+# HEAD is left out: a response parser can't tell a HEAD reply (no body) from a truncated one.
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+# Headers the load generator writes itself; a workload setting them would corrupt the framing.
+RESERVED_HEADERS = ("host", "content-length", "connection", "transfer-encoding")
+_REQUEST_KEYS = ("method", "path", "headers", "body", "weight")
+_LOOPBACK_NAMES = ("localhost",)
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    method: str = "GET"
+    path: str = "/"
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    weight: float = 1.0
+
+    def problem(self) -> str | None:
+        """What is wrong with this request, or None."""
+        if self.method not in METHODS:
+            return f"method {self.method!r}: expected one of {', '.join(METHODS)}"
+        bad_path = not self.path.isascii() or any(c in self.path for c in " \r\n\t")
+        if not self.path.startswith("/") or bad_path:
+            return f"path {self.path!r}: expected an absolute path like /items?id=3, no spaces"
+        for name, value in self.headers:
+            bad_name = not name or not name.isascii() or any(c in name for c in " :\r\n\t")
+            bad_value = not value.isascii() or any(c in value for c in "\r\n")
+            if bad_name or bad_value:
+                return f"header {name!r}: expected a token name and a one-line ASCII value"
+            if name.lower() in RESERVED_HEADERS:
+                return f"header {name!r}: set by the load generator; remove it"
+        if not (isinstance(self.weight, (int, float)) and math.isfinite(self.weight)):
+            return f"weight {self.weight!r}: expected a number > 0"
+        if self.weight <= 0:
+            return f"weight {self.weight!r}: expected a number > 0"
+        return None
+
+
+@dataclass(frozen=True)
+class Workload:
+    requests: tuple[RequestSpec, ...]
+
+    @classmethod
+    def single(cls, path: str = "/", method: str = "GET") -> Workload:
+        return cls((RequestSpec(method=method, path=path),))
+
+    def problem(self) -> str | None:
+        if not self.requests:
+            return "the workload has no requests"
+        for number, request in enumerate(self.requests, 1):
+            problem = request.problem()
+            if problem:
+                return f"request {number}: {problem}"
+        return None
+
+
+def load_workload_file(path: str | os.PathLike[str]) -> Workload:
+    """Read a TOML or JSON workload: a list `requests` of {method, path, headers, body, weight}.
+
+    TOML:  [[requests]]  path = "/items"  weight = 3
+    JSON:  {"requests": [{"path": "/items", "weight": 3}]}
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"workload file {file}: cannot read it ({exc.strerror})") from None
+    try:
+        data = json.loads(text) if file.suffix.lower() == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"workload file {file}: not valid {_format(file)} ({exc})") from None
+    entries = data.get("requests") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(
+            f"workload file {file}: expected a non-empty list `requests` of tables with keys "
+            + ", ".join(_REQUEST_KEYS)
+        )
+    requests = tuple(_parse_entry(file, number, entry) for number, entry in enumerate(entries, 1))
+    return Workload(requests)
+
+
+def _format(file: Path) -> str:
+    return "JSON" if file.suffix.lower() == ".json" else "TOML"
+
+
+def _parse_entry(file: Path, number: int, entry: Any) -> RequestSpec:
+    def bad(what: str) -> ConfigError:
+        return ConfigError(f"workload file {file}: request {number}: {what}")
+
+    if not isinstance(entry, dict):
+        raise bad("expected a table with keys " + ", ".join(_REQUEST_KEYS))
+    unknown = sorted(set(entry) - set(_REQUEST_KEYS))
+    if unknown:
+        raise bad(f"unknown key {unknown[0]!r}; valid keys: {', '.join(_REQUEST_KEYS)}")
+    method = entry.get("method", "GET")
+    path = entry.get("path", "/")
+    headers = entry.get("headers", {})
+    body = entry.get("body", "")
+    weight = entry.get("weight", 1.0)
+    if not isinstance(method, str):
+        raise bad(f"method {method!r}: expected one of {', '.join(METHODS)}")
+    if not isinstance(path, str):
+        raise bad(f"path {path!r}: expected a string like /items")
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise bad(f"headers {headers!r}: expected a table of string names to string values")
+    if not isinstance(body, str):
+        raise bad(f"body {body!r}: expected a string (sent as UTF-8)")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise bad(f"weight {weight!r}: expected a number > 0")
+    request = RequestSpec(
+        method=method.upper(),
+        path=path,
+        headers=tuple(headers.items()),
+        body=body.encode("utf-8"),
+        weight=float(weight),
+    )
+    problem = request.problem()
+    if problem:
+        raise bad(problem)
+    return request
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    host: str
+    port: int
+    workload: Workload
+    connections: int = 64
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    rate_rps: float | None = None  # None = closed loop (like wrk); a number = open loop (wrk2)
+    keepalive: bool = True  # False: `Connection: close` and a new connection per request (ab)
+    load_cpus: tuple[int, ...] = (1,)  # one worker process per CPU, pinned to it
+    timeout_s: float = 5.0  # per request
+
+    @classmethod
+    def from_url(cls, url: str, **kw: Any) -> LoadSpec:
+        """`http://127.0.0.1:8000/path` -> a spec loading that path (unless `workload` given)."""
+        parts = urlsplit(url)
+        if parts.scheme != "http":
+            raise ConfigError(f"url {url!r}: expected http://127.0.0.1:PORT/path (plain http)")
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if not parts.hostname or port is None:
+            raise ConfigError(f"url {url!r}: expected http://HOST:PORT/path with an explicit port")
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        kw.setdefault("workload", Workload.single(path))
+        spec = cls(host=parts.hostname, port=port, **kw)
+        spec.validate()
+        return spec
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate_rps is not None
+
+    def connect_host(self) -> str:
+        """The address to connect to ("localhost" could resolve to ::1 or 127.0.0.1)."""
+        return "127.0.0.1" if self.host.lower() in _LOOPBACK_NAMES else self.host
+
+    def validate(self) -> None:
+        if not _is_loopback(self.host):
+            raise ConfigError(
+                f"host {self.host!r}: the load generator only targets this machine; "
+                "expected 127.0.0.0/8, localhost or ::1"
+            )
+        if isinstance(self.port, bool) or not isinstance(self.port, int):
+            raise ConfigError(f"port {self.port!r}: expected an integer 1-65535")
+        if not 1 <= self.port <= 65535:
+            raise ConfigError(f"port {self.port}: expected an integer 1-65535")
+        problem = self.workload.problem()
+        if problem:
+            raise ConfigError(f"workload: {problem}")
+        if not self.load_cpus:
+            raise ConfigError("load_cpus: expected at least one CPU")
+        allowed = os.sched_getaffinity(0)
+        for cpu in self.load_cpus:
+            if isinstance(cpu, bool) or not isinstance(cpu, int) or cpu not in allowed:
+                raise ConfigError(
+                    f"load CPU {cpu!r}: not available to this process; "
+                    f"expected some of {_cpu_list(allowed)}"
+                )
+        if len(set(self.load_cpus)) != len(self.load_cpus):
+            raise ConfigError(f"load_cpus {list(self.load_cpus)}: a CPU is listed twice")
+        if isinstance(self.connections, bool) or not isinstance(self.connections, int):
+            raise ConfigError(f"connections {self.connections!r}: expected an integer >= 1")
+        if self.connections < max(1, len(self.load_cpus)):
+            raise ConfigError(
+                f"connections {self.connections}: expected at least one per load CPU "
+                f"(>= {len(self.load_cpus)})"
+            )
+        _positive("duration_s", self.duration_s)
+        _positive("timeout_s", self.timeout_s)
+        if not _number(self.warmup_s) or self.warmup_s < 0:
+            raise ConfigError(f"warmup_s {self.warmup_s!r}: expected a number of seconds >= 0")
+        if self.rate_rps is not None:
+            _positive("rate_rps", self.rate_rps)
+        if not isinstance(self.keepalive, bool):
+            raise ConfigError(f"keepalive {self.keepalive!r}: expected true or false")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive(name: str, value: object) -> None:
+    if not _number(value) or value <= 0:  # type: ignore[operator]
+        raise ConfigError(f"{name} {value!r}: expected a number > 0")
+
+
+def _is_loopback(host: str) -> bool:
+    if not isinstance(host, str):
+        return False
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _cpu_list(cpus: set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))

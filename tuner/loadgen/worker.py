@@ -1,0 +1,584 @@
+"""One load worker process: pinned to a CPU, its own uvloop, its share of the connections.
+
+Runs warm-up, then the measurement window (reporting a snapshot to the parent each second),
+then a bounded drain. The hot path (`Conn.data_received` -> `Slot.complete`) only counts and
+records into a histogram; percentiles are computed by the parent.
+
+Timestamps are `time.monotonic_ns()` (CLOCK_MONOTONIC, shared by all processes, so the
+parent's start time means the same instant in every worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import time
+import traceback
+from collections import deque
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from functools import partial
+from multiprocessing.connection import Connection
+
+import httptools
+
+from tuner.metrics.histogram import Histogram
+
+# Error counter slots, in the order LoadResult reports them.
+CONNECT, READ, TIMEOUT, STATUS_4XX, STATUS_5XX = range(5)
+ERROR_KINDS = ("connect", "read", "timeout", "status_4xx", "status_5xx")
+
+# After a failed connect, wait this long before the slot tries again, so a dead server
+# costs a few hundred attempts per second instead of a spinning CPU.
+CONNECT_BACKOFF_S = 0.05
+# How often in-flight requests are checked against the per-request timeout (a timer per
+# request would cost more than the request itself).
+SWEEP_INTERVAL_S = 0.02
+# Open loop: a request sent more than this after its intended time counts as late. Above
+# the event loop's 1 ms timer resolution, so only a busy client or an exhausted connection
+# pool makes requests late.
+LATE_THRESHOLD_MS = 2.0
+# A server that closed a connection after one response without saying `Connection: close`
+# (uWSGI --http-socket) is assumed to do it every time: we close ourselves after each
+# response instead of sending the next request into a dying socket. Every this-many
+# connections we keep one open anyway, to notice if the server changes its mind.
+REPROBE_EVERY = 100
+# A connection the server should close after its response is closed by us if the server
+# has not done so after this long.
+CLOSE_GRACE_NS = 1_000_000_000
+
+_WARMUP, _MEASURE, _DRAIN, _DONE = range(4)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    index: int
+    cpu: int
+    host: str
+    port: int
+    connections: int
+    requests: tuple[bytes, ...]
+    keepalive: bool
+    rate_rps: float | None  # total rate of all workers (open loop) or None
+    workers: int
+    warmup_s: float
+    duration_s: float
+    timeout_s: float
+
+
+class Conn(asyncio.Protocol):
+    """One TCP connection of a slot; a slot gets a new one after each close."""
+
+    __slots__ = ("slot", "transport", "responses", "active")
+
+    def __init__(self, slot: Slot) -> None:
+        self.slot = slot
+        self.transport: asyncio.Transport | None = None
+        self.responses = 0
+        self.active = True  # False once the slot has given up on this connection
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if not self.active:
+            transport.abort()
+            return
+        slot = self.slot
+        if slot.busy:
+            transport.write(slot.request)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        if not self.active:
+            return
+        slot = self.slot
+        slot.got_bytes = True
+        worker = slot.worker
+        if worker.phase == _MEASURE:
+            worker.w_bytes += len(data)
+        try:
+            slot.parser.feed_data(data)
+        except httptools.HttpParserCallbackError:
+            raise  # a bug in our callback, not the server's fault
+        except httptools.HttpParserError:
+            slot.garbage(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.active:
+            self.slot.lost(self)
+
+
+class Slot:
+    """One of the worker's connections: at most one request in flight, never pipelined."""
+
+    __slots__ = (
+        "worker",
+        "number",
+        "conn",
+        "busy",
+        "start_ns",
+        "request",
+        "reused",
+        "got_bytes",
+        "completed",
+        "asked",
+        "connecting",
+        "parser",
+    )
+
+    def __init__(self, worker: Worker, number: int) -> None:
+        self.worker = worker
+        self.number = number
+        self.conn: Conn | None = None
+        self.busy = False
+        self.start_ns = 0  # latency counts from here (intended time in open loop)
+        self.request = b""
+        self.reused = False
+        self.got_bytes = False
+        self.completed = 0  # responses in the measurement window
+        self.asked = False  # had a request in flight during the measurement window
+        self.connecting: Coroutine | None = None  # create_connection() in progress
+        # One parser per slot, kept across connections while it is between responses
+        # (dropped after a connection died mid-response): saves an allocation per connect.
+        self.parser: httptools.HttpResponseParser | None = None
+
+    def issue(self, start_ns: int) -> None:
+        worker = self.worker
+        self.busy = True
+        self.start_ns = start_ns
+        self.got_bytes = False
+        self.request = worker.next_request()
+        worker.inflight += 1
+        if worker.phase == _MEASURE:
+            self.asked = True
+        conn = self.conn
+        if conn is not None and conn.transport is not None:
+            self.reused = True
+            conn.transport.write(self.request)
+        else:
+            self.reused = False
+            self.connect()
+
+    def connect(self) -> None:
+        worker = self.worker
+        conn = Conn(self)
+        self.conn = conn
+        if self.parser is None:
+            self.parser = httptools.HttpResponseParser(self)
+        connecting = worker.loop.create_connection(lambda: conn, worker.host, worker.port)
+        self.connecting = connecting
+        self._step(connecting, conn)
+
+    def _step(self, connecting: Coroutine, conn: Conn, _: object = None) -> None:
+        """Drive the connect coroutine ourselves: a Task per connection costs more than the
+        connection when the server closes after every response."""
+        try:
+            waiter = connecting.send(None)
+        except StopIteration:  # connected; Conn.connection_made sends the request
+            if self.connecting is connecting:
+                self.connecting = None
+            return
+        except OSError:
+            if self.connecting is connecting:
+                self.connecting = None
+            self._connect_failed(conn)
+            return
+        if waiter is None:  # a bare yield: resume on the next loop iteration
+            self.worker.loop.call_soon(self._step, connecting, conn)
+        else:
+            waiter._asyncio_future_blocking = False
+            waiter.add_done_callback(partial(self._step, connecting, conn))
+
+    def _connect_failed(self, conn: Conn) -> None:
+        if not conn.active or self.conn is not conn:
+            return
+        conn.active = False
+        self.conn = None
+        worker = self.worker
+        if self.busy:
+            self.fail(CONNECT)
+            # Back off, then carry on: closed loop issues the next request, open loop
+            # returns the slot to the pool.
+            worker.loop.call_later(CONNECT_BACKOFF_S, worker.idle, self)
+
+    def on_message_complete(self) -> None:
+        """httptools callback: a whole response arrived on `self.conn`."""
+        now = time.monotonic_ns()
+        conn = self.conn
+        worker = self.worker
+        parser = self.parser
+        conn.responses += 1
+        worker.total_responses += 1
+        worker.inflight -= 1
+        self.busy = False
+        if worker.phase == _MEASURE:
+            latency_us = (now - self.start_ns) // 1000
+            worker.w_requests += 1
+            worker.w_completed_us += latency_us
+            worker.w_hist.record(latency_us)
+            self.completed += 1
+            status = parser.get_status_code()
+            if status >= 400:
+                worker.w_errors[STATUS_5XX if status >= 500 else STATUS_4XX] += 1
+        if not (worker.keepalive and parser.should_keep_alive()) or worker.closes_now(conn):
+            # The server closes this connection now: let it (closing first would leave our
+            # side in TIME_WAIT); the worker closes it later if the server does not.
+            conn.active = False
+            self.conn = None
+            worker.closing.append((now, conn.transport))
+        worker.idle(self)
+
+    def lost(self, conn: Conn) -> None:
+        """The server closed the connection."""
+        conn.active = False
+        if self.conn is conn:
+            self.conn = None
+        if not self.busy:
+            return  # an idle keep-alive connection closed by the server: not an error
+        if self.got_bytes:
+            self.parser = None  # it holds part of a response
+        elif self.reused:
+            # The server closed a reused connection before answering our request (idle
+            # keep-alive timeout, or it closes after each response): retry once, fresh.
+            self.worker.learn_close(conn)
+            self.reused = False
+            self.connect()
+            return
+        self.fail(READ)
+        self.worker.idle(self)
+
+    def garbage(self, conn: Conn) -> None:
+        """The server sent something that is not an HTTP response: a read error."""
+        busy = self.busy
+        self.abort()
+        self.parser = None
+        if busy:
+            self.fail(READ)
+            self.worker.idle(self)
+
+    def fail(self, kind: int) -> None:
+        worker = self.worker
+        self.busy = False
+        worker.inflight -= 1
+        if worker.phase == _MEASURE:
+            worker.w_errors[kind] += 1
+
+    def abort(self) -> None:
+        """Give up on the current connection and any connect in progress."""
+        conn = self.conn
+        self.conn = None
+        if self.busy and self.got_bytes:
+            self.parser = None  # it holds part of a response
+        if conn is not None:
+            conn.active = False
+            if conn.transport is not None:
+                conn.transport.abort()
+        if self.connecting is not None:
+            self.connecting.close()  # uvloop closes the half-made transport
+            self.connecting = None
+
+
+class Worker:
+    def __init__(self, cfg: WorkerConfig, pipe: Connection, loop: asyncio.AbstractEventLoop):
+        self.cfg = cfg
+        self.pipe = pipe
+        self.loop = loop
+        self.host = cfg.host
+        self.port = cfg.port
+        self.keepalive = cfg.keepalive
+        self.requests = cfg.requests
+        # Workers start at different points of the weighted sequence so mixes interleave.
+        self.request_pos = cfg.index * len(cfg.requests) // max(1, cfg.workers)
+        self.timeout_ns = int(cfg.timeout_s * 1e9)
+        self.phase = _WARMUP
+        self.slots = [Slot(self, n) for n in range(cfg.connections)]
+        self.idle_slots: list[Slot] = []
+        self.backlog: deque[int] = deque()  # open loop: intended times waiting for a slot
+        self.closing: deque[tuple[int, asyncio.BaseTransport]] = deque()
+        self.inflight = 0
+        self.total_responses = 0
+        self.peer_closes = False
+        self.connections_made = 0
+        self.stop_requested = False
+        self.done = asyncio.Event()
+        self._reset_window()
+        self.window_index = 0
+        self.measure_start_ns = 0
+        self.measure_end_ns = 0
+        self.window_start_ns = 0
+        self.cpu_start = 0.0
+        self.cpu_pct = 0.0
+        self.next_intended = 0
+        self.timers: list[asyncio.TimerHandle] = []
+
+    # -- hot-path helpers -------------------------------------------------------------------
+
+    def next_request(self) -> bytes:
+        requests = self.requests
+        pos = self.request_pos
+        self.request_pos = pos + 1 if pos + 1 < len(requests) else 0
+        return requests[pos]
+
+    def closes_now(self, conn: Conn) -> bool:
+        """Close after this response ourselves, because the server would anyway."""
+        if not self.peer_closes:
+            return False
+        if conn.responses > 1:
+            self.peer_closes = False  # a re-probe connection was kept alive
+            return False
+        self.connections_made += 1
+        return self.connections_made % REPROBE_EVERY != 0
+
+    def learn_close(self, conn: Conn) -> None:
+        self.peer_closes = conn.responses == 1
+
+    def idle(self, slot: Slot) -> None:
+        """A slot has no request in flight: give it the next one, if the run wants one."""
+        if self.phase >= _DRAIN or slot.busy:
+            return
+        if self.cfg.rate_rps is None:
+            slot.issue(time.monotonic_ns())
+        elif self.backlog:
+            intended = self.backlog.popleft()
+            self._count_late(intended)
+            slot.issue(intended)
+        else:
+            self.idle_slots.append(slot)
+
+    # -- open loop ----------------------------------------------------------------------------
+
+    def _intended(self, i: int) -> int:
+        # Request i of this worker is request i * workers + index of the whole run.
+        cfg = self.cfg
+        return self.start_ns + int((i * cfg.workers + cfg.index) * 1e9 / cfg.rate_rps)
+
+    def _tick(self) -> None:
+        if self.phase >= _DRAIN:
+            return
+        now = time.monotonic_ns()
+        while True:
+            intended = self._intended(self.next_intended)
+            if intended > now:
+                break
+            self.next_intended += 1
+            if self.idle_slots:
+                self._count_late(intended, now)
+                self.idle_slots.pop().issue(intended)
+            else:
+                self.backlog.append(intended)
+        # Round up to the loop's 1 ms timer resolution, so we never wake early and spin.
+        delay_ms = -(-(intended - now) // 1_000_000)
+        self.loop.call_later(delay_ms / 1000, self._tick)
+
+    def _count_late(self, intended: int, now: int | None = None) -> None:
+        if self.phase != _MEASURE:
+            return
+        if now is None:
+            now = time.monotonic_ns()
+        if now - intended > LATE_THRESHOLD_MS * 1_000_000:
+            self.w_late += 1
+
+    # -- phases -------------------------------------------------------------------------------
+
+    def _reset_window(self) -> None:
+        self.w_requests = 0
+        self.w_errors = [0] * len(ERROR_KINDS)
+        self.w_bytes = 0
+        self.w_late = 0
+        self.w_completed_us = 0
+        self.w_hist = Histogram()
+
+    async def run(self, start_ns: int) -> None:
+        cfg = self.cfg
+        loop = self.loop
+        loop.add_reader(self.pipe.fileno(), self._on_parent)
+        await asyncio.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9))
+        self.start_ns = start_ns
+        measure_at = start_ns + int(cfg.warmup_s * 1e9)
+        self.measure_end_ns = measure_at + int(cfg.duration_s * 1e9)
+        self._sweep()
+        if cfg.rate_rps is None:
+            for slot in self.slots:
+                slot.issue(time.monotonic_ns())
+        else:
+            self.idle_slots = list(reversed(self.slots))
+            self._tick()
+        self._at(measure_at, self._begin_measure)
+        await self.done.wait()
+        loop.remove_reader(self.pipe.fileno())
+
+    def _at(self, when_ns: int, callback) -> None:
+        delay = max(0.0, (when_ns - time.monotonic_ns()) / 1e9)
+        self.timers.append(self.loop.call_later(delay, callback))
+
+    def _begin_measure(self) -> None:
+        if self.phase != _WARMUP:
+            return
+        self.phase = _MEASURE
+        self._reset_window()
+        now = time.monotonic_ns()
+        self.measure_start_ns = self.window_start_ns = now
+        self.cpu_start = time.process_time()
+        for slot in self.slots:
+            slot.completed = 0
+            slot.asked = slot.busy
+        self.measure_end_ns = now + int(self.cfg.duration_s * 1e9)
+        boundary = now
+        while True:
+            boundary += 1_000_000_000
+            if boundary >= self.measure_end_ns:
+                break
+            self._at(boundary, self._end_window)
+        self._at(self.measure_end_ns, self._end_measure)
+
+    def _snapshot(self, now: int) -> tuple:
+        snap = (
+            self.window_index,
+            (now - self.window_start_ns) / 1e9,
+            (now - self.measure_start_ns) / 1e9,
+            self.w_requests,
+            tuple(self.w_errors),
+            self.w_bytes,
+            self.w_late,
+            self.w_completed_us,
+            self.w_hist.to_sparse(),
+        )
+        self.window_index += 1
+        self.window_start_ns = now
+        self._reset_window()
+        return snap
+
+    def _end_window(self) -> None:
+        if self.phase == _MEASURE:
+            self.pipe.send(("window", self._snapshot(time.monotonic_ns())))
+
+    def _end_measure(self) -> None:
+        if self.phase == _WARMUP:  # stopped before measuring: an empty window
+            self._begin_measure()
+        if self.phase != _MEASURE:
+            return
+        now = time.monotonic_ns()
+        cpu = time.process_time() - self.cpu_start
+        wall = (now - self.measure_start_ns) / 1e9
+        self.cpu_pct = 100.0 * cpu / wall if wall > 0 else 0.0
+        # Requests still unanswered count with their age now, so a starved connection shows
+        # in the tail instead of vanishing; past the timeout they are timeouts.
+        hist = self.w_hist
+        for slot in self.slots:
+            if slot.busy:
+                age_ns = now - slot.start_ns
+                hist.record(age_ns // 1000)
+                if age_ns >= self.timeout_ns:
+                    self.w_errors[TIMEOUT] += 1
+        for intended in self.backlog:
+            hist.record((now - intended) // 1000)
+            self.w_late += 1
+            if now - intended >= self.timeout_ns:
+                self.w_errors[TIMEOUT] += 1
+        snapshot = self._snapshot(now)
+        self.measure_end_ns = now
+        self.phase = _DRAIN
+        for timer in self.timers:
+            timer.cancel()
+        unsent = len(self.backlog)
+        self.backlog.clear()
+        inflight_at_end = self.inflight
+        self.pipe.send(("window", snapshot))
+        self.loop.create_task(self._drain(now, unsent, inflight_at_end))
+
+    async def _drain(self, end_ns: int, unsent: int, inflight_at_end: int) -> None:
+        # Wait for answers to requests already sent, so total_responses counts every response
+        # the server produced. Bounded: the sweeper aborts each request at its timeout.
+        deadline = end_ns + self.timeout_ns + 50_000_000
+        while self.inflight > 0 and time.monotonic_ns() < deadline:
+            await asyncio.sleep(0.005)
+        self.phase = _DONE
+        for slot in self.slots:
+            slot.abort()
+        for _, transport in self.closing:
+            transport.close()
+        starved = sum(1 for s in self.slots if s.asked and s.completed == 0)
+        self.pipe.send(
+            (
+                "done",
+                {
+                    "measure_s": (self.measure_end_ns - self.measure_start_ns) / 1e9,
+                    "cpu_pct": self.cpu_pct,
+                    "starved": starved,
+                    "connections": len(self.slots),
+                    "total_responses": self.total_responses,
+                    "inflight_at_end": inflight_at_end,
+                    "unsent_at_end": unsent,
+                    "abandoned": self.inflight,
+                },
+            )
+        )
+        self.done.set()
+
+    def _sweep(self) -> None:
+        """Time out requests older than the per-request timeout."""
+        if self.phase == _DONE:
+            return
+        now = time.monotonic_ns()
+        oldest = now - self.timeout_ns
+        for slot in self.slots:
+            if slot.busy and slot.start_ns < oldest:
+                if self.phase == _MEASURE:
+                    self.w_hist.record((now - slot.start_ns) // 1000)
+                slot.abort()
+                slot.fail(TIMEOUT)
+                self.idle(slot)
+        closing = self.closing
+        cutoff = now - CLOSE_GRACE_NS
+        while closing and closing[0][0] < cutoff:
+            closing.popleft()[1].close()
+        backlog = self.backlog
+        while backlog and backlog[0] < oldest:
+            intended = backlog.popleft()
+            if self.phase == _MEASURE:
+                self.w_hist.record((now - intended) // 1000)
+                self.w_errors[TIMEOUT] += 1
+                self.w_late += 1
+        self.loop.call_later(SWEEP_INTERVAL_S, self._sweep)
+
+    def _on_parent(self) -> None:
+        try:
+            message = self.pipe.recv()
+        except EOFError:
+            message = ("stop",)  # the parent went away: stop cleanly
+        if message[0] == "stop" and not self.stop_requested:
+            self.stop_requested = True
+            self._end_measure()
+
+
+def worker_main(cfg: WorkerConfig, pipe: Connection) -> None:
+    """Process entry point (spawned): pin, report ready, wait for the common start, run."""
+    try:
+        os.sched_setaffinity(0, {cfg.cpu})
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+        asyncio.set_event_loop(loop)
+        worker = Worker(cfg, pipe, loop)
+        # The hot path makes no reference cycles that outlive a run; a collector pass over
+        # thousands of live connection objects would only add pauses to the latencies.
+        gc.disable()
+        pipe.send(("ready",))
+        message = pipe.recv()
+        if message[0] == "go":
+            loop.run_until_complete(worker.run(message[1]))
+        _close_loop(loop)
+    except BaseException:
+        with contextlib.suppress(OSError, ValueError):  # the parent is gone: nobody to tell
+            pipe.send(("error", traceback.format_exc()))
+    finally:
+        pipe.close()
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    # Let aborted transports and cancelled connects finish before closing the loop.
+    loop.run_until_complete(asyncio.sleep(0.01))
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.run_until_complete(asyncio.sleep(0))
+    loop.close()
