@@ -1,0 +1,122 @@
+"""Which WSGI app to serve: parse `module:callable` or `path/to/file.py:callable`, check it imports.
+
+Both forms end up as (module, callable, pythonpath) because that is what gunicorn and uWSGI
+both understand: the server puts `pythonpath` on sys.path and imports `module`.
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.errors import AppBrokenError, ConfigError
+
+DEFAULT_CALLABLE = "app"
+
+# Runs in a fresh interpreter so a broken app (or one that calls sys.exit, or segfaults) cannot
+# take the tuner down. Exit 3/4 distinguish "attribute missing" / "not callable" from a crash.
+_IMPORT_CHECK = """
+import importlib, sys
+sys.path.insert(0, sys.argv[1])
+module = importlib.import_module(sys.argv[2])
+target = getattr(module, sys.argv[3], None)
+if target is None:
+    print(f"module {sys.argv[2]!r} has no attribute {sys.argv[3]!r}", file=sys.stderr)
+    sys.exit(3)
+if not callable(target):
+    print(f"{sys.argv[3]!r} is a {type(target).__name__}, not a WSGI callable", file=sys.stderr)
+    sys.exit(4)
+"""
+
+
+@dataclass(frozen=True)
+class AppRef:
+    """A WSGI app as the servers load it: `import module` with `pythonpath` on sys.path."""
+
+    module: str
+    callable: str
+    pythonpath: str
+
+    @property
+    def spec(self) -> str:
+        """`module:callable`, the form both servers take on their command line."""
+        return f"{self.module}:{self.callable}"
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+def _is_dotted_name(text: str) -> bool:
+    parts = text.split(".")
+    return all(part.isidentifier() and not keyword.iskeyword(part) for part in parts)
+
+
+def parse_app(text: str, cwd: Path | None = None) -> AppRef:
+    """`apps.hello:app`, `apps.hello`, `apps/hello.py:app` or `/abs/x.py` -> AppRef.
+
+    The callable must be a plain attribute name: uWSGI cannot call a factory like
+    `create_app()`, and both servers must load the same thing.
+    """
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    target, sep, name = text.strip().rpartition(":")
+    if not sep:
+        target, name = text.strip(), DEFAULT_CALLABLE
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise ConfigError(f"app {text!r}: callable {name!r} must be a plain attribute name")
+    if not target:
+        raise ConfigError(f"app {text!r}: expected module:callable or path/to/file.py:callable")
+
+    if target.endswith(".py") or os.sep in target or "/" in target:
+        path = (base / target).resolve()
+        if not path.is_file():
+            raise ConfigError(f"app {text!r}: file {path} does not exist")
+        if path.suffix != ".py":
+            raise ConfigError(f"app {text!r}: {path.name} is not a .py file")
+        module = path.stem
+        if not _is_dotted_name(module) or "." in module:
+            raise ConfigError(f"app {text!r}: {path.name} is not importable as a module name")
+        if module in sys.stdlib_module_names:
+            # The app's directory goes first on sys.path, so this file would replace the
+            # standard library module for the server itself (apps/iowait.py tells the story).
+            raise ConfigError(
+                f"app {text!r}: {path.name} shadows the standard library module {module!r}; "
+                "rename the file"
+            )
+        return AppRef(module=module, callable=name, pythonpath=str(path.parent))
+
+    if not _is_dotted_name(target):
+        raise ConfigError(
+            f"app {text!r}: {target!r} is not a module name; "
+            "expected module:callable or path/to/file.py:callable"
+        )
+    return AppRef(module=target, callable=name, pythonpath=str(base.resolve()))
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no error output"
+
+
+def check_app_imports(app: AppRef, timeout_s: float = 30) -> None:
+    """Import the app once in a subprocess; AppBrokenError if it fails or is not callable.
+
+    Done once before a study so a broken app stops everything with one clear message instead
+    of failing every trial.
+    """
+    argv = [sys.executable, "-c", _IMPORT_CHECK, app.pythonpath, app.module, app.callable]
+    try:
+        result = subprocess.run(
+            argv, cwd=app.pythonpath, capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        raise AppBrokenError(f"app {app} did not finish importing within {timeout_s:g} s") from None
+    if result.returncode == 0:
+        return
+    reason = _last_line(result.stderr)
+    if result.returncode in (3, 4):
+        raise AppBrokenError(f"app {app} is not usable: {reason}")
+    raise AppBrokenError(f"app {app} failed to import: {reason}")

@@ -1,0 +1,97 @@
+"""Memory of a whole server process tree, sampled in the background while it is measured.
+
+PSS is the headline: forked workers share the master's pages, so summing RSS counts those
+pages once per worker and makes a 9-worker server look far bigger than it is. PSS divides
+each shared page between the processes that map it, so the tree's PSS sum is what the server
+really costs. USS (pages only that process has) is reported too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+import psutil
+
+_MB = 1024 * 1024  # MiB, reported under the usual "MB" name
+
+
+class MemorySampler:
+    """Samples PSS / USS / RSS summed over `pids_fn()` every `interval_s` in a daemon thread.
+
+    The first sample is taken on entry, so even a very short run has one.
+    """
+
+    def __init__(self, pids_fn: Callable[[], list[int]], interval_s: float = 0.25) -> None:
+        self._pids_fn = pids_fn
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._pss: list[int] = []
+        self._uss_peak = 0
+        self._rss_peak = 0
+
+    def sample(self) -> None:
+        """Take one sample now; processes that vanish while being read are skipped."""
+        try:
+            pids = self._pids_fn()
+        except Exception:  # noqa: BLE001 - a server that just died has no tree to sample
+            return
+        pss = uss = rss = 0
+        seen = 0
+        for pid in pids:
+            try:
+                info = psutil.Process(pid).memory_full_info()
+            except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                continue
+            pss += info.pss
+            uss += info.uss
+            rss += info.rss
+            seen += 1
+        if not seen:
+            return
+        with self._lock:
+            self._pss.append(pss)
+            self._uss_peak = max(self._uss_peak, uss)
+            self._rss_peak = max(self._rss_peak, rss)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.sample()
+
+    def start(self) -> MemorySampler:
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> MemorySampler:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def summary(self) -> dict[str, float | int]:
+        """MB figures over all samples: PSS mean and peak, USS and RSS peaks; 0.0 if none."""
+        with self._lock:
+            samples = list(self._pss)
+            uss_peak, rss_peak = self._uss_peak, self._rss_peak
+        return {
+            "pss_mean": round(sum(samples) / len(samples) / _MB, 2) if samples else 0.0,
+            "pss_peak": round(max(samples) / _MB, 2) if samples else 0.0,
+            "uss_peak": round(uss_peak / _MB, 2),
+            "rss_peak": round(rss_peak / _MB, 2),
+            "samples": len(samples),
+        }

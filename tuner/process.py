@@ -1,0 +1,402 @@
+"""Run one server process tree: pinned to CPUs, ready-checked over HTTP, always fully stopped.
+
+Knows nothing about gunicorn or uWSGI: it runs the argv of a `LaunchSpec`.
+
+Every server runs in its own process group whose leader is a tiny watchdog process. The
+watchdog blocks reading a pipe that only the tuner holds open; when the tuner dies, even by
+SIGKILL, the kernel closes the pipe and the watchdog SIGKILLs the whole group, workers
+included (PR_SET_PDEATHSIG would only reach the master). Because the group exists before the
+server starts, there is no moment when a server runs unwatched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import psutil
+
+from tuner.errors import (
+    AppBrokenError,
+    ConfigError,
+    ReadinessTimeout,
+    ServerStartError,
+    ToolMissingError,
+    TunerError,
+)
+from tuner.servers.base import LaunchSpec
+
+log = logging.getLogger(__name__)
+
+# Ignores every signal the server's group gets on a normal stop (it is the group leader), and
+# SIGKILLs its own group once stdin reaches EOF: the tuner either died or dropped the process.
+_WATCHDOG = """
+import os, signal, sys
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1,
+            signal.SIGUSR2, signal.SIGWINCH, signal.SIGTTIN, signal.SIGTTOU, signal.SIGPIPE):
+    signal.signal(sig, signal.SIG_IGN)
+while os.read(0, 4096):
+    pass
+os.killpg(0, signal.SIGKILL)
+"""
+
+_READY_PROBE_TIMEOUT_S = 1.0
+_BACKOFF_FIRST_S = 0.01
+_BACKOFF_CAP_S = 0.25
+_VERIFY_TIMEOUT_S = 2.0
+
+
+class LeftoverProcessesError(TunerError):
+    """stop() could not make every process of the server go away."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the kernel picks it; a race is still possible)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _attempts(deadline: float) -> Iterator[None]:
+    """Yields at once, then after sleeps of 10 ms, 20 ms, ... capped at 250 ms, the last one
+    at `deadline`. Polling this way is fast when things are fast and cheap when they are not."""
+    delay = _BACKOFF_FIRST_S
+    while True:
+        yield
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, _BACKOFF_CAP_S)
+
+
+@contextlib.contextmanager
+def _calling_thread_pinned(cpus: Sequence[int]) -> Iterator[None]:
+    """Pin this thread while it forks, so the child (and every process it forks) inherits it.
+
+    sched_setaffinity(0) applies to the calling thread only, so other tuner threads keep
+    running where they were; the old mask is restored right after.
+    """
+    if not cpus:
+        yield
+        return
+    wanted = set(cpus)
+    previous = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, wanted)
+        # The kernel silently drops CPUs outside this cgroup's cpuset; check what we got.
+        granted = os.sched_getaffinity(0)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"cannot pin the server to CPUs {sorted(wanted)} ({exc}); "
+            f"CPUs available here: {sorted(previous)}"
+        ) from None
+    try:
+        if granted != wanted:
+            raise ConfigError(
+                f"CPUs {sorted(wanted - granted)} are not available to the server; "
+                f"CPUs available here: {sorted(previous)}"
+            )
+        yield
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+def _popen_in_group(argv: Sequence[str], pgid: int, **kwargs: object) -> subprocess.Popen:
+    """Popen into process group `pgid` (0 = a new group led by the child)."""
+    if sys.version_info >= (3, 11):
+        return subprocess.Popen(argv, process_group=pgid, **kwargs)
+    # Python 3.10 has no process_group; setpgid is async-signal-safe enough for preexec_fn.
+    return subprocess.Popen(argv, preexec_fn=lambda: os.setpgid(0, pgid), **kwargs)
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes whose process group is `pgid`."""
+    members = []
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+            process = psutil.Process(pid)
+            if process.status() != psutil.STATUS_ZOMBIE:
+                members.append(process)
+        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
+            continue
+    return members
+
+
+def _describe(processes: Sequence[psutil.Process]) -> str:
+    parts = []
+    for process in processes:
+        try:
+            parts.append(f"{process.pid} ({' '.join(process.cmdline())[:80]})")
+        except psutil.Error:
+            parts.append(str(process.pid))
+    return ", ".join(parts)
+
+
+def _exit_description(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with code {returncode}"
+
+
+class ServerProcess:
+    """A started server and its whole process tree; a context manager that always stops it."""
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        process: subprocess.Popen,
+        watchdog: subprocess.Popen,
+        log_path: Path,
+        host: str,
+        port: int,
+    ) -> None:
+        self.spec = spec
+        self.host = host
+        self.port = port
+        self.log_path = log_path
+        self.startup_s = float("nan")
+        self._process = process
+        self._watchdog = watchdog
+        self._pgid = watchdog.pid
+        self._stopped = False
+        self._stop_lock = threading.Lock()
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.poll()
+
+    @classmethod
+    def start(
+        cls,
+        spec: LaunchSpec,
+        *,
+        cpus: tuple[int, ...],
+        log_path: Path,
+        host: str,
+        port: int,
+        ready_path: str = "/",
+        ready_timeout_s: float = 30.0,
+    ) -> ServerProcess:
+        """Start the server pinned to `cpus` (empty = not pinned) and wait until it answers 2xx.
+
+        Raises ServerStartError (it exited), AppBrokenError (it exited with one of the spec's
+        app-broken codes), ReadinessTimeout, ConfigError (CPUs) or ToolMissingError; in every
+        case nothing of the server is left running.
+        """
+        log_path = Path(log_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        watchdog = _popen_in_group(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG],
+            0,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        started_at = time.monotonic()
+        try:
+            with _calling_thread_pinned(cpus), open(log_path, "wb") as log_file:
+                process = _popen_in_group(
+                    spec.argv,
+                    watchdog.pid,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    cwd=spec.cwd,
+                    env={**os.environ, **spec.env},
+                )
+        except FileNotFoundError as exc:
+            _kill_watchdog(watchdog)
+            raise ToolMissingError(f"{spec.argv[0]} not found: {exc.strerror}") from None
+        except BaseException:
+            _kill_watchdog(watchdog)
+            raise
+        server = cls(spec, process, watchdog, log_path, host, port)
+        try:
+            server._wait_ready(ready_path, started_at + ready_timeout_s, ready_timeout_s)
+        except BaseException:
+            with contextlib.suppress(LeftoverProcessesError):  # logged; keep the first error
+                server.stop()
+            raise
+        server.startup_s = time.monotonic() - started_at
+        return server
+
+    def _wait_ready(self, ready_path: str, deadline: float, timeout_s: float) -> None:
+        last_problem = "no answer yet"
+        for _ in _attempts(deadline):
+            returncode = self._process.poll()
+            if returncode is not None:
+                raise self._start_failure(returncode)
+            answered, last_problem = self._probe(ready_path, deadline)
+            if answered:
+                return
+        # The process may have exited during the last sleep: that is the better message.
+        returncode = self._process.poll()
+        if returncode is not None:
+            raise self._start_failure(returncode)
+        tail = self.log_tail()
+        raise ReadinessTimeout(
+            f"{self._program} did not answer 2xx on http://{self.host}:{self.port}{ready_path} "
+            f"within {timeout_s:g} s ({last_problem}); last log lines:\n{tail}",
+            log_tail=tail,
+        )
+
+    def _probe(self, ready_path: str, deadline: float) -> tuple[bool, str]:
+        """One real HTTP GET; (True, "") on 2xx, else (False, what went wrong)."""
+        timeout = max(0.05, min(_READY_PROBE_TIMEOUT_S, deadline - time.monotonic()))
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            connection.request("GET", ready_path)
+            response = connection.getresponse()
+            response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            return False, f"last try: {type(exc).__name__}: {exc}"
+        finally:
+            connection.close()
+        if 200 <= response.status < 300:
+            return True, ""
+        return False, f"last answer: HTTP {response.status}"
+
+    @property
+    def _program(self) -> str:
+        return Path(self.spec.argv[0]).name
+
+    def _start_failure(self, returncode: int) -> TunerError:
+        tail = self.log_tail()
+        if returncode in self.spec.app_broken_exit_codes:
+            return AppBrokenError(
+                f"{self._program} could not load the app (exit code {returncode}); "
+                f"no setting can fix that. Last log lines:\n{tail}"
+            )
+        return ServerStartError(
+            f"{self._program} {_exit_description(returncode)} while starting; "
+            f"last log lines:\n{tail}",
+            returncode=returncode,
+            log_tail=tail,
+        )
+
+    def pids(self) -> list[int]:
+        """The master's pid and all its descendants' (empty once the master is gone)."""
+        try:
+            master = psutil.Process(self._process.pid)
+            children = master.children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        return [master.pid, *(child.pid for child in children)]
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            with open(self.log_path, "rb") as log_file:
+                log_file.seek(0, os.SEEK_END)
+                log_file.seek(max(0, log_file.tell() - 64 * 1024))
+                text = log_file.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop the whole tree: stop_signal, grace, SIGKILL, reap, then verify nothing is left.
+
+        Idempotent. Raises LeftoverProcessesError if a process survives SIGKILL.
+        """
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            # Remember the tree before signalling: a process that left the group (setsid)
+            # is still found and killed through this list.
+            tree = self._snapshot_tree()
+            self._signal_group(self.spec.stop_signal)
+            for _ in _attempts(time.monotonic() + self.spec.stop_grace_s):
+                if self._process.poll() is not None and not self._server_members():
+                    break
+            self._signal_group(signal.SIGKILL)
+            for process in tree:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()  # psutil checks the pid was not reused
+            with contextlib.suppress(subprocess.TimeoutExpired):  # verified just below
+                self._process.wait(timeout=_VERIFY_TIMEOUT_S)
+            _kill_watchdog(self._watchdog)
+            self._verify_gone(tree)
+
+    def _snapshot_tree(self) -> list[psutil.Process]:
+        tree = []
+        for pid in self.pids():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                tree.append(psutil.Process(pid))
+        return tree
+
+    def _server_members(self) -> list[psutil.Process]:
+        return [p for p in _group_members(self._pgid) if p.pid != self._watchdog.pid]
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        # The unreaped watchdog holds the group's id, so it cannot belong to anyone else yet.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._pgid, sig)
+
+    def _verify_gone(self, tree: Sequence[psutil.Process]) -> None:
+        left: list[psutil.Process] = []
+        for _ in _attempts(time.monotonic() + _VERIFY_TIMEOUT_S):
+            left = [p for p in tree if _is_running(p)] + self._server_members()
+            if not left:
+                return
+        message = (
+            f"{self._program} (pid {self.pid}) left processes running after SIGKILL: "
+            f"{_describe(left)}"
+        )
+        log.error(message)
+        raise LeftoverProcessesError(message)
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            self.stop()
+        except LeftoverProcessesError:
+            if exc is None:
+                raise
+            # Already logged; do not hide the error that got us here.
+
+
+def _is_running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _kill_watchdog(watchdog: subprocess.Popen) -> None:
+    """SIGKILL the watchdog's whole group (itself and anything left in it) and reap it."""
+    if watchdog.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(watchdog.pid, signal.SIGKILL)
+    watchdog.wait()
+    if watchdog.stdin is not None:
+        watchdog.stdin.close()

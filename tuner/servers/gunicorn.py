@@ -1,0 +1,192 @@
+"""gunicorn: its tunable settings as one table, and how to run it or write gunicorn.conf.py."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+from tuner.apps import AppRef
+from tuner.errors import ConfigError
+from tuner.servers.base import (
+    LaunchSpec,
+    ServerAdapter,
+    bind_address,
+    comment_block,
+    first_version_number,
+)
+from tuner.settings import Setting, SettingsTable, Value
+
+# gunicorn's own exit code when the app module imports but the callable cannot be loaded
+# (Arbiter.APP_LOAD_ERROR). Exit 3 (WORKER_BOOT_ERROR) is left a trial failure: it also
+# covers worker-level errors a different config may avoid. Bad setting values exit 1 or 2.
+APP_LOAD_ERROR = 4
+
+
+def _int_setting(name: str, flag: str, default: int, doc: str, minimum: int) -> Setting:
+    """An integer setting rendered as `flag N` on the command line and `name = N` in the file."""
+    return Setting(
+        name,
+        "int",
+        default,
+        doc,
+        argv=lambda value: [flag, str(value)],
+        config=lambda value: [(name, repr(value))],
+        minimum=minimum,
+    )
+
+
+SETTINGS = SettingsTable(
+    "gunicorn",
+    (
+        _int_setting("workers", "--workers", 1, "worker processes", 1),
+        Setting(
+            "worker_class",
+            "choice",
+            "sync",
+            "sync: one request at a time per worker; gthread: a thread pool per worker; "
+            "gevent: greenlets, one per connection (time.sleep and sockets monkey-patched)",
+            lambda v: ["--worker-class", str(v)],
+            lambda v: [("worker_class", repr(v))],
+            choices=("sync", "gthread", "gevent"),
+        ),
+        _int_setting("threads", "--threads", 1, "threads per worker (gthread only)", 1),
+        _int_setting(
+            "worker_connections",
+            "--worker-connections",
+            1000,
+            "max simultaneous clients per worker (gevent and gthread)",
+            1,
+        ),
+        _int_setting(
+            "keepalive",
+            "--keep-alive",
+            2,
+            "seconds to keep an idle keep-alive connection open (the sync worker never keeps "
+            "connections alive)",
+            0,
+        ),
+        _int_setting(
+            "max_requests", "--max-requests", 0, "restart a worker after N requests; 0 = never", 0
+        ),
+        _int_setting(
+            "max_requests_jitter",
+            "--max-requests-jitter",
+            0,
+            "random 0..N added to max_requests per worker so they do not restart together",
+            0,
+        ),
+        _int_setting("backlog", "--backlog", 2048, "listen queue length", 1),
+        Setting(
+            "accesslog",
+            "bool",
+            False,
+            "write an access log line per request (to stdout)",
+            lambda v: ["--access-logfile", "-"] if v else [],
+            lambda v: [("accesslog", repr("-") if v else "None")],
+        ),
+        _int_setting(
+            "timeout",
+            "--timeout",
+            30,
+            "seconds a silent worker lives before it is killed and restarted; 0 = never",
+            0,
+        ),
+        Setting(
+            "preload_app",
+            "bool",
+            False,
+            "import the app in the master before forking workers (shares memory, faster boot)",
+            lambda v: ["--preload"] if v else [],
+            lambda v: [("preload_app", repr(bool(v)))],
+        ),
+    ),
+)
+
+
+class GunicornAdapter(ServerAdapter):
+    name = "gunicorn"
+    config_filename = "gunicorn.conf.py"
+    table = SETTINGS
+    binary = "gunicorn"
+    install_hint = "pip install gunicorn"
+    worker_setting = "workers"
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:
+        threads = int(values["threads"])
+        worker_class = values["worker_class"]
+        if worker_class == "gevent" and threads > 1:
+            raise ConfigError(
+                f"gunicorn worker_class=gevent with threads={threads}: gevent workers ignore "
+                "threads (they run one greenlet per connection, up to worker_connections); "
+                "use threads=1 with gevent, or worker_class=gthread for threads"
+            )
+        if worker_class == "sync" and threads > 1:
+            raise ConfigError(
+                f"gunicorn worker_class=sync with threads={threads}: gunicorn silently runs "
+                "gthread workers instead; use worker_class=gthread for threads, or threads=1"
+            )
+
+    def _wiring(self, app: AppRef, host: str, port: int) -> list[tuple[str, str]]:
+        """The settings every run needs, not tuned: where the app is and where to listen."""
+        return [
+            ("wsgi_app", repr(app.spec)),
+            # chdir (not pythonpath) puts the app's folder on sys.path early enough for
+            # `gunicorn --check-config`, and gives the app the working directory it was tuned in.
+            ("chdir", repr(app.pythonpath)),
+            ("bind", repr([bind_address(host, port)])),
+            # gunicorn 25.1+ opens a control socket at ~/.gunicorn/gunicorn.ctl by default;
+            # two servers at once (or a deployed one and a trial) would fight over it.
+            ("control_socket_disable", "True"),
+        ]
+
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        resolved = self.resolve(values)
+        argv = [
+            self.executable(),
+            "--bind",
+            bind_address(host, port),
+            "--no-control-socket",
+            "--chdir",
+            app.pythonpath,
+            *self.table.argv(resolved),
+            app.spec,
+        ]
+        return LaunchSpec(
+            argv=tuple(argv),
+            env={"PYTHONUNBUFFERED": "1"},
+            cwd=app.pythonpath,
+            # SIGINT is gunicorn's quick shutdown; SIGTERM would wait up to graceful_timeout
+            # (30 s) for in-flight requests of a server we are done measuring.
+            stop_signal=signal.SIGINT,
+            stop_grace_s=5.0,
+            app_broken_exit_codes=frozenset({APP_LOAD_ERROR}),
+        )
+
+    def render_config(
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+    ) -> str:
+        resolved = self.resolve(values)
+        lines = comment_block(header, "#")
+        if lines:
+            lines.append("")
+        lines.append("# Where the app is and where to listen.")
+        lines += [f"{key} = {text}" for key, text in self._wiring(app, host, port)]
+        lines += ["", "# Tuned settings (every one listed, defaults included)."]
+        for setting in self.table.settings:
+            for key, text in setting.config(resolved[setting.name]):
+                lines.append(f"{key} = {text}  # {setting.doc}")
+        return "\n".join(lines) + "\n"
+
+    def config_argv(self, config_path: Path, app: AppRef) -> list[str]:
+        return [self.executable(), "--config", str(config_path), app.spec]
+
+    def version(self) -> str:
+        return first_version_number(self._version_output("--version"))

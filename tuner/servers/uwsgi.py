@@ -1,0 +1,260 @@
+"""uWSGI: its tunable settings as one table, and how to run it or write uwsgi.ini."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+from tuner.apps import AppRef
+from tuner.errors import ConfigError
+from tuner.servers.base import (
+    LaunchSpec,
+    ServerAdapter,
+    bind_address,
+    comment_block,
+    first_version_number,
+)
+from tuner.settings import Setting, SettingsTable, Value
+
+# With need-app, uWSGI exits 22 (UWSGI_FAILED_APP_CODE) when the app cannot be imported or
+# the callable is missing. An unknown option exits 1; a value the kernel refuses exits 1.
+FAILED_APP_CODE = 22
+
+# Not tuned, always on: what makes a uWSGI instance safe to run and to stop.
+ALWAYS_ON = (
+    "strict",  # unknown options are errors instead of being ignored
+    "need-app",  # exit instead of serving 500s when the app fails to load
+    "die-on-term",  # 2.0.x reloads on SIGTERM otherwise; systemd and docker send SIGTERM
+)
+
+# uWSGI expands %(...), $(...), @(...) and friends inside ini values, and a newline would
+# start a new option: only plain words, paths, numbers and addresses are written.
+_SAFE_INI_VALUE = re.compile(r"[A-Za-z0-9_./:\[\]+,-]+")
+
+
+def _int_setting(
+    name: str, default: int, doc: str, minimum: int, maximum: int | None = None
+) -> Setting:
+    """An integer setting rendered as `--name N` and `name = N`."""
+    return Setting(
+        name,
+        "int",
+        default,
+        doc,
+        argv=lambda value: [f"--{name}", str(value)],
+        config=lambda value: [(name, str(value))],
+        minimum=minimum,
+        maximum=maximum,
+    )
+
+
+def _flag_setting(name: str, doc: str) -> Setting:
+    """A switch that is off by default in uWSGI: rendered only when on."""
+    return Setting(
+        name,
+        "bool",
+        False,
+        doc,
+        argv=lambda value: [f"--{name}"] if value else [],
+        config=lambda value: [(name, "true")] if value else [],
+    )
+
+
+def _threads_argv(value: Value) -> list[str]:
+    return ["--threads", str(value), "--enable-threads"] if int(value) > 1 else []
+
+
+def _threads_config(value: Value) -> list[tuple[str, str]]:
+    return [("threads", str(value)), ("enable-threads", "true")] if int(value) > 1 else []
+
+
+def _gevent_argv(value: Value) -> list[str]:
+    # Early monkey patching (before the app is imported) is what lets time.sleep and blocking
+    # sockets in the app yield to other requests.
+    return ["--gevent", str(value), "--gevent-early-monkey-patch"] if int(value) > 0 else []
+
+
+def _gevent_config(value: Value) -> list[tuple[str, str]]:
+    if int(value) == 0:
+        return []
+    return [("gevent", str(value)), ("gevent-early-monkey-patch", "true")]
+
+
+def _keepalive_argv(value: Value) -> list[str]:
+    # An optional-argument option: getopt only takes the value in the `--opt=value` form.
+    return [f"--http-keepalive={value}"] if int(value) > 0 else []
+
+
+def _keepalive_config(value: Value) -> list[tuple[str, str]]:
+    return [("http-keepalive", str(value))] if int(value) > 0 else []
+
+
+SETTINGS = SettingsTable(
+    "uwsgi",
+    (
+        _int_setting("processes", 1, "worker processes", 1),
+        Setting(
+            "threads",
+            "int",
+            1,
+            "threads per worker process (rendered with enable-threads)",
+            _threads_argv,
+            _threads_config,
+            minimum=1,
+        ),
+        Setting(
+            "gevent",
+            "int",
+            0,
+            "0 = off; N = gevent loop with N async cores per worker, monkey-patched early so "
+            "time.sleep and sockets in the app overlap",
+            _gevent_argv,
+            _gevent_config,
+            minimum=0,
+        ),
+        Setting(
+            "protocol",
+            "choice",
+            "http-socket",
+            "http: uWSGI's HTTP router process in front of the workers; http-socket: workers "
+            "speak HTTP themselves and close the connection after each response; "
+            "http11-socket: workers speak HTTP/1.1 and keep connections alive",
+            # Rendered by the adapter, which knows the address to bind.
+            argv=lambda value: [],
+            config=lambda value: [],
+            choices=("http", "http-socket", "http11-socket"),
+        ),
+        Setting(
+            "http-keepalive",
+            "int",
+            0,
+            "keep-alive in the http router (protocol=http only): 0 = off, 1 = on, "
+            "N > 1 = on with an N s idle timeout",
+            _keepalive_argv,
+            _keepalive_config,
+            minimum=0,
+        ),
+        _flag_setting("disable-logging", "no request log line per request"),
+        _int_setting(
+            "max-worker-lifetime",
+            0,
+            "restart a worker after N seconds; 0 = never (needs master)",
+            0,
+        ),
+        _int_setting(
+            "max-requests",
+            0,
+            "restart a worker after N requests; 0 = never (needs master; not before the "
+            "worker is 10 s old)",
+            0,
+        ),
+        # The kernel caps it at net.core.somaxconn; uWSGI refuses to start above that.
+        _int_setting("listen", 100, "listen queue length", 1, 65535),
+        _flag_setting("thunder-lock", "serialize accept() between workers"),
+        _flag_setting(
+            "master",
+            "run the master process (uWSGI's default is off: no respawn of dead workers)",
+        ),
+    ),
+)
+
+
+def _ini_value(key: str, text: str) -> str:
+    if not _SAFE_INI_VALUE.fullmatch(text):
+        raise ConfigError(
+            f"uwsgi.ini {key}={text!r}: only letters, digits and _ . / : [ ] + , - can be "
+            "written to an ini file safely"
+        )
+    return text
+
+
+class UwsgiAdapter(ServerAdapter):
+    name = "uwsgi"
+    config_filename = "uwsgi.ini"
+    table = SETTINGS
+    binary = "uwsgi"
+    install_hint = "pip install pyuwsgi"
+    worker_setting = "processes"
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:
+        gevent = int(values["gevent"])
+        threads = int(values["threads"])
+        if gevent and values["protocol"] == "http11-socket":
+            raise ConfigError(
+                f"uwsgi gevent={gevent} with protocol=http11-socket: uWSGI's gevent loop "
+                "crash-loops its workers on kept-alive connections; use protocol=http-socket "
+                "or protocol=http with gevent"
+            )
+        if gevent and threads > 1:
+            raise ConfigError(
+                f"uwsgi gevent={gevent} with threads={threads}: threads replace the gevent "
+                "async cores (uWSGI falls back to threaded mode); use threads=1 with gevent, "
+                "or gevent=0 with threads"
+            )
+        for recycling in ("max-requests", "max-worker-lifetime"):
+            if int(values[recycling]) and not values["master"]:
+                raise ConfigError(
+                    f"uwsgi {recycling}={values[recycling]} with master=false: without the "
+                    "master no one respawns a recycled worker and the server dies; "
+                    "set master=true"
+                )
+
+    def _wiring(self, app: AppRef, host: str, port: int, protocol: str) -> list[tuple[str, str]]:
+        """Options every run needs, not tuned: the address, the app and where it lives.
+
+        chdir gives the app the working directory it was tuned in, from the file too.
+        """
+        return [
+            (protocol, bind_address(host, port)),
+            ("chdir", app.pythonpath),
+            ("pythonpath", app.pythonpath),
+            ("module", app.spec),
+        ]
+
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        resolved = self.resolve(values)
+        argv = [self.executable(), *(f"--{option}" for option in ALWAYS_ON)]
+        for key, text in self._wiring(app, host, port, str(resolved["protocol"])):
+            argv += [f"--{key}", text]
+        argv += self.table.argv(resolved)
+        return LaunchSpec(
+            argv=tuple(argv),
+            env={"PYTHONUNBUFFERED": "1"},
+            cwd=app.pythonpath,
+            # SIGINT makes the master kill its workers and exit at once (SIGTERM is the
+            # same with die-on-term, but SIGINT also works for a worker signalled directly).
+            stop_signal=signal.SIGINT,
+            stop_grace_s=5.0,
+            app_broken_exit_codes=frozenset({FAILED_APP_CODE}),
+        )
+
+    def render_config(
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+    ) -> str:
+        resolved = self.resolve(values)
+        lines = comment_block(header, "#")
+        lines.append("[uwsgi]")
+        lines.append("; Always on: fail loudly, and stop on SIGTERM.")
+        lines += [f"{option} = true" for option in ALWAYS_ON]
+        lines.append("; Where the app is and where to listen.")
+        for key, text in self._wiring(app, host, port, str(resolved["protocol"])):
+            lines.append(f"{key} = {_ini_value(key, text)}")
+        lines.append("; Tuned settings (those at uWSGI's default are left out).")
+        for key, text in self.table.config_lines(resolved):
+            lines.append(f"{key} = {_ini_value(key, text)}")
+        return "\n".join(lines) + "\n"
+
+    def config_argv(self, config_path: Path, app: AppRef) -> list[str]:
+        return [self.executable(), "--ini", str(config_path)]
+
+    def version(self) -> str:
+        return first_version_number(self._version_output("--version"))
