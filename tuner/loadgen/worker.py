@@ -172,6 +172,8 @@ class Slot:
     def _step(self, connecting: Coroutine, conn: Conn, _: object = None) -> None:
         """Drive the connect coroutine ourselves: a Task per connection costs more than the
         connection when the server closes after every response."""
+        if self.connecting is not connecting:
+            return  # abandoned (timed out, or the run is over) and closed already
         try:
             waiter = connecting.send(None)
         except StopIteration:  # connected; Conn.connection_made sends the request
@@ -220,12 +222,15 @@ class Slot:
             status = parser.get_status_code()
             if status >= 400:
                 worker.w_errors[STATUS_5XX if status >= 500 else STATUS_4XX] += 1
-        if not (worker.keepalive and parser.should_keep_alive()) or worker.closes_now(conn):
+        keep = parser.should_keep_alive()
+        if not keep or not worker.keepalive or worker.closes_now(conn):
             # The server closes this connection now: let it (closing first would leave our
             # side in TIME_WAIT); the worker closes it later if the server does not.
             conn.active = False
             self.conn = None
             worker.closing.append((now, conn.transport))
+            if not keep:
+                self.parser = None  # llhttp refuses more data after `Connection: close`
         worker.idle(self)
 
     def lost(self, conn: Conn) -> None:

@@ -1,0 +1,275 @@
+"""The load generator against real gunicorn / uWSGI servers on 127.0.0.1.
+
+Each test starts its server itself (own process group), waits until a real request is
+answered, and kills the whole group afterwards, asserting nothing is left. Load windows are
+short: these tests check correctness (exact accounting, error classes, starvation), not speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tuner.loadgen import LoadSpec, WindowStats, Workload, run_load
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+CPUS = sorted(os.sched_getaffinity(0))
+LOAD_CPUS = (CPUS[-1],)  # the last CPU, like the tuner's default (server on core 0)
+READY_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def _get(port: int, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection(HOST, port, timeout=2)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+Server = Callable[..., int]
+
+
+@pytest.fixture
+def server(tmp_path) -> Iterator[Server]:
+    """`server(kind, app, *extra_args, ready_path="/")` starts a server and returns its port."""
+    started: list[subprocess.Popen] = []
+
+    def start(kind: str, app: str, *extra: str, ready_path: str = "/", env=None) -> int:
+        port = free_port()
+        bind = f"{HOST}:{port}"
+        if kind == "gunicorn":
+            cmd = ["gunicorn", "-b", bind, "--workers", "1", "--no-control-socket", *extra, app]
+        else:  # uwsgi: `kind` is the socket option, e.g. --http-socket
+            cmd = ["uwsgi", kind, bind, "--module", app, "--die-on-term", "--need-app"]
+            cmd += ["--master", "--disable-logging", *extra]
+        log = open(tmp_path / f"server-{port}.log", "wb")  # noqa: SIM115 (closed by the OS)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        started.append(proc)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{cmd} exited: {(tmp_path / f'server-{port}.log').read_text()}")
+            try:
+                if _get(port, ready_path)[0] == 200:
+                    return port
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{cmd} not ready after {READY_TIMEOUT_S} s")
+            time.sleep(0.1)
+
+    yield start
+    for proc in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _group_alive(proc.pid), f"server group {proc.pid} left running"
+
+
+def spec(port: int, path: str = "/", **kw) -> LoadSpec:
+    kw.setdefault("connections", 8)
+    kw.setdefault("warmup_s", 0.3)
+    kw.setdefault("duration_s", 1.5)
+    kw.setdefault("load_cpus", LOAD_CPUS)
+    kw.setdefault("timeout_s", 2.0)
+    return LoadSpec(host=HOST, port=port, workload=Workload.single(path), **kw)
+
+
+def served(counter_file: Path) -> int:
+    return counter_file.stat().st_size if counter_file.exists() else 0
+
+
+def assert_clean(result) -> None:
+    assert result.errors == {
+        "connect": 0,
+        "read": 0,
+        "timeout": 0,
+        "status_4xx": 0,
+        "status_5xx": 0,
+    }, result.errors
+    assert result.requests > 0
+    assert result.error_rate == 0
+
+
+# -- exact accounting -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "close"])
+@pytest.mark.parametrize("rate", [None, 300.0], ids=["closed", "open"])
+def test_every_response_the_server_sent_is_counted(server, tmp_path, keepalive, rate) -> None:
+    counter = tmp_path / "served.log"
+    port = server(
+        "gunicorn",
+        "apps.counter:app",
+        "--worker-class",
+        "gthread",
+        "--threads",
+        "4",
+        ready_path="/count",
+        env={"COUNTER_FILE": str(counter)},
+    )
+    result = run_load(spec(port, keepalive=keepalive, rate_rps=rate))
+    assert_clean(result)
+    assert result.total_responses == served(counter)
+    assert result.total_responses >= result.requests
+    if rate is None:
+        assert result.littles_law_ratio == pytest.approx(1.0, abs=0.25)
+        assert not result.unfair, result.unfair_reasons
+    else:
+        assert result.littles_law_ratio is None
+
+
+def test_open_loop_holds_the_target_rate(server) -> None:
+    port = server("gunicorn", "apps.hello:app", "--worker-class", "gthread", "--threads", "4")
+    result = run_load(spec(port, rate_rps=500.0, duration_s=3.0, warmup_s=0.5, connections=16))
+    assert_clean(result)
+    assert result.target_rps == 500.0
+    assert result.rps == pytest.approx(500.0, rel=0.02)
+    assert result.late_requests < 0.05 * result.requests
+    assert len(result.windows_rps) == 3
+
+
+# -- servers that close the connection after each response ----------------------------------
+
+
+def test_uwsgi_http_socket_closing_after_each_response_is_not_an_error(server) -> None:
+    port = server("--http-socket", "apps.hello:app")
+    result = run_load(spec(port))
+    assert_clean(result)
+    assert result.starved_connections == 0
+
+
+def test_gunicorn_sync_connection_close_is_not_an_error(server, tmp_path) -> None:
+    counter = tmp_path / "served.log"
+    port = server(
+        "gunicorn", "apps.counter:app", ready_path="/count", env={"COUNTER_FILE": str(counter)}
+    )
+    result = run_load(spec(port))
+    assert_clean(result)
+    assert result.total_responses == served(counter)
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+
+def test_closed_port_counts_connect_errors_without_hanging() -> None:
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    result = run_load(spec(port, warmup_s=0.2, duration_s=1.0))
+    assert time.monotonic() - started < 10
+    assert result.errors["connect"] > 0
+    assert result.requests == 0 and result.total_responses == 0
+    assert result.error_rate == 1.0
+    assert any(note.startswith("errors:") for note in result.notes)
+    # Backed off between attempts: a dead server must not spin the load generator.
+    assert result.errors["connect"] < 8 * 1.0 / 0.05 * 2
+    assert result.loadgen_cpu < 50
+
+
+def test_slow_server_past_the_timeout_counts_timeouts(server) -> None:
+    port = server("gunicorn", "apps.iowait:app", "--worker-class", "gthread", "--threads", "8")
+    result = run_load(spec(port, connections=4, timeout_s=0.02, duration_s=1.0))
+    assert result.errors["timeout"] > 0
+    assert result.requests == 0
+    # Timed-out requests count in the distribution with their age, not as fast answers.
+    assert result.latency_ms["p50"] >= 20
+
+
+def test_starved_connections_make_the_run_unfair(server) -> None:
+    # One sync process serves one keep-alive connection at a time; the others wait forever.
+    port = server("--http11-socket", "apps.hello:app", "--processes", "1")
+    result = run_load(spec(port, connections=8, timeout_s=5.0, duration_s=1.5))
+    assert result.starved_connections > 0
+    assert result.unfair
+    assert any(r.startswith("starved") for r in result.unfair_reasons)
+    assert result.littles_law_ratio < 0.5
+    # The waiting requests show in the tail with their age at the end of the window.
+    assert result.latency_ms["max"] >= 1000
+
+
+# -- windows ----------------------------------------------------------------------------------
+
+
+def test_windows_are_reported_and_can_stop_the_run(server) -> None:
+    port = server("--http-socket", "apps.hello:app")
+    seen: list[WindowStats] = []
+
+    def on_window(window: WindowStats) -> bool:
+        seen.append(window)
+        return len(seen) < 2
+
+    started = time.monotonic()
+    result = run_load(spec(port, duration_s=20.0, warmup_s=0.2), on_window)
+    assert time.monotonic() - started < 10
+    assert [w.index for w in seen] == [0, 1]
+    assert seen[0].elapsed_s == pytest.approx(1.0, abs=0.05)
+    assert all(w.requests > 0 and w.rps > 0 and w.p99_ms > 0 for w in seen)
+    assert result.duration_s < 3.0
+    assert result.requests >= sum(w.requests for w in seen)
+
+
+def test_result_dict_has_stable_keys(server) -> None:
+    port = server("--http-socket", "apps.hello:app")
+    data = run_load(spec(port, duration_s=1.0)).to_dict()
+    assert list(data) == [
+        "rps",
+        "duration_s",
+        "requests",
+        "latency_ms",
+        "errors",
+        "error_rate",
+        "bytes",
+        "connections",
+        "starved_connections",
+        "littles_law_ratio",
+        "unfair",
+        "unfair_reasons",
+        "loadgen_cpu",
+        "client_bound",
+        "late_requests",
+        "target_rps",
+        "total_responses",
+        "windows_rps",
+        "notes",
+    ]
+    assert set(data["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
+    lat = data["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+    assert 0 < data["loadgen_cpu"] <= 100
+    assert data["bytes"] > 0
