@@ -121,6 +121,20 @@ def test_uwsgi_threads_and_master_run(uwsgi: ServerAdapter, tmp_path: Path) -> N
     assert "threads support enabled" in log
 
 
+def test_two_gunicorns_at_once_open_no_control_socket(
+    gunicorn: ServerAdapter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gunicorn 25.1+ would create $HOME/.gunicorn/gunicorn.ctl; both servers would want it.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    with (
+        running(gunicorn, log_path=tmp_path / "one.log") as one,
+        running(gunicorn, log_path=tmp_path / "two.log") as two,
+    ):
+        assert get(one).is_success and get(two).is_success
+    assert not (tmp_path / ".gunicorn").exists()
+
+
 # --- CPU pinning -----------------------------------------------------------------------------
 
 

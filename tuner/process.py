@@ -55,6 +55,7 @@ _READY_PROBE_TIMEOUT_S = 1.0
 _BACKOFF_FIRST_S = 0.01
 _BACKOFF_CAP_S = 0.25
 _VERIFY_TIMEOUT_S = 2.0
+_STOP_REPEAT_S = 0.5
 
 
 class LeftoverProcessesError(TunerError):
@@ -325,9 +326,7 @@ class ServerProcess:
             # is still found and killed through this list.
             tree = self._snapshot_tree()
             self._signal_group(self.spec.stop_signal)
-            for _ in _attempts(time.monotonic() + self.spec.stop_grace_s):
-                if self._process.poll() is not None and not self._server_members():
-                    break
+            self._wait_for_exit(time.monotonic() + self.spec.stop_grace_s)
             self._signal_group(signal.SIGKILL)
             for process in tree:
                 with contextlib.suppress(psutil.Error):
@@ -336,6 +335,24 @@ class ServerProcess:
                 self._process.wait(timeout=_VERIFY_TIMEOUT_S)
             _kill_watchdog(self._watchdog)
             self._verify_gone(tree)
+
+    def _wait_for_exit(self, deadline: float) -> None:
+        """Wait until the master and its group are gone, repeating the stop signal meanwhile.
+
+        A worker still booting when the first signal came may not have its handlers yet
+        (gunicorn gevent workers do this); a repeat lets it stop instead of waiting for SIGKILL.
+        """
+        next_repeat = time.monotonic() + _STOP_REPEAT_S
+        for _ in _attempts(deadline):
+            members = self._server_members()
+            if self._process.poll() is not None and not members:
+                return
+            if time.monotonic() >= next_repeat:
+                next_repeat = time.monotonic() + _STOP_REPEAT_S
+                for member in members:
+                    if member.pid != self._process.pid:
+                        with contextlib.suppress(psutil.Error):
+                            member.send_signal(self.spec.stop_signal)
 
     def _snapshot_tree(self) -> list[psutil.Process]:
         tree = []

@@ -248,7 +248,7 @@ class UwsgiAdapter(ServerAdapter):
         lines.append("; Where the app is and where to listen.")
         for key, text in self._wiring(app, host, port, str(resolved["protocol"])):
             lines.append(f"{key} = {_ini_value(key, text)}")
-        lines.append("; Tuned settings (those at uWSGI's default are left out).")
+        lines.append("; Tuned settings (switches that are off, uWSGI's default, are left out).")
         for key, text in self.table.config_lines(resolved):
             lines.append(f"{key} = {_ini_value(key, text)}")
         return "\n".join(lines) + "\n"
