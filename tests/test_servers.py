@@ -108,7 +108,7 @@ def test_gevent_overlaps_sleeping_requests(adapter_name: str, values: dict, tmp_
     adapter = require_adapter(adapter_name)
     with running(adapter, "apps.iowait:app", values, log_path=tmp_path / "s.log") as server:
         concurrent_gets(server, 2)  # warm up connections and the worker
-        elapsed = concurrent_gets(server, 10)
+        elapsed = min(concurrent_gets(server, 10) for _ in range(3))
     assert elapsed < 0.35, f"10 x 50 ms took {elapsed:.2f} s: the sleeps did not overlap"
 
 
@@ -373,3 +373,18 @@ def test_uwsgi_ini_refuses_unsafe_text(uwsgi: ServerAdapter, tmp_path: Path) -> 
 def test_version_is_a_version_number(name: str) -> None:
     version = require_adapter(name).version()
     assert version[0].isdigit() and "." in version
+
+
+def test_a_missing_server_fails_under_ci_and_skips_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tuner.servers.gunicorn import GunicornAdapter
+
+    monkeypatch.setattr(GunicornAdapter, "binary", "no-such-gunicorn")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="no-such-gunicorn not found on PATH"):
+        require_adapter("gunicorn")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        require_adapter("gunicorn")
