@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import socket
 import time
 import traceback
 from collections import deque
@@ -45,9 +46,6 @@ LATE_THRESHOLD_MS = 2.0
 # response instead of sending the next request into a dying socket. Every this-many
 # connections we keep one open anyway, to notice if the server changes its mind.
 REPROBE_EVERY = 100
-# A connection the server should close after its response is closed by us if the server
-# has not done so after this long.
-CLOSE_GRACE_NS = 1_000_000_000
 
 _WARMUP, _MEASURE, _DRAIN, _DONE = range(4)
 
@@ -210,6 +208,10 @@ class Slot:
         worker = self.worker
         parser = self.parser
         conn.responses += 1
+        keep = parser.should_keep_alive()
+        if not keep:
+            # First thing: a server lingering until we close (gunicorn 27) waits on this.
+            _send_fin(conn.transport)
         worker.total_responses += 1
         worker.inflight -= 1
         self.busy = False
@@ -222,13 +224,12 @@ class Slot:
             status = parser.get_status_code()
             if status >= 400:
                 worker.w_errors[STATUS_5XX if status >= 500 else STATUS_4XX] += 1
-        keep = parser.should_keep_alive()
         if not keep or not worker.keepalive or worker.closes_now(conn):
-            # The server closes this connection now: let it (closing first would leave our
-            # side in TIME_WAIT); the worker closes it later if the server does not.
+            # Close our side at once, like wrk: a server that lingers until the client
+            # closes (gunicorn 27's graceful close) would otherwise wait on us.
             conn.active = False
             self.conn = None
-            worker.closing.append((now, conn.transport))
+            conn.transport.close()
             if not keep:
                 self.parser = None  # llhttp refuses more data after `Connection: close`
         worker.idle(self)
@@ -299,7 +300,6 @@ class Worker:
         self.slots = [Slot(self, n) for n in range(cfg.connections)]
         self.idle_slots: list[Slot] = []
         self.backlog: deque[int] = deque()  # open loop: intended times waiting for a slot
-        self.closing: deque[tuple[int, asyncio.BaseTransport]] = deque()
         self.inflight = 0
         self.total_responses = 0
         self.peer_closes = False
@@ -500,8 +500,6 @@ class Worker:
         self.phase = _DONE
         for slot in self.slots:
             slot.abort()
-        for _, transport in self.closing:
-            transport.close()
         starved = sum(1 for s in self.slots if s.asked and s.completed == 0)
         self.pipe.send(
             (
@@ -533,10 +531,6 @@ class Worker:
                 slot.abort()
                 slot.fail(TIMEOUT)
                 self.idle(slot)
-        closing = self.closing
-        cutoff = now - CLOSE_GRACE_NS
-        while closing and closing[0][0] < cutoff:
-            closing.popleft()[1].close()
         backlog = self.backlog
         while backlog and backlog[0] < oldest:
             intended = backlog.popleft()
@@ -554,6 +548,19 @@ class Worker:
         if message[0] == "stop" and not self.stop_requested:
             self.stop_requested = True
             self._end_measure()
+
+
+def _send_fin(transport: asyncio.Transport) -> None:
+    """Half-close now. uvloop only closes the socket on a later loop iteration, and a server
+    that lingers until the client closes (gunicorn 27's graceful close) would wait for it."""
+    fd = transport.get_extra_info("socket").fileno()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=fd)
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass  # already closed by the peer
+    finally:
+        sock.detach()
 
 
 def worker_main(cfg: WorkerConfig, pipe: Connection) -> None:

@@ -1,0 +1,254 @@
+"""Compare the tuner's load generator with wrk against the same running servers.
+
+Starts each server itself (pinned to --server-cpu), then alternates `wrk -t1 -c64` and
+`run_load` (pinned to --load-cpu) for --rounds rounds, letting the server drain between runs,
+and prints medians, spreads and ours/wrk ratios. Every server is killed by process group.
+
+    python benchmarks/loadgen_vs_wrk.py --rounds 3 --duration 3
+
+Notes on reading the table:
+- wrk counts a server closing the connection after a complete response (gunicorn sync,
+  uWSGI --http-socket) as a read error; we reconnect without counting an error.
+- wrk's latency starts after the connection is made; ours includes the connect when a request
+  needs a new connection (like ab), so on close-per-response servers our p50/p99 are larger
+  by design.
+- wrk has no warm-up; we exclude --warmup seconds before measuring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
+
+HOST = "127.0.0.1"
+RPS_TOLERANCE = 0.05  # target: our req/s within 5% of wrk's where we are not client_bound
+LATENCY_TOLERANCE = 0.15  # target: p50 / p99 within 15%
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    argv: tuple[str, ...]  # with {bind} and {port} placeholders
+    path: str
+
+
+def _gunicorn(*extra: str, app: str) -> tuple[str, ...]:
+    return ("gunicorn", "-b", "{bind}", "--workers", "1", "--no-control-socket", *extra, app)
+
+
+def _uwsgi(app: str) -> tuple[str, ...]:
+    return (
+        "uwsgi", "--http-socket", "{bind}", "--module", app, "--die-on-term", "--need-app",
+        "--master", "--disable-logging",
+    )  # fmt: skip
+
+
+GTHREAD = ("--worker-class", "gthread", "--threads", "4")
+SERVERS = (
+    Server("gunicorn-sync hello", _gunicorn(app="apps.hello:app"), "/"),
+    Server("gunicorn-sync fib", _gunicorn(app="apps.fib:app"), "/9000"),
+    Server("gunicorn-gthread4 hello", _gunicorn(*GTHREAD, app="apps.hello:app"), "/"),
+    Server("gunicorn-gthread4 fib", _gunicorn(*GTHREAD, app="apps.fib:app"), "/9000"),
+    Server("uwsgi-http-socket hello", _uwsgi("apps.hello:app"), "/"),
+    Server("uwsgi-http-socket fib", _uwsgi("apps.fib:app"), "/9000"),
+)
+
+
+@dataclass
+class Samples:
+    rps: list[float] = field(default_factory=list)
+    p50: list[float] = field(default_factory=list)
+    p99: list[float] = field(default_factory=list)
+    errors: list[int] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    client_bound: list[bool] = field(default_factory=list)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def start_server(server: Server, cpu: int) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    argv = [a.format(bind=f"{HOST}:{port}", port=port) for a in server.argv]
+    proc = subprocess.Popen(
+        ["taskset", "-c", str(cpu), *argv],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{server.name}: exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{port}{server.path}", timeout=2) as r:
+                if r.status == 200:
+                    return proc, port
+        except OSError:
+            time.sleep(0.1)
+    stop_server(proc)
+    raise RuntimeError(f"{server.name}: not answering after 30 s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    for sig, wait_s in ((signal.SIGINT, 5), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):  # workers orphaned by the master
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def _ms(text: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(number) * _UNITS[unit]
+
+
+def run_wrk(port: int, path: str, args: argparse.Namespace, out: Samples) -> None:
+    cmd = ["taskset", "-c", str(args.load_cpu), "wrk", "-t1", f"-c{args.connections}"]
+    cmd += [f"-d{args.duration}s", "--latency", f"http://{HOST}:{port}{path}"]
+    text = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 30).stdout
+    out.rps.append(float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)))  # type: ignore[union-attr]
+    out.p50.append(_ms(re.search(r"\s50%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
+    out.p99.append(_ms(re.search(r"\s99%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
+    errors = re.search(r"connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    out.errors.append(sum(int(n) for n in errors.groups()) if errors else 0)
+
+
+def run_ours(port: int, path: str, args: argparse.Namespace, out: Samples) -> None:
+    spec = LoadSpec(
+        host=HOST,
+        port=port,
+        workload=Workload.single(path),
+        connections=args.connections,
+        duration_s=float(args.duration),
+        warmup_s=args.warmup,
+        load_cpus=(args.load_cpu,),
+    )
+    result = run_load(spec)
+    out.rps.append(result.rps)
+    out.p50.append(result.latency_ms["p50"])
+    out.p99.append(result.latency_ms["p99"])
+    out.errors.append(sum(result.errors.values()))
+    out.cpu.append(result.loadgen_cpu)
+    out.client_bound.append(result.client_bound)
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.0f}-{max(values):.0f}"
+
+
+def _ratio(ours: list[float], theirs: list[float]) -> float:
+    return statistics.median(ours) / statistics.median(theirs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=3, help="seconds per run (wrk -d)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="our warm-up, seconds")
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--server-cpu", type=int, default=0)
+    parser.add_argument("--load-cpu", type=int, default=1)
+    parser.add_argument("--drain", type=float, default=1.0, help="pause between runs, seconds")
+    parser.add_argument("--only", default="", help="run servers whose name contains this")
+    args = parser.parse_args()
+
+    rows = []
+    for server in SERVERS:
+        if args.only not in server.name:
+            continue
+        proc, port = start_server(server, args.server_cpu)
+        wrk, ours = Samples(), Samples()
+        try:
+            for _ in range(args.rounds):
+                run_wrk(port, server.path, args, wrk)
+                time.sleep(args.drain)
+                run_ours(port, server.path, args, ours)
+                time.sleep(args.drain)
+        finally:
+            stop_server(proc)
+        rows.append((server, wrk, ours))
+        print(f"done: {server.name}", file=sys.stderr, flush=True)
+
+    header = (
+        f"{'server':<24} {'wrk req/s':>17} {'ours req/s':>17} {'ratio':>5} "
+        f"{'p50 wrk/ours ms':>16} {'ratio':>5} {'p99 wrk/ours ms':>16} {'ratio':>5} "
+        f"{'cpu%':>4} {'client_bound':>12} {'wrk errs':>8} {'ours errs':>9} {'targets':>7}"
+    )
+    print(
+        f"{args.rounds} rounds x {args.duration} s, {args.connections} connections, server on "
+        f"CPU {args.server_cpu}, load on CPU {args.load_cpu}; medians (min-max)"
+    )
+    print(header)
+    best = None
+    for server, wrk, ours in rows:
+        bound = any(ours.client_bound)
+        rps_ratio = _ratio(ours.rps, wrk.rps)
+        p50_ratio = _ratio(ours.p50, wrk.p50)
+        p99_ratio = _ratio(ours.p99, wrk.p99)
+        if bound:
+            verdict = "n/a"
+        else:
+            ok = abs(rps_ratio - 1) <= RPS_TOLERANCE and all(
+                abs(r - 1) <= LATENCY_TOLERANCE for r in (p50_ratio, p99_ratio)
+            )
+            verdict = "met" if ok else "MISSED"
+        median = statistics.median(ours.rps)
+        if best is None or median > best[0]:
+            best = (median, server.name, bound, statistics.median(ours.cpu))
+        print(
+            f"{server.name:<24} "
+            f"{statistics.median(wrk.rps):>7.0f} ({_spread(wrk.rps):>11}) "
+            f"{median:>7.0f} ({_spread(ours.rps):>11}) {rps_ratio:>5.2f} "
+            f"{statistics.median(wrk.p50):>7.2f}/{statistics.median(ours.p50):<8.2f} "
+            f"{p50_ratio:>5.2f} "
+            f"{statistics.median(wrk.p99):>7.2f}/{statistics.median(ours.p99):<8.2f} "
+            f"{p99_ratio:>5.2f} "
+            f"{statistics.median(ours.cpu):>4.0f} {str(bound):>12} "
+            f"{statistics.median(wrk.errors):>8.0f} {statistics.median(ours.errors):>9.0f} "
+            f"{verdict:>7}"
+        )
+    if best:
+        print(
+            f"our max req/s per load core: {best[0]:.0f} ({best[1]}, loadgen cpu "
+            f"{best[3]:.0f}%, client_bound={best[2]})"
+        )
+    print(
+        "wrk errs: wrk counts a server closing after a complete response as a read error. "
+        "Latency: ours includes connect time when a request needs a new connection."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
