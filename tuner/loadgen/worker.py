@@ -46,6 +46,7 @@ LATE_THRESHOLD_MS = 2.0
 # response instead of sending the next request into a dying socket. Every this-many
 # connections we keep one open anyway, to notice if the server changes its mind.
 REPROBE_EVERY = 100
+QUICK_CLOSE_NS = 50_000_000
 
 _WARMUP, _MEASURE, _DRAIN, _DONE = range(4)
 
@@ -69,12 +70,13 @@ class WorkerConfig:
 class Conn(asyncio.Protocol):
     """One TCP connection of a slot; a slot gets a new one after each close."""
 
-    __slots__ = ("slot", "transport", "responses", "active")
+    __slots__ = ("slot", "transport", "responses", "active", "last_response_ns")
 
     def __init__(self, slot: Slot) -> None:
         self.slot = slot
         self.transport: asyncio.Transport | None = None
         self.responses = 0
+        self.last_response_ns = 0
         self.active = True  # False once the slot has given up on this connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -208,6 +210,7 @@ class Slot:
         worker = self.worker
         parser = self.parser
         conn.responses += 1
+        conn.last_response_ns = now
         keep = parser.should_keep_alive()
         if not keep:
             # First thing: a server lingering until we close (gunicorn 27) waits on this.
@@ -335,7 +338,10 @@ class Worker:
         return self.connections_made % REPROBE_EVERY != 0
 
     def learn_close(self, conn: Conn) -> None:
-        self.peer_closes = conn.responses == 1
+        # Only a close right after the first response says "closes after each response";
+        # a keep-alive server closing a connection that sat idle says nothing.
+        quick = time.monotonic_ns() - conn.last_response_ns < QUICK_CLOSE_NS
+        self.peer_closes = conn.responses == 1 and quick
 
     def idle(self, slot: Slot) -> None:
         """A slot has no request in flight: give it the next one, if the run wants one."""
