@@ -65,7 +65,7 @@ def emit_result(out: Console, result: dict[str, Any], *, title: str, as_json: bo
 def result_table(result: dict[str, Any], title: str) -> Table:
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
-    table.add_column(justify="right")
+    table.add_column()
     latency = result["latency_ms"]
     errors = result["errors"]
     flags = [flag for flag in ("client_bound", "unfair") if result.get(flag)]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -84,8 +85,9 @@ def run_bench(
         ready_timeout_s=plan.ready_timeout_s,
     ) as server:
         phase("measuring")
-        # Memory is sampled from the tuner's side (load CPUs) over warm-up and measurement.
-        with MemorySampler(server.pids) as memory:
+        # The tuner's own thread (and the memory sampler it starts) stays off the server's
+        # CPUs while measuring; memory is sampled over warm-up and measurement.
+        with pinned_to(plan.load.load_cpus), MemorySampler(server.pids) as memory:
             load = run_load(replace(plan.load, host=LOOPBACK, port=port), on_window)
         if not server.alive():
             raise ServerCrashed(
@@ -101,6 +103,17 @@ def run_bench(
         settings=dict(plan.settings),
         context=run_context(plan),
     )
+
+
+@contextmanager
+def pinned_to(cpus: tuple[int, ...]) -> Iterator[None]:
+    """Pin the calling thread to `cpus` for the block, then restore its previous CPU set."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def run_context(plan: BenchPlan) -> dict[str, Any]:

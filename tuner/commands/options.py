@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from tuner.cpus import check_disjoint, default_split, parse_cpu_list
@@ -24,7 +25,7 @@ def add_load_options(
                        help="open loop at R requests/s (like wrk2); default: closed loop like wrk")
     group.add_argument("--no-keepalive", action="store_true",
                        help="send Connection: close and reconnect per request (like ab without -k)")
-    group.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    group.add_argument("--request-timeout", type=float, default=5.0, metavar="S",
                        help="per-request timeout in seconds (default 5)")
     group.add_argument("--load-cpus", metavar="LIST",
                        help="CPUs for the load generator, one process each (default: second half)")
@@ -67,7 +68,8 @@ def load_spec_from(args: argparse.Namespace, workload: Workload, load_cpus: tupl
         rate_rps=args.rate,
         keepalive=not args.no_keepalive,
         load_cpus=load_cpus,
-        timeout_s=args.timeout,
+        timeout_s=args.request_timeout,
     )
-    spec.validate()
+    # A server's port is only known once it starts: check everything else now.
+    replace(spec, port=spec.port or 1).validate()
     return spec

@@ -114,7 +114,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         slo=Slo(p99_ms=args.slo_p99, max_error_rate=args.max_error_rate,
                 max_memory_mb=args.max_memory),
         load=load, server_cpus=server_cpus, ready_path=load.workload.requests[0].path,
-        workdir=Path("studies") / name, seed=args.seed,
+        workdir=study_workdir(args.storage, name), seed=args.seed,
     )
 
 
@@ -146,3 +146,10 @@ def _print_best_so_far(console: Console, setup: StudySetup) -> None:
         best = done[0]
         console.print(f"best so far: {best.label}: {best.rps:,.0f} req/s, p99 {best.p99_ms:.2f} ms",
                       highlight=False)
+
+
+def study_workdir(storage_url: str, name: str) -> Path:
+    """Logs and the config file go beside a SQLite study file, else under ./studies/."""
+    if storage_url.startswith("sqlite:///"):
+        return Path(storage_url.removeprefix("sqlite:///")).parent / name
+    return Path("studies") / name

@@ -1,0 +1,262 @@
+"""`tuner tune` and `tuner emit` end to end: real servers, real load, short windows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.serverwatch import wait_none_left
+
+REPO = Path(__file__).resolve().parents[1]
+SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "16"]
+
+
+def tuner(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+@pytest.fixture
+def since():
+    started = time.time()
+    yield started
+    assert wait_none_left(started) == []
+
+
+@pytest.mark.parametrize(
+    ("server", "config_name"), [("gunicorn", "gunicorn.conf.py"), ("uwsgi", "uwsgi.ini")]
+)
+def test_tune_end_to_end_writes_a_file_that_boots(tmp_path, since, server, config_name):
+    storage = f"sqlite:///{tmp_path}/s.db"
+    out = tmp_path / config_name
+    done = tuner(
+        "tune",
+        "apps/hello.py",
+        "--server",
+        server,
+        "--trials",
+        "4",
+        "--top-k",
+        "1",
+        "--confirm-rounds",
+        "2",
+        "--storage",
+        storage,
+        "--study-name",
+        "e2e",
+        "--out",
+        str(out),
+        "--seed",
+        "1",
+        "--json",
+        *SHORT,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["trials"] == 4
+    labels = [c["label"] for c in result["confirmation"]]
+    assert labels[:2] == ["default", "2*cpus+1"]
+    assert all(len(c["rps"]) == 3 for c in result["confirmation"] if c["rps"])
+    text = out.read_text()
+    assert "Tuned by tuner" in text and "verdict:" in text and "2*cpus+1 rule" in text
+    assert result["config_file"] == str(out)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+    study = optuna.load_study(study_name="e2e", storage=storage)
+    assert study.trials[0].user_attrs["baseline"] == "default"
+    assert study.trials[1].user_attrs["baseline"] == "2*cpus+1"
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert complete and all("rps" in t.user_attrs["metrics"] for t in complete)
+
+
+def test_gunicorn_file_passes_check_config(tmp_path, since):
+    out = tmp_path / "gunicorn.conf.py"
+    done = tuner(
+        "tune",
+        "apps/hello.py",
+        "--server",
+        "gunicorn",
+        "--trials",
+        "2",
+        "--top-k",
+        "1",
+        "--confirm-rounds",
+        "1",
+        "--storage",
+        f"sqlite:///{tmp_path}/s.db",
+        "--out",
+        str(out),
+        "--json",
+        *SHORT,
+    )
+    assert done.returncode == 0, done.stderr
+    check = subprocess.run(
+        ["gunicorn", "--check-config", "-c", str(out), "apps.hello:app"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stderr
+
+
+def test_resume_adds_trials_and_emit_writes_any_trial(tmp_path, since):
+    storage = f"sqlite:///{tmp_path}/s.db"
+    common = [
+        "tune",
+        "apps/hello.py",
+        "--server",
+        "gunicorn",
+        "--top-k",
+        "1",
+        "--confirm-rounds",
+        "1",
+        "--storage",
+        storage,
+        "--study-name",
+        "resumed",
+        "--out",
+        str(tmp_path / "g.conf.py"),
+        "--json",
+        *SHORT,
+    ]
+    assert tuner(*common, "--trials", "3").returncode == 0
+    done = tuner(*common, "--trials", "2")
+    assert done.returncode == 0, done.stderr
+    study = optuna.load_study(study_name="resumed", storage=storage)
+    assert len(study.trials) == 5
+    assert sum(t.user_attrs.get("baseline") == "default" for t in study.trials) == 1
+    emitted = tmp_path / "trial2.conf.py"
+    done = tuner(
+        "emit", "--study", "resumed", "--trial", "2", "--out", str(emitted), "--storage", storage
+    )
+    assert done.returncode == 0, done.stderr
+    assert "trial 2" in emitted.read_text()
+
+
+def test_slo_nobody_meets_writes_no_file(tmp_path, since):
+    out = tmp_path / "gunicorn.conf.py"
+    done = tuner(
+        "tune",
+        "apps/iowait.py",
+        "--server",
+        "gunicorn",
+        "--trials",
+        "2",
+        "--top-k",
+        "1",
+        "--confirm-rounds",
+        "1",
+        "--slo-p99",
+        "1",
+        "--storage",
+        f"sqlite:///{tmp_path}/s.db",
+        "--out",
+        str(out),
+        "--json",
+        *SHORT,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["verdict"] is None and result["config_file"] is None
+    assert not out.exists()
+    study = optuna.load_study(
+        study_name="iowait-gunicorn-throughput", storage=f"sqlite:///{tmp_path}/s.db"
+    )
+    for trial in study.trials:
+        if trial.state.name == "COMPLETE":
+            assert trial.user_attrs["constraints"][0] > 0  # 50 ms per request > 1 ms SLO
+
+
+def test_sigint_mid_study_keeps_trials_and_leaves_no_server(tmp_path, since):
+    storage = f"sqlite:///{tmp_path}/s.db"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "tune",
+            "apps/hello.py",
+            "--server",
+            "gunicorn",
+            "--trials",
+            "20",
+            "--storage",
+            storage,
+            "--study-name",
+            "cut",
+            "--duration",
+            "2",
+            "--warmup",
+            "0.5",
+            "--connections",
+            "8",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Wait until two trials are done, then interrupt the third in the middle.
+    deadline = time.monotonic() + 120
+    lines: list[str] = []
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        lines.append(line)
+        if sum(text.startswith("trial ") for text in lines) >= 2:
+            break
+    time.sleep(1.0)  # into the next trial's measurement
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    study = optuna.load_study(study_name="cut", storage=storage)
+    states = [t.state.name for t in study.trials]
+    assert states.count("COMPLETE") >= 2
+    assert "RUNNING" not in states
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["apps/nope.py", "--server", "gunicorn"], "nope.py"),
+        (
+            ["apps/hello.py", "--server", "gunicorn", "--space", "search_spaces/uwsgi.toml"],
+            "uwsgi.toml",
+        ),
+        (["apps/hello.py", "--server", "gunicorn", "--storage", "nosuchdb://x"], "nosuchdb"),
+        (["apps/hello.py", "--server", "gunicorn", "--study-name", "a b/c"], "a b/c"),
+        (["apps/hello.py", "--server", "gunicorn", "--trials", "0"], "--trials"),
+        (["apps/hello.py", "--server", "nginx"], "nginx"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
+    done = tuner("tune", *args, "--out", str(tmp_path / "x.conf"), *SHORT)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "x.conf").exists()
+
+
+def test_bad_space_file_names_file_and_key(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text('server = "gunicorn"\n[params.wurkers]\ntype = "int"\nlow = 1\nhigh = 4\n')
+    done = tuner("tune", "apps/hello.py", "--server", "gunicorn", "--space", str(space), *SHORT)
+    assert done.returncode == 2
+    assert "space.toml" in done.stderr and "wurkers" in done.stderr
