@@ -30,7 +30,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tuner", description="Find the best gunicorn / uWSGI config by measuring.")
+    parser = _Parser(
+        prog="tuner", description="Find the best gunicorn / uWSGI config by measuring."
+    )
     parser.add_argument("--version", action="version", version=f"tuner {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
@@ -51,8 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("TUNER_DEBUG") == "1":
             raise
-        print(f"error: internal error: {type(exc).__name__}: {exc} (TUNER_DEBUG=1 shows the "
-              "traceback; please report it)", file=sys.stderr)
+        print(
+            f"error: internal error: {type(exc).__name__}: {exc} (TUNER_DEBUG=1 shows the "
+            "traceback; please report it)",
+            file=sys.stderr,
+        )
         return 1
 
 

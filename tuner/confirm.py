@@ -20,7 +20,7 @@ from tuner.stats import Spread, clearly_better, ratio
 
 @dataclass(frozen=True)
 class Candidate:
-    label: str                   # "default", "2*cpus+1", "trial 17"
+    label: str  # "default", "2*cpus+1", "trial 17"
     trial_number: int | None
     settings: dict[str, Any]
 
@@ -177,9 +177,14 @@ def _summary(best: Confirmed, default: Confirmed | None, beats: bool, objective:
     b, d = _headline(best, objective), _headline(default, objective)
     assert b is not None and d is not None
     change = ratio(b.median, d.median)
-    ranges = (f"{best.candidate.label} {b.low:,.1f}-{b.high:,.1f} {unit} vs default "
-              f"{d.low:,.1f}-{d.high:,.1f} {unit} over {len(b.samples)} interleaved rounds")
+    ranges = (
+        f"{best.candidate.label} {b.low:,.1f}-{b.high:,.1f} {unit} vs default "
+        f"{d.low:,.1f}-{d.high:,.1f} {unit} over {len(b.samples)} interleaved rounds"
+    )
     if beats:
-        return f"{best.candidate.label} beats the default beyond the noise ({name} x{change:.2f}; {ranges})"
-    return (f"no config is measurably better than the default: {best.candidate.label} was "
-            f"x{change:.2f} on median but the ranges overlap ({ranges}); keeping the default")
+        label = best.candidate.label
+        return f"{label} beats the default beyond the noise ({name} x{change:.2f}; {ranges})"
+    return (
+        f"no config is measurably better than the default: {best.candidate.label} was "
+        f"x{change:.2f} on median but the ranges overlap ({ranges}); keeping the default"
+    )

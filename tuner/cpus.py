@@ -1,4 +1,4 @@
-"""CPU sets: parse `0,2-3` lists, check they exist, and split the machine between server and load."""
+"""CPU sets: parse `0,2-3` lists, check they exist, split the machine between server and load."""
 
 from __future__ import annotations
 

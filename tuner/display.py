@@ -40,12 +40,14 @@ def load_progress(
         console=out,
         transient=True,
     )
-    task = progress.add_task(f"measuring (after {warmup_s:g} s warm-up)", total=duration_s,
-                             live="")
+    task = progress.add_task(f"measuring (after {warmup_s:g} s warm-up)", total=duration_s, live="")
 
     def on_window(window: WindowStats) -> bool:
-        progress.update(task, completed=window.elapsed_s,
-                        live=f"{window.rps:,.0f} req/s  p99 {window.p99_ms:.1f} ms")
+        progress.update(
+            task,
+            completed=window.elapsed_s,
+            live=f"{window.rps:,.0f} req/s  p99 {window.p99_ms:.1f} ms",
+        )
         return True
 
     with progress:
@@ -73,22 +75,36 @@ def result_table(result: dict[str, Any], title: str) -> Table:
     table.add_row("requests", f"{result['requests']:,} in {result['duration_s']:.1f} s")
     table.add_row(
         "latency",
-        "  ".join(f"{name} {latency[key]:.2f}" for name, key in
-                  (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p999"),
-                   ("max", "max"))) + " ms",
+        "  ".join(
+            f"{name} {latency[key]:.2f}"
+            for name, key in (
+                ("p50", "p50"),
+                ("p90", "p90"),
+                ("p99", "p99"),
+                ("p99.9", "p999"),
+                ("max", "max"),
+            )
+        )
+        + " ms",
     )
     table.add_row("errors", "  ".join(f"{kind} {count}" for kind, count in errors.items()))
-    table.add_row("starved connections",
-                  f"{result['starved_connections']} of {result['connections']}")
+    table.add_row(
+        "starved connections", f"{result['starved_connections']} of {result['connections']}"
+    )
     if "memory_mb" in result:
         memory = result["memory_mb"]
-        table.add_row("memory (whole tree)", f"PSS mean {memory['pss_mean']:.1f} MB  peak "
-                      f"{memory['pss_peak']:.1f}  USS peak {memory['uss_peak']:.1f}  "
-                      f"RSS peak {memory['rss_peak']:.1f}")
+        table.add_row(
+            "memory (whole tree)",
+            f"PSS mean {memory['pss_mean']:.1f} MB  peak "
+            f"{memory['pss_peak']:.1f}  USS peak {memory['uss_peak']:.1f}  "
+            f"RSS peak {memory['rss_peak']:.1f}",
+        )
     if "startup_s" in result:
         table.add_row("startup", f"{result['startup_s']:.2f} s")
     table.add_row("load generator CPU", f"{result['loadgen_cpu']:.0f}%")
-    table.add_row("verdict", "[red]" + ", ".join(flags) + "[/]" if flags else "[green]trustworthy[/]")
+    table.add_row(
+        "verdict", "[red]" + ", ".join(flags) + "[/]" if flags else "[green]trustworthy[/]"
+    )
     if result.get("settings"):
         table.add_row("settings", " ".join(f"{k}={v}" for k, v in result["settings"].items()))
     return table

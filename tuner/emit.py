@@ -42,8 +42,10 @@ def write_config(
     """
     out_path = out_path.resolve()
     if out_path.is_dir():
-        raise ConfigError(f"--out {str(out_path)!r} is a folder; give a file name such as "
-                          f"{out_path / adapter.config_filename}")
+        raise ConfigError(
+            f"--out {str(out_path)!r} is a folder; give a file name such as "
+            f"{out_path / adapter.config_filename}"
+        )
     out_path.parent.mkdir(parents=True, exist_ok=True)
     text = adapter.render_config(app, LOOPBACK, DEPLOY_PORT, settings, header="\n".join(header))
     port = free_port(LOOPBACK)
@@ -51,8 +53,9 @@ def write_config(
     with tempfile.TemporaryDirectory(prefix=".tuner-check-", dir=out_path.parent) as check_dir:
         boot_path = Path(check_dir) / out_path.name
         boot_path.write_text(boot_text, encoding="utf-8")
-        validate_config(adapter, app, settings, boot_path, port, server_cpus=server_cpus,
-                        ready_path=ready_path)
+        validate_config(
+            adapter, app, settings, boot_path, port, server_cpus=server_cpus, ready_path=ready_path
+        )
         fd, temp_name = tempfile.mkstemp(prefix=f".{out_path.name}.", dir=out_path.parent)
         temp = Path(temp_name)
         try:
@@ -83,8 +86,14 @@ def validate_config(
     spec = replace(adapter.launch_spec(app, LOOPBACK, port, settings), argv=tuple(argv))
     log_path = path.with_name(path.name + ".boot.log")
     try:
-        with ServerProcess.start(spec, cpus=server_cpus, log_path=log_path, host=LOOPBACK,
-                                 port=port, ready_path=ready_path):
+        with ServerProcess.start(
+            spec,
+            cpus=server_cpus,
+            log_path=log_path,
+            host=LOOPBACK,
+            port=port,
+            ready_path=ready_path,
+        ):
             pass
     except TrialError as exc:
         raise TunerError(f"the config file did not boot, so it was not written: {exc}") from exc
@@ -92,7 +101,10 @@ def validate_config(
 
 def _check_gunicorn_config(argv: list[str], app: AppRef) -> None:
     done = subprocess.run(  # noqa: S603 - argv list from the adapter, no shell
-        [*argv, "--check-config"], capture_output=True, text=True, timeout=60,
+        [*argv, "--check-config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
         cwd=app.pythonpath,
     )
     if done.returncode != 0:

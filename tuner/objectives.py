@@ -94,11 +94,16 @@ def constraints(slo: Slo, metrics: Mapping) -> list[float]:
     """Optuna-style constraint values (<= 0 is satisfied), always the same length for a Slo:
     [error_rate - max_error_rate] + [p99 - p99_ms if set] + [pss - max_memory_mb if set].
     A limited metric that was not measured counts as violated (+inf): it cannot be shown met."""
-    out = [_excess(metrics.get("error_rate"), slo.max_error_rate)]
+    return list(named_constraints(slo, metrics).values())
+
+
+def named_constraints(slo: Slo, metrics: Mapping) -> dict[str, float]:
+    """The same values as `constraints`, by name (for Optuna's `Trial.set_constraint`)."""
+    out = {"error_rate": _excess(metrics.get("error_rate"), slo.max_error_rate)}
     if slo.p99_ms is not None:
-        out.append(_excess((metrics.get("latency_ms") or {}).get("p99"), slo.p99_ms))
+        out["p99_ms"] = _excess((metrics.get("latency_ms") or {}).get("p99"), slo.p99_ms)
     if slo.max_memory_mb is not None:
-        out.append(_excess((metrics.get("memory_mb") or {}).get("pss_mean"), slo.max_memory_mb))
+        out["pss_mb"] = _excess((metrics.get("memory_mb") or {}).get("pss_mean"), slo.max_memory_mb)
     return out
 
 

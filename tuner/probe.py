@@ -33,7 +33,10 @@ def cpu_probe_ms(cpus: tuple[int, ...], timeout_s: float = 30.0) -> float:
     try:
         done = subprocess.run(  # noqa: S603 - fixed argv, no shell
             [sys.executable, "-c", _PROBE.format(cpus={cpus[0]})],
-            capture_output=True, text=True, timeout=timeout_s, check=True,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=True,
         )
     except (subprocess.SubprocessError, OSError) as exc:
         raise TunerError(f"CPU probe failed: {exc}") from exc

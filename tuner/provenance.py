@@ -38,10 +38,12 @@ def header_lines(
     if verdict is not None:
         lines += _evidence(verdict, chosen)
     elif chosen is not None:
-        lines += ["measured (interleaved re-measurement, min / median / max):",
-                  _row(chosen, None)]
-    lines += [f"noise seen during the study: {noise}", "",
-              "Re-tune when the app, the hardware or the traffic changes."]
+        lines += ["measured (interleaved re-measurement, min / median / max):", _row(chosen, None)]
+    lines += [
+        f"noise seen during the study: {noise}",
+        "",
+        "Re-tune when the app, the hardware or the traffic changes.",
+    ]
     return lines
 
 
@@ -49,14 +51,21 @@ def _evidence(verdict: Verdict, chosen: Confirmed | None) -> list[str]:
     shown = chosen or verdict.winner
     lines = ["measured side by side in interleaved rounds (min / median / max):"]
     reference = verdict.default
-    for entry, name in ((shown, "this config"), (verdict.default, "server default"),
-                        (verdict.rule, "2*cpus+1 rule")):
+    for entry, name in (
+        (shown, "this config"),
+        (verdict.default, "server default"),
+        (verdict.rule, "2*cpus+1 rule"),
+    ):
         if entry is not None:
-            lines.append(f"  {name:15} " + _row(entry, reference if entry is not reference else None))
+            lines.append(
+                f"  {name:15} " + _row(entry, reference if entry is not reference else None)
+            )
     lines.append(f"verdict: {verdict.summary}")
     if shown.client_bound:
-        lines.append("WARNING: the load generator was the bottleneck (client_bound) in some runs; "
-                     "the real ceiling may be higher: re-tune with more --load-cpus")
+        lines.append(
+            "WARNING: the load generator was the bottleneck (client_bound) in some runs; "
+            "the real ceiling may be higher: re-tune with more --load-cpus"
+        )
     return lines
 
 
@@ -86,15 +95,20 @@ def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: s
     lines = [
         f"Written by tuner emit on {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"study {study_name!r}, trial {record.number} ({record.state.lower()}"
-        + (f", {record.baseline} baseline" if record.baseline else "") + ")",
+        + (f", {record.baseline} baseline" if record.baseline else "")
+        + ")",
         f"app {setup.get('app', '?')}; server {setup.get('server', '?')} pinned to "
         f"{len(setup.get('server_cpus', []))} CPU(s); machine {setup.get('cpu_model', '?')}",
     ]
     if metrics:
         lines.append(
-            f"measured once during the search: {record.rps:,.0f} req/s, p99 {record.p99_ms:.2f} ms, "
-            f"PSS {record.pss_mb:.1f} MB" + (" (client_bound)" if metrics.get("client_bound") else "")
+            f"measured once during the search: {record.rps:,.0f} req/s, "
+            f"p99 {record.p99_ms:.2f} ms, "
+            f"PSS {record.pss_mb:.1f} MB"
+            + (" (client_bound)" if metrics.get("client_bound") else "")
         )
-        lines.append("a single search measurement: `tuner tune` re-measures its top configs "
-                     "against the default before recommending one")
+        lines.append(
+            "a single search measurement: `tuner tune` re-measures its top configs "
+            "against the default before recommending one"
+        )
     return lines

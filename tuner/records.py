@@ -12,11 +12,11 @@ BASELINE_RULE = "2*cpus+1"
 @dataclass(frozen=True)
 class TrialRecord:
     number: int
-    state: str                      # COMPLETE, FAIL, PRUNED, RUNNING, WAITING
+    state: str  # COMPLETE, FAIL, PRUNED, RUNNING, WAITING
     settings: dict[str, Any]
     metrics: dict[str, Any] = field(default_factory=dict)
     values: tuple[float, ...] = ()
-    baseline: str = ""              # "default", "2*cpus+1" or "" for a searched config
+    baseline: str = ""  # "default", "2*cpus+1" or "" for a searched config
     fail_reason: str = ""
     feasible: bool = True
 

@@ -65,7 +65,7 @@ class Setting:
 
 
 def _to_int(raw: object, _: tuple[str, ...]) -> int:
-    if isinstance(raw, bool) or isinstance(raw, float):
+    if isinstance(raw, (bool, float)):
         raise TypeError
     return int(str(raw).strip())
 

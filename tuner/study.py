@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,8 +28,8 @@ from tuner.probe import cpu_probe_ms
 from tuner.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
 from tuner.runner import BenchPlan, cpu_model, run_bench
 from tuner.servers.base import ServerAdapter
-from tuner.space import SearchSpace, suggest
 from tuner.settings import Value
+from tuner.space import SearchSpace, suggest
 
 # A trial whose running throughput is below this percentile of the others at the same second
 # is stopped early: only clearly hopeless configs, since one-second windows are noisy.
@@ -95,6 +96,13 @@ class QuietListener:
         self.ended.append(record)
 
 
+def _quiet_optuna() -> None:
+    """Optuna's per-trial log lines and its notes on experimental arguments (grouped TPE,
+    heartbeats) are for library users; the tuner shows its own progress."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
 def storage(url: str) -> optuna.storages.BaseStorage:
     """Optuna RDB storage with heartbeats, so a trial left RUNNING by a killed tuner is failed."""
     if url.startswith("sqlite:///"):
@@ -111,14 +119,12 @@ def storage(url: str) -> optuna.storages.BaseStorage:
 
 def open_study(setup: StudySetup) -> optuna.Study:
     """Create the study (enqueueing both baselines), or load it to add trials."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    _quiet_optuna()
     sampler = optuna.samplers.TPESampler(
         seed=setup.seed,
         n_startup_trials=8,
         multivariate=True,
         group=True,  # conditional parameters (threads only with gthread) need grouped TPE
-        constraints_func=_constraints_of,
-        warn_independent_sampling=False,
     )
     pruner = optuna.pruners.PercentilePruner(
         PRUNE_PERCENTILE, n_startup_trials=4, n_warmup_steps=PRUNE_WARMUP_WINDOWS
@@ -222,7 +228,10 @@ class _TrialObjective:
             reasons = "; ".join(metrics.get("unfair_reasons", [])) or "unfair measurement"
             _fail(trial, "unfair", reasons)
             raise InvalidMeasurement(f"unfair: {reasons}")
-        trial.set_user_attr("constraints", objectives.constraints(setup.slo, metrics))
+        named = objectives.named_constraints(setup.slo, metrics)
+        for name, excess in named.items():
+            trial.set_constraint(name, excess)  # the sampler steers away from violations
+        trial.set_user_attr("constraints", list(named.values()))
         return objectives.values(setup.objective, metrics)
 
     def _maybe_probe(self, number: int) -> None:
@@ -271,10 +280,6 @@ def _fail(trial: Trial, reason: str, message: str) -> None:
     trial.set_user_attr("fail_detail", message[-2000:])
 
 
-def _constraints_of(frozen: FrozenTrial) -> list[float]:
-    return list(frozen.user_attrs.get("constraints", [0.0]))
-
-
 def to_record(frozen: FrozenTrial) -> TrialRecord:
     constraints = frozen.user_attrs.get("constraints", [])
     return TrialRecord(
@@ -296,7 +301,7 @@ def load_records(storage_url: str, name: str) -> tuple[dict[str, Any], list[Tria
 
 
 def load_existing(storage_url: str, name: str) -> optuna.Study:
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    _quiet_optuna()
     store = storage(storage_url)
     names = [summary.study_name for summary in optuna.get_all_study_summaries(store)]
     if name not in names:

@@ -32,8 +32,10 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
     if record.state == "COMPLETE":
         flags = [f for f in ("client_bound",) if record.metrics.get(f)]
         flags += [] if record.feasible else ["violates SLO"]
-        return (f"{label}: {record.rps:,.0f} req/s  p99 {record.p99_ms:.2f} ms  "
-                f"PSS {record.pss_mb:.0f} MB  {what}" + (f"  ({', '.join(flags)})" if flags else ""))
+        return (
+            f"{label}: {record.rps:,.0f} req/s  p99 {record.p99_ms:.2f} ms  "
+            f"PSS {record.pss_mb:.0f} MB  {what}" + (f"  ({', '.join(flags)})" if flags else "")
+        )
     return f"{label}: {record.state.lower()} {record.fail_reason}  {what}"
 
 
@@ -57,27 +59,42 @@ class PlainListener:
         if not self.quiet:
             print(record_line(record, self.defaults), file=sys.stderr, flush=True)
 
-    def on_confirm_run(self, candidate: Candidate, round_index: int,
-                       run: dict[str, Any] | None) -> None:
+    def on_confirm_run(
+        self, candidate: Candidate, round_index: int, run: dict[str, Any] | None
+    ) -> None:
         if self.quiet:
             return
-        figure = f"{run['rps']:,.0f} req/s p99 {run['latency_ms']['p99']:.2f} ms" if run else "failed"
-        print(f"confirm round {round_index + 1}: {candidate.label}: {figure}", file=sys.stderr,
-              flush=True)
+        figure = (
+            f"{run['rps']:,.0f} req/s p99 {run['latency_ms']['p99']:.2f} ms" if run else "failed"
+        )
+        print(
+            f"confirm round {round_index + 1}: {candidate.label}: {figure}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 class LiveListener(PlainListener):
     """Progress bar over trials, the current trial's phase, and the best trials so far."""
 
-    def __init__(self, console: Console, defaults: dict[str, Any], n_trials: int | None,
-                 higher_is_better: bool) -> None:
+    def __init__(
+        self,
+        console: Console,
+        defaults: dict[str, Any],
+        n_trials: int | None,
+        higher_is_better: bool,
+    ) -> None:
         super().__init__(defaults)
         self.console = console
         self.higher = higher_is_better
         self.records: list[TrialRecord] = []
         self.progress = Progress(
-            TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[phase]}"), console=console,
+            TextColumn("[bold]trials"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[phase]}"),
+            console=console,
         )
         self.task = self.progress.add_task("study", total=n_trials, phase="")
         self.live = Live(self._view(), console=console, refresh_per_second=4)
@@ -106,8 +123,9 @@ class LiveListener(PlainListener):
         self.live.console.print(record_line(record, self.defaults), highlight=False)
         self.live.update(self._view())
 
-    def on_confirm_run(self, candidate: Candidate, round_index: int,
-                       run: dict[str, Any] | None) -> None:
+    def on_confirm_run(
+        self, candidate: Candidate, round_index: int, run: dict[str, Any] | None
+    ) -> None:
         self._phase(f"confirming: round {round_index + 1}, {candidate.label}")
         super().on_confirm_run(candidate, round_index, run)
 
@@ -125,8 +143,13 @@ def best_table(records: Sequence[TrialRecord], defaults: dict[str, Any], higher:
     done = [r for r in records if r.state == "COMPLETE" and r.feasible]
     done.sort(key=(lambda r: -r.rps) if higher else (lambda r: r.p99_ms))
     for r in done[:TOP_ROWS]:
-        table.add_row(r.label, f"{r.rps:,.0f}", f"{r.p99_ms:.2f}", f"{r.pss_mb:.0f}",
-                      describe(r.settings, defaults))
+        table.add_row(
+            r.label,
+            f"{r.rps:,.0f}",
+            f"{r.p99_ms:.2f}",
+            f"{r.pss_mb:.0f}",
+            describe(r.settings, defaults),
+        )
     return table
 
 
@@ -144,8 +167,13 @@ def confirmation_table(confirmed: Sequence[Confirmed], winner: str | None) -> Ta
             note.append("[yellow]client_bound[/]")
         if entry.failures:
             note.append(f"{len(entry.failures)} failed")
-        table.add_row(entry.candidate.label, _spread(entry.rps, "{:,.0f}"),
-                      _spread(entry.p99, "{:.2f}"), _spread(entry.pss, "{:.0f}"), " ".join(note))
+        table.add_row(
+            entry.candidate.label,
+            _spread(entry.rps, "{:,.0f}"),
+            _spread(entry.p99, "{:.2f}"),
+            _spread(entry.pss, "{:.0f}"),
+            " ".join(note),
+        )
     return table
 
 

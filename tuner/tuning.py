@@ -38,8 +38,11 @@ class TuneOutcome:
         return {
             "trials": len(self.records),
             "completed": sum(r.state == "COMPLETE" for r in self.records),
-            "failed": [{"trial": r.number, "reason": r.fail_reason}
-                       for r in self.records if r.state == "FAIL"],
+            "failed": [
+                {"trial": r.number, "reason": r.fail_reason}
+                for r in self.records
+                if r.state == "FAIL"
+            ],
             "confirmation": [c.to_dict() for c in self.confirmed],
             "verdict": self.verdict.to_dict() if self.verdict else None,
             "config_file": str(self.out_path) if self.out_path else None,
@@ -69,13 +72,23 @@ def tune(
     if verdict is not None:
         chosen = verdict.winner
         header = header_lines(
-            verdict=verdict, chosen=chosen, study_name=setup.name,
-            trial_number=chosen.candidate.trial_number, context=_context(setup),
-            workload=describe_workload(setup), noise=noise,
+            verdict=verdict,
+            chosen=chosen,
+            study_name=setup.name,
+            trial_number=chosen.candidate.trial_number,
+            context=_context(setup),
+            workload=describe_workload(setup),
+            noise=noise,
         )
-        written = write_config(setup.adapter, setup.app, chosen.candidate.settings, header,
-                               out_path, server_cpus=setup.server_cpus,
-                               ready_path=setup.ready_path)
+        written = write_config(
+            setup.adapter,
+            setup.app,
+            chosen.candidate.settings,
+            header,
+            out_path,
+            server_cpus=setup.server_cpus,
+            ready_path=setup.ready_path,
+        )
     outcome = TuneOutcome(records, confirmed, verdict, written, noise)
     save_summary(study, "result", outcome.to_dict())
     return outcome
@@ -84,7 +97,7 @@ def tune(
 def pick_candidates(
     setup: StudySetup, records: Sequence[TrialRecord], top_k: int, pareto: Sequence[int]
 ) -> list[Candidate]:
-    """The best `top_k` usable trials (by objective, or the Pareto pick first) and both baselines."""
+    """The best `top_k` usable trials (by objective; Pareto pick first) and both baselines."""
     usable = [r for r in records if r.state == "COMPLETE" and r.feasible and not r.baseline]
     if setup.objective == "multi":
         front = [r for r in usable if r.number in pareto]
@@ -100,8 +113,11 @@ def pick_candidates(
     defaults = adapter.table.defaults()
     baselines = [
         Candidate(BASELINE_DEFAULT, _baseline_trial(records, BASELINE_DEFAULT), defaults),
-        Candidate(BASELINE_RULE, _baseline_trial(records, BASELINE_RULE),
-                  {**defaults, **adapter.baseline_rule_values(len(setup.server_cpus))}),
+        Candidate(
+            BASELINE_RULE,
+            _baseline_trial(records, BASELINE_RULE),
+            {**defaults, **adapter.baseline_rule_values(len(setup.server_cpus))},
+        ),
     ]
     chosen = [Candidate(r.label, r.number, r.settings) for r in ranked[:top_k]]
     unique: list[Candidate] = []
@@ -127,8 +143,11 @@ def _measurer(setup: StudySetup) -> Callable[[Candidate, int], dict[str, Any]]:
     def measure(candidate: Candidate, round_index: int) -> dict[str, Any]:
         slug = candidate.label.replace(" ", "-").replace("*", "x")
         plan = BenchPlan(
-            adapter=setup.adapter, app=setup.app, settings=candidate.settings,
-            load=setup.load, server_cpus=setup.server_cpus,
+            adapter=setup.adapter,
+            app=setup.app,
+            settings=candidate.settings,
+            load=setup.load,
+            server_cpus=setup.server_cpus,
             log_path=setup.workdir / "confirm" / f"{slug}-round{round_index}.log",
             ready_path=setup.ready_path,
         )
@@ -138,8 +157,14 @@ def _measurer(setup: StudySetup) -> Callable[[Candidate, int], dict[str, Any]]:
 
 
 def _context(setup: StudySetup) -> dict[str, Any]:
-    plan = BenchPlan(adapter=setup.adapter, app=setup.app, settings={}, load=setup.load,
-                     server_cpus=setup.server_cpus, log_path=setup.workdir / "unused.log")
+    plan = BenchPlan(
+        adapter=setup.adapter,
+        app=setup.app,
+        settings={},
+        load=setup.load,
+        server_cpus=setup.server_cpus,
+        log_path=setup.workdir / "unused.log",
+    )
     return run_context(plan)
 
 
@@ -148,8 +173,10 @@ def describe_workload(setup: StudySetup) -> str:
     paths = ", ".join(f"{r.method} {r.path}" for r in load.workload.requests[:3])
     loop = f"open loop at {load.rate_rps:g} req/s" if load.rate_rps else "closed loop"
     keepalive = "keep-alive" if load.keepalive else "Connection: close"
-    return (f"{paths}; {load.connections} connections, {loop}, {keepalive}; "
-            f"{load.warmup_s:g} s warm-up + {load.duration_s:g} s per run")
+    return (
+        f"{paths}; {load.connections} connections, {loop}, {keepalive}; "
+        f"{load.warmup_s:g} s warm-up + {load.duration_s:g} s per run"
+    )
 
 
 def noise_summary(probes: Sequence[Sequence[float]], confirmed: Sequence[Confirmed]) -> str:
@@ -158,10 +185,14 @@ def noise_summary(probes: Sequence[Sequence[float]], confirmed: Sequence[Confirm
     times = [float(ms) for _trial, ms in probes]
     if len(times) >= 2:
         spread = Spread.of(times)
-        parts.append(f"CPU probe {spread.low:.1f}-{spread.high:.1f} ms "
-                     f"({spread.relative_range:.0%} range over {len(times)} probes)")
+        parts.append(
+            f"CPU probe {spread.low:.1f}-{spread.high:.1f} ms "
+            f"({spread.relative_range:.0%} range over {len(times)} probes)"
+        )
     ranges = [c.rps.relative_range for c in confirmed if c.rps and len(c.rps.samples) > 1]
     if ranges:
-        parts.append(f"repeats of one config varied {statistics.median(ranges):.0%} in req/s "
-                     f"(median over {len(ranges)} configs, max {max(ranges):.0%})")
+        parts.append(
+            f"repeats of one config varied {statistics.median(ranges):.0%} in req/s "
+            f"(median over {len(ranges)} configs, max {max(ranges):.0%})"
+        )
     return "; ".join(parts) or "not measured (too few probes or rounds)"

@@ -22,13 +22,25 @@ from tuner.settings import parse_assignments
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("bench", help="measure one server config on an app")
-    parser.add_argument("app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)")
+    parser.add_argument(
+        "app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)"
+    )
     parser.add_argument("--server", required=True, choices=SERVERS)
-    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                        help="a server setting by its own name, e.g. workers=3 (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a server setting by its own name, e.g. workers=3 (repeatable)",
+    )
     parser.add_argument("--path", default="/", help="URL path to load (default /)")
-    parser.add_argument("--log-dir", type=Path, default=None,
-                        help="where the server log goes (default: a temporary folder)")
+    parser.add_argument(
+        "--log-dir",
+        type=Path,
+        default=None,
+        help="where the server log goes (default: a temporary folder)",
+    )
     add_server_cpu_option(parser)
     add_load_options(parser)
     parser.set_defaults(handler=handle)
@@ -55,6 +67,7 @@ def handle(args: argparse.Namespace) -> int:
     console = display.console(args.json)
     with display.load_progress(console, load.warmup_s, load.duration_s) as on_window:
         result = run_bench(plan, on_window=on_window)
-    display.emit_result(console, result.to_dict(), title=f"{adapter.name} {args.app}",
-                        as_json=args.json)
+    display.emit_result(
+        console, result.to_dict(), title=f"{adapter.name} {args.app}", as_json=args.json
+    )
     return 0

@@ -31,13 +31,16 @@ def handle(args: argparse.Namespace) -> int:
     record = next((r for r in records if r.number == args.trial), None)
     if record is None or not record.settings:
         numbers = ", ".join(str(r.number) for r in records if r.settings) or "none"
-        raise ConfigError(f"--trial {args.trial}: study {args.study!r} has no such trial with "
-                          f"settings; trials: {numbers}")
+        raise ConfigError(
+            f"--trial {args.trial}: study {args.study!r} has no such trial with "
+            f"settings; trials: {numbers}"
+        )
     adapter = get_adapter(setup["server"])
     app = parse_app(setup["app"])
     settings = adapter.resolve(record.settings)
     header = trial_header(record, setup, study_name=args.study)
-    path = write_config(adapter, app, settings, header, args.out,
-                        server_cpus=tuple(setup["server_cpus"]))
+    path = write_config(
+        adapter, app, settings, header, args.out, server_cpus=tuple(setup["server_cpus"])
+    )
     Console(stderr=True).print(f"wrote {path}", highlight=False)
     return 0

@@ -24,7 +24,9 @@ def handle(args: argparse.Namespace) -> int:
     path = urlsplit(args.url).path or "/"
     if urlsplit(args.url).query:
         path += "?" + urlsplit(args.url).query
-    load_cpus = parse_cpu_list(args.load_cpus, "--load-cpus") if args.load_cpus else default_split()[1]
+    load_cpus = (
+        parse_cpu_list(args.load_cpus, "--load-cpus") if args.load_cpus else default_split()[1]
+    )
     spec = load_spec_from(args, workload_from(args, path), load_cpus, target.host, target.port)
     if args.connections < len(load_cpus):
         raise ConfigError(f"--connections {args.connections}: need at least one per load CPU")

@@ -15,34 +15,76 @@ def add_load_options(
     parser: argparse.ArgumentParser, *, duration_s: float = 10.0, warmup_s: float = 2.0
 ) -> None:
     group = parser.add_argument_group("load")
-    group.add_argument("--connections", "-c", type=int, default=64, metavar="N",
-                       help="concurrent connections (default 64)")
-    group.add_argument("--duration", "-d", type=float, default=duration_s, metavar="S",
-                       help=f"measurement window in seconds (default {duration_s:g})")
-    group.add_argument("--warmup", type=float, default=warmup_s, metavar="S",
-                       help=f"warm-up seconds, excluded from the figures (default {warmup_s:g})")
-    group.add_argument("--rate", type=float, default=None, metavar="R",
-                       help="open loop at R requests/s (like wrk2); default: closed loop like wrk")
-    group.add_argument("--no-keepalive", action="store_true",
-                       help="send Connection: close and reconnect per request (like ab without -k)")
-    group.add_argument("--request-timeout", type=float, default=5.0, metavar="S",
-                       help="per-request timeout in seconds (default 5)")
-    group.add_argument("--load-cpus", metavar="LIST",
-                       help="CPUs for the load generator, one process each (default: second half)")
-    group.add_argument("--workload", type=Path, metavar="FILE",
-                       help="TOML file of weighted requests (method, path, headers, body)")
+    group.add_argument(
+        "--connections",
+        "-c",
+        type=int,
+        default=64,
+        metavar="N",
+        help="concurrent connections (default 64)",
+    )
+    group.add_argument(
+        "--duration",
+        "-d",
+        type=float,
+        default=duration_s,
+        metavar="S",
+        help=f"measurement window in seconds (default {duration_s:g})",
+    )
+    group.add_argument(
+        "--warmup",
+        type=float,
+        default=warmup_s,
+        metavar="S",
+        help=f"warm-up seconds, excluded from the figures (default {warmup_s:g})",
+    )
+    group.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        metavar="R",
+        help="open loop at R requests/s (like wrk2); default: closed loop like wrk",
+    )
+    group.add_argument(
+        "--no-keepalive",
+        action="store_true",
+        help="send Connection: close and reconnect per request (like ab without -k)",
+    )
+    group.add_argument(
+        "--request-timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="per-request timeout in seconds (default 5)",
+    )
+    group.add_argument(
+        "--load-cpus",
+        metavar="LIST",
+        help="CPUs for the load generator, one process each (default: second half)",
+    )
+    group.add_argument(
+        "--workload",
+        type=Path,
+        metavar="FILE",
+        help="TOML file of weighted requests (method, path, headers, body)",
+    )
     group.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def add_server_cpu_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--server-cpus", metavar="LIST",
-                        help="CPUs the server is pinned to (default: first half, i.e. 0 on 2 cores)")
+    parser.add_argument(
+        "--server-cpus",
+        metavar="LIST",
+        help="CPUs the server is pinned to (default: first half, i.e. 0 on 2 cores)",
+    )
 
 
 def cpu_split(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Server and load CPU sets from the options, defaulting to an even split of the machine."""
     default_server, default_load = default_split()
-    server = parse_cpu_list(args.server_cpus, "--server-cpus") if args.server_cpus else default_server
+    server = (
+        parse_cpu_list(args.server_cpus, "--server-cpus") if args.server_cpus else default_server
+    )
     load = parse_cpu_list(args.load_cpus, "--load-cpus") if args.load_cpus else default_load
     check_disjoint(server, load)
     return server, load
@@ -56,8 +98,13 @@ def workload_from(args: argparse.Namespace, path: str) -> Workload:
     return Workload.single(path)
 
 
-def load_spec_from(args: argparse.Namespace, workload: Workload, load_cpus: tuple[int, ...],
-                   host: str = "127.0.0.1", port: int = 0) -> LoadSpec:
+def load_spec_from(
+    args: argparse.Namespace,
+    workload: Workload,
+    load_cpus: tuple[int, ...],
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> LoadSpec:
     spec = LoadSpec(
         host=host,
         port=port,

@@ -31,28 +31,59 @@ STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("tune", help="find the best server config for an app")
-    parser.add_argument("app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)")
+    parser.add_argument(
+        "app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)"
+    )
     parser.add_argument("--server", required=True, choices=SERVERS)
     parser.add_argument("--path", default="/", help="URL path to load (default /)")
     parser.add_argument("--trials", type=int, default=30, help="trials to run (default 30)")
-    parser.add_argument("--timeout", dest="study_timeout", type=float, default=None,
-                        metavar="S", help="stop searching after S seconds")
+    parser.add_argument(
+        "--timeout",
+        dest="study_timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop searching after S seconds",
+    )
     parser.add_argument("--objective", choices=objectives.OBJECTIVES, default="throughput")
-    parser.add_argument("--slo-p99", type=float, default=None, metavar="MS",
-                        help="a config whose p99 exceeds this cannot win")
-    parser.add_argument("--max-error-rate", type=float, default=0.01, metavar="F",
-                        help="a config with more errors than this fraction cannot win (0.01)")
-    parser.add_argument("--max-memory", type=float, default=None, metavar="MB",
-                        help="a config whose mean PSS exceeds this cannot win")
+    parser.add_argument(
+        "--slo-p99",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="a config whose p99 exceeds this cannot win",
+    )
+    parser.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=0.01,
+        metavar="F",
+        help="a config with more errors than this fraction cannot win (0.01)",
+    )
+    parser.add_argument(
+        "--max-memory",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="a config whose mean PSS exceeds this cannot win",
+    )
     parser.add_argument("--space", type=Path, default=None, help="search space TOML file")
     parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL")
     parser.add_argument("--study-name", default=None, help="default: APP-SERVER-OBJECTIVE")
     parser.add_argument("--top-k", type=int, default=3, help="configs re-measured at the end")
-    parser.add_argument("--confirm-rounds", type=int, default=3,
-                        help="interleaved re-measurement rounds (default 3)")
+    parser.add_argument(
+        "--confirm-rounds",
+        type=int,
+        default=3,
+        help="interleaved re-measurement rounds (default 3)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="sampler seed")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="config file to write (default studies/STUDY/<server config name>)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="config file to write (default studies/STUDY/<server config name>)",
+    )
     add_server_cpu_option(parser)
     add_load_options(parser, duration_s=5.0, warmup_s=1.0)
     parser.set_defaults(handler=handle)
@@ -64,8 +95,11 @@ def handle(args: argparse.Namespace) -> int:
     defaults = setup.adapter.table.defaults()
     console = Console(stderr=True)
     live = console.is_terminal and not args.json
-    listener = (LiveListener(console, defaults, args.trials, args.objective != "latency")
-                if live else PlainListener(defaults, quiet=args.json))
+    listener = (
+        LiveListener(console, defaults, args.trials, args.objective != "latency")
+        if live
+        else PlainListener(defaults, quiet=args.json)
+    )
     try:
         if isinstance(listener, LiveListener):
             with listener:
@@ -81,7 +115,9 @@ def handle(args: argparse.Namespace) -> int:
     winner = outcome.verdict.winner.candidate.label if outcome.verdict else None
     Console().print(confirmation_table(outcome.confirmed, winner))
     if outcome.verdict is None:
-        console.print("[red]no config passed the SLOs in the confirmation rounds; no file written[/]")
+        console.print(
+            "[red]no config passed the SLOs in the confirmation rounds; no file written[/]"
+        )
         return 1
     console.print(f"verdict: {outcome.verdict.summary}", highlight=False)
     console.print(f"noise: {outcome.noise}", highlight=False)
@@ -90,9 +126,16 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _tune(setup: StudySetup, args: argparse.Namespace, out: Path, listener: PlainListener):
-    return tune(setup, n_trials=args.trials, timeout_s=args.study_timeout, top_k=args.top_k,
-                confirm_rounds=args.confirm_rounds, out_path=out, listener=listener,
-                on_confirm_run=listener.on_confirm_run)
+    return tune(
+        setup,
+        n_trials=args.trials,
+        timeout_s=args.study_timeout,
+        top_k=args.top_k,
+        confirm_rounds=args.confirm_rounds,
+        out_path=out,
+        listener=listener,
+        on_confirm_run=listener.on_confirm_run,
+    )
 
 
 def build_setup(args: argparse.Namespace) -> StudySetup:
@@ -106,15 +149,26 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
     check_app_imports(app)
     name = args.study_name or f"{app.module.rsplit('.', 1)[-1]}-{adapter.name}-{args.objective}"
     if not STUDY_NAME.match(name):
-        raise ConfigError(f"--study-name {name!r}: use letters, digits, '.', '_' and '-' "
-                          "(up to 100, starting with a letter or digit)")
+        raise ConfigError(
+            f"--study-name {name!r}: use letters, digits, '.', '_' and '-' "
+            "(up to 100, starting with a letter or digit)"
+        )
     return StudySetup(
-        name=name, storage_url=args.storage, app_text=args.app, app=app, adapter=adapter,
-        space=space, objective=args.objective,
-        slo=Slo(p99_ms=args.slo_p99, max_error_rate=args.max_error_rate,
-                max_memory_mb=args.max_memory),
-        load=load, server_cpus=server_cpus, ready_path=load.workload.requests[0].path,
-        workdir=study_workdir(args.storage, name), seed=args.seed,
+        name=name,
+        storage_url=args.storage,
+        app_text=args.app,
+        app=app,
+        adapter=adapter,
+        space=space,
+        objective=args.objective,
+        slo=Slo(
+            p99_ms=args.slo_p99, max_error_rate=args.max_error_rate, max_memory_mb=args.max_memory
+        ),
+        load=load,
+        server_cpus=server_cpus,
+        ready_path=load.workload.requests[0].path,
+        workdir=study_workdir(args.storage, name),
+        seed=args.seed,
     )
 
 
@@ -123,12 +177,21 @@ def _check_numbers(args: argparse.Namespace) -> None:
         ("--trials", args.trials, args.trials >= 1, "a whole number >= 1"),
         ("--top-k", args.top_k, args.top_k >= 1, "a whole number >= 1"),
         ("--confirm-rounds", args.confirm_rounds, args.confirm_rounds >= 1, "a whole number >= 1"),
-        ("--max-error-rate", args.max_error_rate, 0 <= args.max_error_rate <= 1,
-         "a fraction from 0 to 1"),
+        (
+            "--max-error-rate",
+            args.max_error_rate,
+            0 <= args.max_error_rate <= 1,
+            "a fraction from 0 to 1",
+        ),
     ]
-    checks += [(name, value, value is None or value > 0, "a number > 0") for name, value in
-               (("--timeout", args.study_timeout), ("--slo-p99", args.slo_p99),
-                ("--max-memory", args.max_memory))]
+    checks += [
+        (name, value, value is None or value > 0, "a number > 0")
+        for name, value in (
+            ("--timeout", args.study_timeout),
+            ("--slo-p99", args.slo_p99),
+            ("--max-memory", args.max_memory),
+        )
+    ]
     for name, value, ok, valid in checks:
         if not ok:
             raise ConfigError(f"{name} {value}: expected {valid}")
@@ -140,12 +203,16 @@ def _print_best_so_far(console: Console, setup: StudySetup) -> None:
     except ConfigError:
         return
     done = sorted((r for r in records if r.state == "COMPLETE"), key=lambda r: -r.rps)
-    console.print(f"interrupted: {len(done)} completed trial(s) kept in {setup.storage_url} "
-                  f"(study {setup.name!r}); re-run the same command to resume")
+    console.print(
+        f"interrupted: {len(done)} completed trial(s) kept in {setup.storage_url} "
+        f"(study {setup.name!r}); re-run the same command to resume"
+    )
     if done:
         best = done[0]
-        console.print(f"best so far: {best.label}: {best.rps:,.0f} req/s, p99 {best.p99_ms:.2f} ms",
-                      highlight=False)
+        console.print(
+            f"best so far: {best.label}: {best.rps:,.0f} req/s, p99 {best.p99_ms:.2f} ms",
+            highlight=False,
+        )
 
 
 def study_workdir(storage_url: str, name: str) -> Path:
