@@ -7,6 +7,7 @@ them alike, and the winner is chosen by its median. No Optuna here.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ class Candidate:
     label: str  # "default", "2*cpus+1", "trial 17"
     trial_number: int | None
     settings: dict[str, Any]
+    server: str = ""  # set when candidates of several servers are compared (`tuner compare`)
 
 
 @dataclass
@@ -90,6 +92,17 @@ class Confirmed:
             "failures": self.failures,
             "unfair": self.unfair,
             "client_bound": self.client_bound,
+            "server": self.candidate.server,
+            "latency_ms_median": self.latency_medians(),
+        }
+
+    def latency_medians(self) -> dict[str, float]:
+        """Median of each latency percentile over the runs, for the report's percentile curve."""
+        keys = ("p50", "p90", "p99", "p999")
+        return {
+            key: statistics.median(run["latency_ms"][key] for run in self.runs)
+            for key in keys
+            if self.runs and all(key in run.get("latency_ms", {}) for run in self.runs)
         }
 
 

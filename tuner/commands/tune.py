@@ -23,7 +23,7 @@ from tuner.servers import SERVERS, get_adapter
 from tuner.space import default_space_path, load_space
 from tuner.study import StudySetup, load_records
 from tuner.study_display import LiveListener, PlainListener, confirmation_table, print_json
-from tuner.tuning import tune
+from tuner.tuning import TuneOutcome, tune
 
 DEFAULT_STORAGE = "sqlite:///studies/tuner.db"
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -35,6 +35,19 @@ def register(commands: argparse._SubParsersAction) -> None:
         "app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)"
     )
     parser.add_argument("--server", required=True, choices=SERVERS)
+    parser.add_argument("--study-name", default=None, help="default: APP-SERVER-OBJECTIVE")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="config file to write (default studies/STUDY/<server config name>)",
+    )
+    add_tune_options(parser)
+    parser.set_defaults(handler=handle)
+
+
+def add_tune_options(parser: argparse.ArgumentParser) -> None:
+    """The search, SLO, storage and load options, shared by `tune` and `compare`."""
     parser.add_argument("--path", default="/", help="URL path to load (default /)")
     parser.add_argument("--trials", type=int, default=30, help="trials to run (default 30)")
     parser.add_argument(
@@ -69,7 +82,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--space", type=Path, default=None, help="search space TOML file")
     parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL")
-    parser.add_argument("--study-name", default=None, help="default: APP-SERVER-OBJECTIVE")
     parser.add_argument("--top-k", type=int, default=3, help="configs re-measured at the end")
     parser.add_argument(
         "--confirm-rounds",
@@ -78,40 +90,18 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="interleaved re-measurement rounds (default 3)",
     )
     parser.add_argument("--seed", type=int, default=None, help="sampler seed")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="config file to write (default studies/STUDY/<server config name>)",
-    )
     add_server_cpu_option(parser)
     add_load_options(parser, duration_s=5.0, warmup_s=1.0)
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     setup = build_setup(args)
     out = args.out or setup.workdir / setup.adapter.config_filename
-    defaults = setup.adapter.table.defaults()
-    console = Console(stderr=True)
-    live = console.is_terminal and not args.json
-    listener = (
-        LiveListener(console, defaults, args.trials, args.objective != "latency")
-        if live
-        else PlainListener(defaults, quiet=args.json)
-    )
-    try:
-        if isinstance(listener, LiveListener):
-            with listener:
-                outcome = _tune(setup, args, out, listener)
-        else:
-            outcome = _tune(setup, args, out, listener)
-    except KeyboardInterrupt:
-        _print_best_so_far(console, setup)
-        raise
+    outcome = run_tune(setup, args, out)
     if args.json:
         print_json({"study": setup.name, "storage": setup.storage_url, **outcome.to_dict()})
         return 0
+    console = Console(stderr=True)
     winner = outcome.verdict.winner.candidate.label if outcome.verdict else None
     Console().print(confirmation_table(outcome.confirmed, winner))
     if outcome.verdict is None:
@@ -125,7 +115,29 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tune(setup: StudySetup, args: argparse.Namespace, out: Path, listener: PlainListener):
+def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutcome:
+    """Run one study with live progress (plain lines off a terminal or with --json)."""
+    defaults = setup.adapter.table.defaults()
+    console = Console(stderr=True)
+    live = console.is_terminal and not args.json
+    listener = (
+        LiveListener(console, defaults, args.trials, args.objective != "latency")
+        if live
+        else PlainListener(defaults, quiet=args.json)
+    )
+    try:
+        if isinstance(listener, LiveListener):
+            with listener:
+                return _tune(setup, args, out, listener)
+        return _tune(setup, args, out, listener)
+    except KeyboardInterrupt:
+        _print_best_so_far(console, setup)
+        raise
+
+
+def _tune(
+    setup: StudySetup, args: argparse.Namespace, out: Path, listener: PlainListener
+) -> TuneOutcome:
     return tune(
         setup,
         n_trials=args.trials,
