@@ -1,0 +1,52 @@
+"""`tuner report --study NAME`: an offline HTML report with PNG charts, and a terminal summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from tuner.commands.tune import DEFAULT_STORAGE, study_workdir
+from tuner.figures import study_charts
+from tuner.report_data import StudyData, load_study_data
+from tuner.report_html import check_out_dir, render_page, write_report
+from tuner.report_tables import study_tables, summary_lines
+from tuner.report_terminal import console as stdout_console
+from tuner.report_terminal import print_tables
+from tuner.servers import get_adapter
+from tuner.study_display import describe
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("report", help="write an HTML report (and PNGs) of a study")
+    parser.add_argument("--study", required=True, help="study name (see `tuner studies`)")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for report.html and the PNGs (default studies/STUDY/report)",
+    )
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    out = check_out_dir(args.out or study_workdir(args.storage, args.study) / "report")
+    data = load_study_data(args.storage, args.study)
+    charts = study_charts(data)
+    title = f"tuner report: study {data.name}"
+    page = render_page(title, summary_lines(data), charts, study_tables(data))
+    path = write_report(out, "report.html", page, charts)
+    console = stdout_console()
+    for line in summary_lines(data):
+        console.print(line, highlight=False)
+    print_tables(console, study_tables(data, changed_settings(data)))
+    Console(stderr=True).print(f"wrote {path} and {len(charts)} PNG(s) beside it", highlight=False)
+    return 0
+
+
+def changed_settings(data: StudyData):  # noqa: ANN201 - a SettingsText callable
+    """In the terminal only what differs from the server's defaults; the HTML has them all."""
+    defaults = get_adapter(data.server).table.defaults()
+    return lambda settings: describe(settings, defaults)

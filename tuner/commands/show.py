@@ -1,0 +1,36 @@
+"""`tuner show --study NAME`: a study's best trials and Pareto front in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+
+from tuner.commands.report import changed_settings
+from tuner.commands.tune import DEFAULT_STORAGE
+from tuner.report_data import load_study_data
+from tuner.report_tables import confirmation, pareto_front, summary_lines, top_trials
+from tuner.report_terminal import console as stdout_console
+from tuner.report_terminal import print_tables
+
+SHOWN = 5
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("show", help="print a study's best trials and Pareto front")
+    parser.add_argument("--study", required=True, help="study name (see `tuner studies`)")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    data = load_study_data(args.storage, args.study, importances=False)
+    settings_text = changed_settings(data)
+    tables = [top_trials(data, settings_text, limit=SHOWN)]
+    if data.pareto:
+        tables.append(pareto_front(data, settings_text))
+    if data.result:
+        tables.append(confirmation(data))
+    console = stdout_console()
+    for line in summary_lines(data):
+        console.print(line, highlight=False)
+    print_tables(console, tables)
+    return 0

@@ -1,0 +1,22 @@
+"""`tuner studies`: the studies in a storage, with server, app, trials done and best req/s."""
+
+from __future__ import annotations
+
+import argparse
+
+from tuner.commands.tune import DEFAULT_STORAGE
+from tuner.report_data import list_studies
+from tuner.report_tables import studies_table
+from tuner.report_terminal import console as stdout_console
+from tuner.report_terminal import print_tables
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("studies", help="list the studies in a storage")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    print_tables(stdout_console(), [studies_table(list_studies(args.storage))])
+    return 0

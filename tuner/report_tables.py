@@ -1,0 +1,255 @@
+"""The report's tables as plain rows of text, rendered the same way to HTML and the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.report_data import StudyData, masked
+from tuner.stats import ratio
+
+TOP_TRIALS = 10
+SettingsText = Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+    notes: list[str] = field(default_factory=list)
+
+
+def all_settings(settings: dict[str, Any]) -> str:
+    return " ".join(f"{key}={value}" for key, value in sorted(settings.items()))
+
+
+def study_tables(data: StudyData, settings_text: SettingsText = all_settings) -> list[Table]:
+    tables = [top_trials(data, settings_text)]
+    if data.pareto:
+        tables.append(pareto_front(data, settings_text))
+    tables += [failed_trials(data, settings_text), confirmation(data), baselines(data)]
+    tables.append(machine(data))
+    return tables
+
+
+def top_trials(data: StudyData, settings_text: SettingsText, limit: int = TOP_TRIALS) -> Table:
+    columns = ("trial", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "PSS MB")
+    rows = [_trial_row(r) + (settings_text(r.settings),) for r in data.ranked()[:limit]]
+    order = "lowest p99" if data.objective == "latency" else "highest req/s"
+    return Table(
+        f"Top trials ({order} first; SLO violators last)",
+        (*columns, "startup s", "notes", "settings"),
+        rows,
+    )
+
+
+def pareto_front(data: StudyData, settings_text: SettingsText) -> Table:
+    front = sorted((r for r in data.complete if r.number in data.pareto), key=lambda r: -r.rps)
+    return Table(
+        "Pareto front (req/s, p99, memory)",
+        ("trial", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "PSS MB", "settings"),
+        [_trial_row(r)[:7] + (settings_text(r.settings),) for r in front],
+    )
+
+
+def _trial_row(r: TrialRecord) -> tuple[str, ...]:
+    latency = r.metrics.get("latency_ms", {})
+    notes = [r.baseline] if r.baseline else []
+    notes += ["client_bound"] if r.metrics.get("client_bound") else []
+    notes += [] if r.feasible else ["violates SLO"]
+    return (
+        str(r.number),
+        f"{r.rps:,.0f}",
+        _ms(latency.get("p50")),
+        _ms(latency.get("p99")),
+        _ms(latency.get("p999")),
+        f"{float(r.metrics.get('error_rate', 0.0)):.2%}",
+        f"{r.pss_mb:.1f}",
+        _number(r.metrics.get("startup_s"), "{:.2f}"),
+        ", ".join(notes),
+    )
+
+
+def failed_trials(data: StudyData, settings_text: SettingsText) -> Table:
+    failed = [r for r in data.records if r.state in ("FAIL", "PRUNED")]
+    return Table(
+        "Failed and pruned trials",
+        ("trial", "state", "reason", "settings"),
+        [
+            (
+                str(r.number),
+                r.state.lower(),
+                r.fail_reason or "(no reason recorded)",
+                settings_text(r.settings),
+            )
+            for r in failed
+        ],
+        [] if failed else ["none: every trial completed"],
+    )
+
+
+def confirmation(data: StudyData) -> Table:
+    result = data.result
+    rows = []
+    winner = (result.get("verdict") or {}).get("winner")
+    for entry in result.get("confirmation") or []:
+        notes = ["recommended"] if entry["label"] == winner else []
+        notes += ["unfair"] if entry.get("unfair") else []
+        notes += ["client_bound"] if entry.get("client_bound") else []
+        notes += [f"{len(entry['failures'])} failed run(s)"] if entry.get("failures") else []
+        rows.append(
+            (
+                entry["label"],
+                "" if entry.get("trial") is None else str(entry["trial"]),
+                _spread(entry.get("rps"), "{:,.0f}"),
+                _spread(entry.get("p99_ms"), "{:.2f}"),
+                _spread(entry.get("pss_mb"), "{:.1f}"),
+                ", ".join(notes),
+            )
+        )
+    notes = []
+    if result.get("verdict"):
+        notes.append(f"verdict: {result['verdict']['summary']}")
+    if result.get("noise"):
+        notes.append(f"noise: {result['noise']}")
+    if result.get("config_file"):
+        notes.append(f"config file: {result['config_file']}")
+    if not result:
+        notes.append("the study has no confirmation round yet (interrupted or still running)")
+    return Table(
+        "Confirmation: interleaved re-measurement (min / median / max)",
+        ("config", "trial", "req/s", "p99 ms", "PSS MB", "notes"),
+        rows,
+        notes,
+    )
+
+
+def baselines(data: StudyData) -> Table:
+    """Each re-measured config's medians against the default and the 2*cpus+1 rule."""
+    entries = [e for e in data.result.get("confirmation") or [] if e.get("rps")]
+    by_label = {e["label"]: e for e in entries}
+    default, rule = by_label.get(BASELINE_DEFAULT), by_label.get(BASELINE_RULE)
+    rows = []
+    for entry in entries:
+        rows.append(
+            (
+                entry["label"],
+                f"{entry['rps']['median']:,.0f}",
+                _ratio(entry, default, "rps"),
+                _ratio(entry, rule, "rps"),
+                _ms(entry["p99_ms"]["median"]),
+                _ratio(entry, default, "p99_ms"),
+                f"{entry['pss_mb']['median']:.1f}",
+                _ratio(entry, default, "pss_mb"),
+            )
+        )
+    return Table(
+        "Baselines and ratios (medians of the confirmation rounds)",
+        (
+            "config",
+            "req/s",
+            "x default",
+            "x 2*cpus+1",
+            "p99 ms",
+            "p99 x default",
+            "PSS MB",
+            "PSS x default",
+        ),
+        rows,
+        ["x > 1 in req/s is better; x < 1 in p99 and PSS is better"] if rows else ["no data"],
+    )
+
+
+def machine(data: StudyData) -> Table:
+    context = data.context()
+    setup = data.setup
+    versions = context.get("versions", {})
+    info = context.get("machine", {})
+    rows = [
+        ("study", data.name),
+        ("storage", masked(data.storage_url)),
+        ("server", data.server),
+        ("app", str(setup.get("app", "?"))),
+        ("objective", data.objective),
+        ("created", str(data.attrs.get("created", "?"))),
+        ("CPU model", str(setup.get("cpu_model") or info.get("cpu_model", "?"))),
+        ("CPUs on the machine", str(info.get("cpus", "?"))),
+        ("server CPUs", _cpus(setup.get("server_cpus"))),
+        ("load generator CPUs", _cpus(setup.get("load_cpus"))),
+        ("load", _load(context)),
+    ]
+    rows += [(f"{name} version", str(version)) for name, version in versions.items()]
+    return Table("Machine, CPU split and versions", ("what", "value"), rows)
+
+
+def _load(context: dict[str, Any]) -> str:
+    if not context:
+        return "?"
+    target = context.get("target_rps")
+    loop = f"open loop at {target:g} req/s" if target else "closed loop"
+    return (
+        f"{context.get('connections', '?')} connections, {loop}, "
+        f"{_number(context.get('duration_s'), '{:.1f}')} s measured per run"
+    )
+
+
+def _cpus(cpus: Sequence[int] | None) -> str:
+    return ", ".join(str(c) for c in cpus) if cpus else "?"
+
+
+def _ratio(entry: dict[str, Any], reference: dict[str, Any] | None, key: str) -> str:
+    if reference is None or not entry.get(key) or not reference.get(key):
+        return "n/a"
+    return f"x{ratio(entry[key]['median'], reference[key]['median']):.2f}"
+
+
+def _spread(spread: dict[str, float] | None, pattern: str) -> str:
+    if not spread:
+        return "n/a"
+    return " / ".join(pattern.format(spread[k]) for k in ("min", "median", "max"))
+
+
+def _ms(value: Any) -> str:
+    return _number(value, "{:.2f}")
+
+
+def _number(value: Any, pattern: str) -> str:
+    return "n/a" if value is None else pattern.format(float(value))
+
+
+def summary_lines(data: StudyData) -> list[str]:
+    failed = sum(r.state in ("FAIL", "PRUNED") for r in data.records)
+    lines = [
+        f"{data.server} serving {data.setup.get('app', '?')}, objective {data.objective}: "
+        f"{len(data.records)} trials, {len(data.complete)} complete, {failed} failed or pruned."
+    ]
+    verdict = data.result.get("verdict")
+    if verdict:
+        lines.append(f"Verdict: {verdict['summary']}.")
+    elif data.result:
+        lines.append("Verdict: no config passed the SLOs in the confirmation rounds.")
+    return lines
+
+
+def studies_table(rows: Sequence[dict[str, Any]]) -> Table:
+    return Table(
+        "Studies",
+        ("study", "server", "app", "objective", "trials", "complete", "best req/s", "created"),
+        [
+            (
+                row["study"],
+                row["server"],
+                row["app"],
+                row["objective"],
+                str(row["trials"]),
+                str(row["completed"]),
+                "n/a" if row["best_rps"] is None else f"{row['best_rps']:,.0f}",
+                row["created"],
+            )
+            for row in rows
+        ],
+        [] if rows else ["no studies in this storage yet: `tuner tune` creates them"],
+    )
