@@ -6,6 +6,7 @@ TunerError                 base; the CLI prints "error: <msg>" and exits 2 (bad 
 ├── AppBrokenError         the app cannot be imported under any config: abort the study
 └── TrialError             this candidate config failed; a study records it and goes on
     ├── ServerStartError   the server exited while starting (exit code + log tail)
+    │   └── PortInUseError another process holds the port (the runner retries another)
     ├── ReadinessTimeout   the server did not answer 2xx before the deadline
     ├── ServerCrashed      the server died during the measurement
     └── InvalidMeasurement the measurement cannot be trusted (e.g. too many errors)
@@ -45,6 +46,10 @@ class ServerStartError(TrialError):
         super().__init__(message)
         self.returncode = returncode
         self.log_tail = log_tail
+
+
+class PortInUseError(ServerStartError):
+    reason = "port_in_use"
 
 
 class ReadinessTimeout(TrialError):

@@ -15,6 +15,7 @@ import contextlib
 import http.client
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -30,6 +31,7 @@ import psutil
 from tuner.errors import (
     AppBrokenError,
     ConfigError,
+    PortInUseError,
     ReadinessTimeout,
     ServerStartError,
     ToolMissingError,
@@ -56,6 +58,12 @@ _BACKOFF_FIRST_S = 0.01
 _BACKOFF_CAP_S = 0.25
 _VERIFY_TIMEOUT_S = 2.0
 _STOP_REPEAT_S = 0.5
+# How a server says its port is taken (uWSGI: "bind(): Address already in use"; gunicorn:
+# "Connection in use", then it retries for 5 s before giving up).
+_PORT_IN_USE = ("Address already in use", "Connection in use")
+# A Python exception line ("ModuleNotFoundError: No module named 'x'"): the best one-line
+# reason in a traceback.
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
 
 class LeftoverProcessesError(TunerError):
@@ -143,6 +151,17 @@ def _describe(processes: Sequence[psutil.Process]) -> str:
         except psutil.Error:
             parts.append(str(process.pid))
     return ", ".join(parts)
+
+
+def key_line(log_text: str) -> str:
+    """The one log line that best says why a server failed: the last Python exception line,
+    else the last line naming an error, else the last line."""
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    for pattern in (_EXCEPTION_LINE, re.compile(r"error|in use|greater than|invalid", re.I)):
+        for line in reversed(lines):
+            if pattern.search(line):
+                return line[:300]
+    return lines[-1][:300] if lines else "no log output"
 
 
 def _exit_description(returncode: int) -> str:
@@ -244,8 +263,13 @@ class ServerProcess:
             if returncode is not None:
                 raise self._start_failure(returncode)
             answered, last_problem = self._probe(ready_path, deadline)
-            if answered:
+            # Another process on our port may answer for us: only our own listener counts.
+            if answered and self._listens():
                 return
+            if answered:
+                last_problem = f"port {self.port} is answered by a process that is not the server"
+            if self._port_taken():
+                raise self._port_in_use_error()
         # The process may have exited during the last sleep: that is the better message.
         returncode = self._process.poll()
         if returncode is not None:
@@ -253,7 +277,34 @@ class ServerProcess:
         tail = self.log_tail()
         raise ReadinessTimeout(
             f"{self._program} did not answer 2xx on http://{self.host}:{self.port}{ready_path} "
-            f"within {timeout_s:g} s ({last_problem}); last log lines:\n{tail}",
+            f"within {timeout_s:g} s ({last_problem}; log: {self.log_path})\n"
+            f"last log lines:\n{tail}",
+            log_tail=tail,
+        )
+
+    def _listens(self) -> bool:
+        """Whether a process of this server listens on its port."""
+        for pid in self.pids():
+            try:
+                connections = psutil.Process(pid).net_connections(kind="inet")
+            except psutil.Error:
+                continue
+            if any(
+                c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == self.port
+                for c in connections
+            ):
+                return True
+        return False
+
+    def _port_taken(self) -> bool:
+        tail = self.log_tail(40)
+        return any(mark in tail for mark in _PORT_IN_USE)
+
+    def _port_in_use_error(self) -> PortInUseError:
+        tail = self.log_tail()
+        return PortInUseError(
+            f"{self._program} could not listen on {self.host}:{self.port}: another process "
+            f"holds the port ({key_line(tail)}; log: {self.log_path})\nlast log lines:\n{tail}",
             log_tail=tail,
         )
 
@@ -278,15 +329,23 @@ class ServerProcess:
         return Path(self.spec.argv[0]).name
 
     def _start_failure(self, returncode: int) -> TunerError:
+        """The error for a server that exited while starting. Its first line is the whole
+        story (what happened, the log's key line, where the log is); the tail follows."""
         tail = self.log_tail()
-        if returncode in self.spec.app_broken_exit_codes:
+        long_tail = self.log_tail(400)
+        reason = key_line(tail)
+        if self._port_taken():
+            return self._port_in_use_error()
+        mark = self.spec.app_broken_if_logged.get(returncode)
+        if returncode in self.spec.app_broken_exit_codes or (mark and mark in long_tail):
             return AppBrokenError(
-                f"{self._program} could not load the app (exit code {returncode}); "
-                f"no setting can fix that. Last log lines:\n{tail}"
+                f"{self._program} could not load the app (exit code {returncode}): {reason}; "
+                f"no server setting can fix that (log: {self.log_path})\n"
+                f"last log lines:\n{tail}"
             )
         return ServerStartError(
-            f"{self._program} {_exit_description(returncode)} while starting; "
-            f"last log lines:\n{tail}",
+            f"{self._program} {_exit_description(returncode)} while starting: {reason} "
+            f"(log: {self.log_path})\nlast log lines:\n{tail}",
             returncode=returncode,
             log_tail=tail,
         )

@@ -17,15 +17,16 @@ from typing import Any
 
 from tuner import __version__
 from tuner.apps import AppRef
-from tuner.errors import ServerCrashed
+from tuner.errors import PortInUseError, ServerCrashed
 from tuner.loadgen import LoadSpec, WindowStats, run_load
 from tuner.metrics.memory import MemorySampler
-from tuner.process import ServerProcess, free_port
+from tuner.process import ServerProcess, free_port, key_line
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
 LOOPBACK = "127.0.0.1"
 PHASES = ("starting", "measuring", "stopping")
+PORT_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -72,27 +73,18 @@ def run_bench(
     phase = on_phase or (lambda _name: None)
     plan.adapter.check_installed()
     plan.log_path.parent.mkdir(parents=True, exist_ok=True)
-    port = free_port(LOOPBACK)
-    spec = plan.adapter.launch_spec(plan.app, LOOPBACK, port, plan.settings)
     phase("starting")
-    with ServerProcess.start(
-        spec,
-        cpus=plan.server_cpus,
-        log_path=plan.log_path,
-        host=LOOPBACK,
-        port=port,
-        ready_path=plan.ready_path,
-        ready_timeout_s=plan.ready_timeout_s,
-    ) as server:
+    with _start_server(plan) as server:
         phase("measuring")
         # The tuner's own thread (and the memory sampler it starts) stays off the server's
         # CPUs while measuring; memory is sampled over warm-up and measurement.
         with pinned_to(plan.load.load_cpus), MemorySampler(server.pids) as memory:
-            load = run_load(replace(plan.load, host=LOOPBACK, port=port), on_window)
+            load = run_load(replace(plan.load, host=LOOPBACK, port=server.port), on_window)
         if not server.alive():
+            tail = server.log_tail()
             raise ServerCrashed(
-                f"{plan.adapter.name} died during the measurement; last log lines:\n"
-                + server.log_tail()
+                f"{plan.adapter.name} died during the measurement: {key_line(tail)} "
+                f"(log: {plan.log_path})\nlast log lines:\n{tail}"
             )
         phase("stopping")
         startup_s = server.startup_s
@@ -103,6 +95,28 @@ def run_bench(
         settings=dict(plan.settings),
         context=run_context(plan),
     )
+
+
+def _start_server(plan: BenchPlan) -> ServerProcess:
+    """Start the server on a free port, on another one if a process took it meanwhile (the
+    port is free when chosen, but anyone may bind it before the server does)."""
+    for attempt in range(PORT_ATTEMPTS):
+        port = free_port(LOOPBACK)
+        spec = plan.adapter.launch_spec(plan.app, LOOPBACK, port, plan.settings)
+        try:
+            return ServerProcess.start(
+                spec,
+                cpus=plan.server_cpus,
+                log_path=plan.log_path,
+                host=LOOPBACK,
+                port=port,
+                ready_path=plan.ready_path,
+                ready_timeout_s=plan.ready_timeout_s,
+            )
+        except PortInUseError:
+            if attempt == PORT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 @contextmanager

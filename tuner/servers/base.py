@@ -28,6 +28,8 @@ class LaunchSpec:
     `env` holds only the variables to set on top of the tuner's own environment.
     `app_broken_exit_codes` are exit codes by which the server says the app itself cannot be
     loaded (no config can fix that), so a start failure with one becomes AppBrokenError.
+    `app_broken_if_logged` does the same for an exit code the server also uses for other
+    failures, when its log contains the given text.
     """
 
     argv: tuple[str, ...]
@@ -36,6 +38,7 @@ class LaunchSpec:
     stop_signal: signal.Signals
     stop_grace_s: float
     app_broken_exit_codes: frozenset[int] = field(default_factory=frozenset)
+    app_broken_if_logged: Mapping[int, str] = field(default_factory=dict)
 
 
 def bind_address(host: str, port: int) -> str:

@@ -19,8 +19,13 @@ from tuner.settings import Setting, SettingsTable, Value
 
 # gunicorn's own exit code when the app module imports but the callable cannot be loaded
 # (Arbiter.APP_LOAD_ERROR). Exit 3 (WORKER_BOOT_ERROR) is left a trial failure: it also
-# covers worker-level errors a different config may avoid. Bad setting values exit 1 or 2.
+# covers worker-level errors a different config may avoid, unless the log shows the app's own
+# import failing (below). Bad setting values exit 1 or 2.
 APP_LOAD_ERROR = 4
+# Exit 3 with a traceback through gunicorn's import_app: the worker could not import the app
+# module itself, which no setting changes.
+WORKER_BOOT_ERROR = 3
+APP_IMPORT_TRACE = "in import_app"
 
 
 def _int_setting(name: str, flag: str, default: int, doc: str, minimum: int) -> Setting:
@@ -163,6 +168,7 @@ class GunicornAdapter(ServerAdapter):
             stop_signal=signal.SIGINT,
             stop_grace_s=5.0,
             app_broken_exit_codes=frozenset({APP_LOAD_ERROR}),
+            app_broken_if_logged={WORKER_BOOT_ERROR: APP_IMPORT_TRACE},
         )
 
     def render_config(
