@@ -3,13 +3,19 @@
 This is the only place that maps exceptions to exit codes: a TunerError is one line on stderr
 (exit 2 for bad input, 1 for a failed measurement), Ctrl-C is 130, and nothing shows a traceback
 unless TUNER_DEBUG=1.
+
+SIGTERM (and SIGHUP) behave exactly like Ctrl-C: they raise KeyboardInterrupt in the main thread,
+so the running server is stopped on the way out, the running trial is recorded as failed, and
+the exit code is 128 + the signal number.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -19,6 +25,8 @@ from tuner.errors import TunerError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+# Signals a service manager or a closed terminal sends; each stops the tuner like Ctrl-C.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,25 +48,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else "unknown error"
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS if in_main_thread}
     try:
         return int(args.handler(args))
     except TunerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # One line; the details that follow it (a server's log tail) only with TUNER_DEBUG=1,
+        # since the line names the log file.
+        text = str(exc) if os.environ.get("TUNER_DEBUG") == "1" else first_line(str(exc))
+        print(f"error: {text}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        sig = signal.Signals.__members__.get(str(exc), signal.SIGINT)
+        print(f"interrupted ({sig.name})", file=sys.stderr)
+        return 128 + sig.value
     except Exception as exc:
         if os.environ.get("TUNER_DEBUG") == "1":
             raise
         print(
-            f"error: internal error: {type(exc).__name__}: {exc} (TUNER_DEBUG=1 shows the "
-            "traceback; please report it)",
+            f"error: internal error: {type(exc).__name__}: {first_line(str(exc))} "
+            "(TUNER_DEBUG=1 shows the traceback; please report it)",
             file=sys.stderr,
         )
         return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run() -> NoReturn:

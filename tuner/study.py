@@ -4,12 +4,19 @@ A study searches the server's search space; each trial is one real measurement (
 is the server's default config and trial 1 the `2*cpus+1` rule, so every study measures its own
 baselines on the same machine in the same run. Failed configs are recorded as FAIL with their
 reason and the study goes on; an app that cannot be imported stops it.
+
+Several tuners (on one host or many) may share a study through one database: the study is
+created once (a tuner that loses the race to create it loads it), baselines are enqueued once,
+and each trial records the host that ran it. Heartbeats mark a trial whose tuner died FAIL once
+it is `grace` seconds old, the next time any tuner opens the study.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import time
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,9 +26,9 @@ from typing import Any, Protocol
 import optuna
 from optuna.trial import FrozenTrial, Trial
 
-from tuner import objectives
+from tuner import hosts, objectives
 from tuner.apps import AppRef
-from tuner.errors import ConfigError, InvalidMeasurement, TrialError
+from tuner.errors import AppBrokenError, ConfigError, InvalidMeasurement, TrialError, TunerError
 from tuner.loadgen import LoadSpec, WindowStats
 from tuner.objectives import Slo
 from tuner.probe import cpu_probe_ms
@@ -37,6 +44,11 @@ PRUNE_PERCENTILE = 25.0
 PRUNE_WARMUP_WINDOWS = 2
 HEARTBEAT_S = 10
 GRACE_S = 30
+# Environment overrides (whole seconds), so tests need not wait 30 s for a dead tuner's trial.
+HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"
+GRACE_ENV = "TUNER_HEARTBEAT_GRACE_S"
+# A tuner that loses the race to create a study waits this long for the winner's setup.
+SETUP_WAIT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,7 @@ class StudySetup:
     workdir: Path
     seed: int | None = None
     probe_every: int = 5
+    allow_mixed_hosts: bool = False
 
     def metadata(self) -> dict[str, Any]:
         """What identifies the study; a resumed study must match it."""
@@ -68,6 +81,9 @@ class StudySetup:
             "load_cpus": list(self.load.load_cpus),
             "cpu_model": cpu_model(),
         }
+
+    def host(self) -> dict[str, Any]:
+        return hosts.this_host(self.server_cpus, self.load.load_cpus)
 
 
 class StudyListener(Protocol):
@@ -103,22 +119,71 @@ def _quiet_optuna() -> None:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
+def heartbeat_settings() -> tuple[int, int]:
+    """(heartbeat interval, grace period) in seconds, from the environment or the defaults."""
+    values = []
+    for env, default in ((HEARTBEAT_ENV, HEARTBEAT_S), (GRACE_ENV, GRACE_S)):
+        text = os.environ.get(env, "").strip()
+        if not text:
+            values.append(default)
+            continue
+        if not text.isdigit() or int(text) < 1:
+            raise ConfigError(f"{env}={text!r}: expected a whole number of seconds >= 1")
+        values.append(int(text))
+    interval, grace = values
+    if grace <= interval:
+        raise ConfigError(
+            f"{GRACE_ENV}={grace} must be longer than the heartbeat interval ({interval} s), "
+            "or every running trial would look dead"
+        )
+    return interval, grace
+
+
 def storage(url: str) -> optuna.storages.BaseStorage:
     """Optuna RDB storage with heartbeats, so a trial left RUNNING by a killed tuner is failed."""
+    interval, grace = heartbeat_settings()
+    engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
-    except Exception as exc:  # SQLAlchemy raises many kinds for a bad URL or unreachable server
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(
-            f"--storage {url!r}: cannot open it ({first_line}); expected an Optuna storage URL "
-            "such as sqlite:///studies/tuner.db or postgresql://user:pass@host/db"
-        ) from None
+    elif url.startswith(("postgresql", "mysql")):
+        # Fail in seconds on an unreachable server; re-check pooled connections after a
+        # database restart instead of failing the next trial.
+        engine_kwargs = {"connect_args": {"connect_timeout": 10}, "pool_pre_ping": True}
+    for attempt in range(3):
+        try:
+            return optuna.storages.RDBStorage(
+                url, engine_kwargs, heartbeat_interval=interval, grace_period=grace
+            )
+        except Exception as exc:  # SQLAlchemy raises many kinds for a bad URL or server
+            text = str(exc).strip()
+            # Two tuners creating the tables of a fresh database at once: one loses, retries.
+            if attempt < 2 and ("already exists" in text or "duplicate key" in text):
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            first_line = text.splitlines()[0] if text else type(exc).__name__
+            raise ConfigError(
+                f"--storage {redact(url)!r}: cannot open it ({first_line[:200]}); expected an "
+                "Optuna storage URL such as sqlite:///studies/tuner.db or "
+                "postgresql://user:pass@host/db"
+            ) from None
+    raise AssertionError("unreachable")
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
 def open_study(setup: StudySetup) -> optuna.Study:
-    """Create the study (enqueueing both baselines), or load it to add trials."""
+    """Create the study (enqueueing both baselines), or load it to add trials.
+
+    Safe when several tuners start at once: exactly one creates the study and enqueues the
+    baselines; the others load it. Trials left RUNNING by a dead tuner are failed here.
+    """
     _quiet_optuna()
     sampler = optuna.samplers.TPESampler(
         seed=setup.seed,
@@ -129,22 +194,53 @@ def open_study(setup: StudySetup) -> optuna.Study:
     pruner = optuna.pruners.PercentilePruner(
         PRUNE_PERCENTILE, n_startup_trials=4, n_warmup_steps=PRUNE_WARMUP_WINDOWS
     )
-    study = optuna.create_study(
-        study_name=setup.name,
-        storage=storage(setup.storage_url),
-        directions=objectives.directions(setup.objective),
-        sampler=sampler,
-        pruner=pruner,
-        load_if_exists=True,
-    )
-    known = study.user_attrs.get("setup")
-    if known is None:
-        study.set_user_attr("setup", setup.metadata())
-        study.set_user_attr("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    store = storage(setup.storage_url)
+    mine = hosts.hardware(setup.server_cpus, setup.load.load_cpus)
+    try:
+        study = optuna.create_study(
+            study_name=setup.name,
+            storage=store,
+            directions=objectives.directions(setup.objective),
+            sampler=sampler,
+            pruner=pruner,
+        )
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(
+            study_name=setup.name, storage=store, sampler=sampler, pruner=pruner
+        )
+        known = _wait_for_setup(study)
+        if known is not None:
+            _check_same_study(setup, known)
+            study_hw = study.user_attrs.get("hardware") or mine
+            hosts.check_same_hardware(setup.name, study_hw, mine, setup.allow_mixed_hosts)
+            fail_stale_trials(study)
+            return study
+        # The tuner that created it died before writing its setup: adopt the study.
+    study.set_user_attr("setup", setup.metadata())
+    study.set_user_attr("hardware", mine)
+    study.set_user_attr("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if not any(t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)):
         _enqueue_baselines(study, setup)
-    else:
-        _check_same_study(setup, known)
     return study
+
+
+def _wait_for_setup(study: optuna.Study) -> dict[str, Any] | None:
+    """The study's setup, waiting briefly for a tuner that has just created it to write it."""
+    deadline = time.monotonic() + SETUP_WAIT_S
+    while True:
+        known = study.user_attrs.get("setup")
+        if known is not None or time.monotonic() > deadline:
+            return known
+        time.sleep(0.2)
+
+
+def fail_stale_trials(study: optuna.Study) -> None:
+    """Mark FAIL every trial whose tuner stopped sending heartbeats more than `grace` s ago.
+
+    Optuna also does this before each new trial; doing it on open covers `emit` and reports,
+    and a resumed study whose search has nothing left to run.
+    """
+    optuna.storages.fail_stale_trials(study)
 
 
 def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
@@ -203,6 +299,7 @@ class _TrialObjective:
             _fail(trial, "invalid_combination", str(exc))
             raise InvalidMeasurement(str(exc)) from exc
         trial.set_user_attr("settings", settings)
+        trial.set_user_attr("host", setup.host())
         self.listener.on_trial_start(trial.number, settings)
         plan = BenchPlan(
             adapter=setup.adapter,
@@ -219,6 +316,15 @@ class _TrialObjective:
         except TrialError as exc:
             _fail(trial, exc.reason, str(exc))
             raise
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (the CLI raises it the same way)
+            _fail(trial, "interrupted", f"the tuner got {exc or 'SIGINT'} during this trial")
+            raise
+        except AppBrokenError as exc:  # stops the study: no other config can do better
+            _fail(trial, "app_broken", str(exc))
+            raise
+        except TunerError as exc:  # e.g. the server binary vanished: stops the study too
+            _fail(trial, type(exc).__name__, str(exc))
+            raise
         metrics = trial_metrics(result.to_dict())
         trial.set_user_attr("metrics", metrics)
         if pruning.pruned:
@@ -232,6 +338,9 @@ class _TrialObjective:
         for name, excess in named.items():
             trial.set_constraint(name, excess)  # the sampler steers away from violations
         trial.set_user_attr("constraints", list(named.values()))
+        violations = slo_violations(setup.slo, metrics)
+        if violations:
+            trial.set_user_attr("fail_reason", f"violates SLO: {violations}")
         return objectives.values(setup.objective, metrics)
 
     def _maybe_probe(self, number: int) -> None:
@@ -275,6 +384,32 @@ def trial_metrics(result: dict[str, Any]) -> dict[str, Any]:
     return metrics
 
 
+def slo_violations(slo: Slo, metrics: dict[str, Any]) -> str:
+    """The SLOs a measurement breaks, as one line a user reads ("" when none)."""
+    parts = []
+    errors = metrics.get("error_rate")
+    if not isinstance(errors, (int, float)) or errors > slo.max_error_rate:
+        detail = ", ".join(f"{k} {v}" for k, v in (metrics.get("errors") or {}).items() if v)
+        parts.append(
+            f"{errors:.1%} of requests failed ({detail or 'no detail'}) > --max-error-rate "
+            f"{slo.max_error_rate:g}"
+            if isinstance(errors, (int, float))
+            else "error rate not measured"
+        )
+    p99 = (metrics.get("latency_ms") or {}).get("p99")
+    if slo.p99_ms is not None and (not isinstance(p99, (int, float)) or p99 > slo.p99_ms):
+        parts.append(f"p99 {_figure(p99)} ms > --slo-p99 {slo.p99_ms:g}")
+    pss = (metrics.get("memory_mb") or {}).get("pss_mean")
+    limit = slo.max_memory_mb
+    if limit is not None and (not isinstance(pss, (int, float)) or pss > limit):
+        parts.append(f"memory (PSS) {_figure(pss)} MB > --max-memory {limit:g}")
+    return "; ".join(parts)
+
+
+def _figure(value: object) -> str:
+    return f"{value:.1f}" if isinstance(value, (int, float)) else "not measured"
+
+
 def _fail(trial: Trial, reason: str, message: str) -> None:
     trial.set_user_attr("fail_reason", f"{reason}: {message.splitlines()[0][:300]}")
     trial.set_user_attr("fail_detail", message[-2000:])
@@ -282,6 +417,15 @@ def _fail(trial: Trial, reason: str, message: str) -> None:
 
 def to_record(frozen: FrozenTrial) -> TrialRecord:
     constraints = frozen.user_attrs.get("constraints", [])
+    fail_reason = str(frozen.user_attrs.get("fail_reason", ""))
+    if frozen.state.name == "FAIL" and not fail_reason:
+        # Only the heartbeat check fails a trial without a reason: its tuner died mid-trial.
+        host = frozen.user_attrs.get("host") or {}
+        where = f" on {host.get('host')} (pid {host.get('pid')})" if host else ""
+        fail_reason = (
+            f"abandoned: the tuner{where} stopped sending heartbeats during this trial "
+            "(killed, or its host died)"
+        )
     return TrialRecord(
         number=frozen.number,
         state=frozen.state.name,
@@ -289,7 +433,7 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
         metrics=dict(frozen.user_attrs.get("metrics", {})),
         values=tuple(frozen.values or ()),
         baseline=str(frozen.user_attrs.get("baseline", "")),
-        fail_reason=str(frozen.user_attrs.get("fail_reason", "")),
+        fail_reason=fail_reason,
         feasible=all(c <= 0 for c in constraints),
     )
 
@@ -306,8 +450,12 @@ def load_existing(storage_url: str, name: str) -> optuna.Study:
     names = [summary.study_name for summary in optuna.get_all_study_summaries(store)]
     if name not in names:
         known = ", ".join(names) or "none"
-        raise ConfigError(f"--study {name!r}: no such study in {storage_url}; studies: {known}")
-    return optuna.load_study(study_name=name, storage=store)
+        raise ConfigError(
+            f"--study {name!r}: no such study in {redact(storage_url)}; studies: {known}"
+        )
+    study = optuna.load_study(study_name=name, storage=store)
+    fail_stale_trials(study)
+    return study
 
 
 def pareto_numbers(study: optuna.Study) -> list[int]:

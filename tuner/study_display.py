@@ -31,7 +31,7 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
     label = f"trial {record.number}" + (f" [{record.baseline}]" if record.baseline else "")
     if record.state == "COMPLETE":
         flags = [f for f in ("client_bound",) if record.metrics.get(f)]
-        flags += [] if record.feasible else ["violates SLO"]
+        flags += [] if record.feasible else [record.fail_reason or "violates SLO"]
         return (
             f"{label}: {record.rps:,.0f} req/s  p99 {record.p99_ms:.2f} ms  "
             f"PSS {record.pss_mb:.0f} MB  {what}" + (f"  ({', '.join(flags)})" if flags else "")
