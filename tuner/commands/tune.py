@@ -90,6 +90,11 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
         help="interleaved re-measurement rounds (default 3)",
     )
     parser.add_argument("--seed", type=int, default=None, help="sampler seed")
+    parser.add_argument(
+        "--allow-mixed-hosts",
+        action="store_true",
+        help="let this host join a shared study measured on different hardware",
+    )
     add_server_cpu_option(parser)
     add_load_options(parser, duration_s=5.0, warmup_s=1.0)
 
@@ -181,6 +186,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         ready_path=load.workload.requests[0].path,
         workdir=study_workdir(args.storage, name),
         seed=args.seed,
+        allow_mixed_hosts=getattr(args, "allow_mixed_hosts", False),
     )
 
 
