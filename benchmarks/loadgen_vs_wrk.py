@@ -20,23 +20,22 @@ Notes on reading the table:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tuner.apps import parse_app  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
+from tuner.process import ServerProcess, free_port  # noqa: E402
+from tuner.servers import get_adapter  # noqa: E402
 
 HOST = "127.0.0.1"
 RPS_TOLERANCE = 0.05  # target: our req/s within 5% of wrk's where we are not client_bound
@@ -45,30 +44,24 @@ LATENCY_TOLERANCE = 0.15  # target: p50 / p99 within 15%
 
 @dataclass(frozen=True)
 class Server:
+    """One server under test, started through the tuner's own adapters and supervision."""
+
     name: str
-    argv: tuple[str, ...]  # with {bind} and {port} placeholders
+    server: str
+    settings: dict[str, object]
+    app: str
     path: str
 
 
-def _gunicorn(*extra: str, app: str) -> tuple[str, ...]:
-    return ("gunicorn", "-b", "{bind}", "--workers", "1", "--no-control-socket", *extra, app)
-
-
-def _uwsgi(app: str) -> tuple[str, ...]:
-    return (
-        "uwsgi", "--http-socket", "{bind}", "--module", app, "--die-on-term", "--need-app",
-        "--master", "--disable-logging",
-    )  # fmt: skip
-
-
-GTHREAD = ("--worker-class", "gthread", "--threads", "4")
+GTHREAD = {"worker_class": "gthread", "threads": 4}
+UWSGI = {"protocol": "http-socket", "master": True, "disable-logging": True}
 SERVERS = (
-    Server("gunicorn-sync hello", _gunicorn(app="apps.hello:app"), "/"),
-    Server("gunicorn-sync fib", _gunicorn(app="apps.fib:app"), "/9000"),
-    Server("gunicorn-gthread4 hello", _gunicorn(*GTHREAD, app="apps.hello:app"), "/"),
-    Server("gunicorn-gthread4 fib", _gunicorn(*GTHREAD, app="apps.fib:app"), "/9000"),
-    Server("uwsgi-http-socket hello", _uwsgi("apps.hello:app"), "/"),
-    Server("uwsgi-http-socket fib", _uwsgi("apps.fib:app"), "/9000"),
+    Server("gunicorn-sync hello", "gunicorn", {}, "apps.hello:app", "/"),
+    Server("gunicorn-sync fib", "gunicorn", {}, "apps.fib:app", "/9000"),
+    Server("gunicorn-gthread4 hello", "gunicorn", GTHREAD, "apps.hello:app", "/"),
+    Server("gunicorn-gthread4 fib", "gunicorn", GTHREAD, "apps.fib:app", "/9000"),
+    Server("uwsgi-http-socket hello", "uwsgi", UWSGI, "apps.hello:app", "/"),
+    Server("uwsgi-http-socket fib", "uwsgi", UWSGI, "apps.fib:app", "/9000"),
 )
 
 
@@ -82,49 +75,19 @@ class Samples:
     client_bound: list[bool] = field(default_factory=list)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def start_server(server: Server, cpu: int) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    argv = [a.format(bind=f"{HOST}:{port}", port=port) for a in server.argv]
-    proc = subprocess.Popen(
-        ["taskset", "-c", str(cpu), *argv],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+def start_server(server: Server, cpu: int, log_dir: Path) -> ServerProcess:
+    adapter = get_adapter(server.server)
+    port = free_port(HOST)
+    app = parse_app(server.app, ROOT)
+    spec = adapter.launch_spec(app, HOST, port, adapter.resolve(server.settings))
+    return ServerProcess.start(
+        spec,
+        cpus=(cpu,),
+        log_path=log_dir / f"{port}.log",
+        host=HOST,
+        port=port,
+        ready_path=server.path,
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{server.name}: exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://{HOST}:{port}{server.path}", timeout=2) as r:
-                if r.status == 200:
-                    return proc, port
-        except OSError:
-            time.sleep(0.1)
-    stop_server(proc)
-    raise RuntimeError(f"{server.name}: not answering after 30 s")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    for sig, wait_s in ((signal.SIGINT, 5), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait_s)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    with contextlib.suppress(ProcessLookupError):  # workers orphaned by the master
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -189,16 +152,16 @@ def main() -> int:
     for server in SERVERS:
         if args.only not in server.name:
             continue
-        proc, port = start_server(server, args.server_cpu)
         wrk, ours = Samples(), Samples()
-        try:
+        with (
+            tempfile.TemporaryDirectory() as log_dir,
+            start_server(server, args.server_cpu, Path(log_dir)) as running,
+        ):
             for _ in range(args.rounds):
-                run_wrk(port, server.path, args, wrk)
+                run_wrk(running.port, server.path, args, wrk)
+                time.sleep(args.drain)  # let the server finish closing the last connections
+                run_ours(running.port, server.path, args, ours)
                 time.sleep(args.drain)
-                run_ours(port, server.path, args, ours)
-                time.sleep(args.drain)
-        finally:
-            stop_server(proc)
         rows.append((server, wrk, ours))
         print(f"done: {server.name}", file=sys.stderr, flush=True)
 

@@ -1,0 +1,274 @@
+"""Does the tuner find the best config? Compare it with a reference grid, in one run.
+
+For each sample app and server: measure a grid of at least 60 configs once each, run a
+`tuner tune` study (at most --trials trials) on the same cores, then re-measure the grid's top
+configs, the tuner's recommendation, the default and the `2*cpus+1` rule side by side in
+interleaved rounds, and print medians and ratios:
+
+    python benchmarks/grid_vs_tuner.py --apps fib,iowait --servers gunicorn,uwsgi
+
+Target: the tuner's recommendation reaches >= 95% of the grid's best (by median req/s of the
+side-by-side rounds) on every app, for both servers. Run nothing else on the machine meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tuner.apps import parse_app  # noqa: E402
+from tuner.confirm import Candidate, Confirmed, confirm  # noqa: E402
+from tuner.cpus import default_split  # noqa: E402
+from tuner.errors import TrialError  # noqa: E402
+from tuner.loadgen import LoadSpec, Workload  # noqa: E402
+from tuner.runner import BenchPlan, run_bench  # noqa: E402
+from tuner.servers import get_adapter  # noqa: E402
+from tuner.study import trial_metrics  # noqa: E402
+
+APPS = {
+    "hello": ("apps/hello.py", "/"),
+    "fib": ("apps/fib.py", "/9000"),
+    "json_api": ("apps/json_api.py", "/"),
+    "cpu": ("apps/cpu.py", "/"),
+    "iowait": ("apps/iowait.py", "/"),
+}
+TARGET = 0.95
+GRID_FINALISTS = 3
+
+
+def worker_counts(cpus: int) -> list[int]:
+    """Eight worker counts from 1 to past 4*cpus+1, denser at the low end."""
+    top = 4 * cpus + 4
+    counts = sorted({1, 2, cpus, cpus + 1, 2 * cpus + 1, 3 * cpus, 4 * cpus + 1, top})
+    while len(counts) < 8:
+        counts = sorted(set(counts) | {max(counts) + 1})
+    return counts[:8]
+
+
+def grid(server: str, cpus: int) -> list[dict[str, Any]]:
+    """64 configs a careful engineer would try by hand, per server."""
+    counts = worker_counts(cpus)
+    if server == "gunicorn":
+        modes: list[dict[str, Any]] = [{"worker_class": "sync"}]
+        modes += [{"worker_class": "gthread", "threads": t} for t in (2, 4, 8, 16)]
+        modes += [{"worker_class": "gevent", "worker_connections": c} for c in (100, 1000, 2000)]
+        return [{"workers": n, **mode} for n, mode in itertools.product(counts, modes)]
+    modes = [{"protocol": "http-socket", "threads": t} for t in (1, 4, 16)]
+    modes += [{"protocol": "http11-socket", "threads": t} for t in (4, 16)]
+    modes += [{"protocol": "http-socket", "gevent": g} for g in (100, 1000)]
+    modes += [{"protocol": "http", "threads": 1}]
+    return [
+        {"processes": n, "master": True, "disable-logging": True, **mode}
+        for n, mode in itertools.product(counts, modes)
+    ]
+
+
+def measure(plan_for, settings: dict[str, Any], index: int) -> dict[str, Any] | None:
+    try:
+        return trial_metrics(run_bench(plan_for(settings, index)).to_dict())
+    except TrialError as exc:
+        print(f"    failed: {str(exc).splitlines()[0][:120]}", file=sys.stderr)
+        return None
+
+
+def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path) -> dict:
+    app_text, path = APPS[app_name]
+    adapter = get_adapter(server)
+    app = parse_app(app_text, ROOT)
+    server_cpus, load_cpus = default_split()
+    load = LoadSpec(
+        host="127.0.0.1",
+        port=1,
+        workload=Workload.single(path),
+        connections=args.connections,
+        duration_s=args.duration,
+        warmup_s=args.warmup,
+        load_cpus=load_cpus,
+    )
+
+    def plan_for(settings: dict[str, Any], index: int) -> BenchPlan:
+        return BenchPlan(
+            adapter=adapter,
+            app=app,
+            settings=adapter.resolve(settings),
+            load=load,
+            server_cpus=server_cpus,
+            ready_path=path,
+            log_path=workdir / f"{app_name}-{server}" / f"{index}.log",
+        )
+
+    started = time.monotonic()
+    points = grid(server, len(server_cpus))
+    grid_runs = []
+    for index, settings in enumerate(points):
+        metrics = measure(plan_for, settings, index)
+        usable = metrics is not None and not metrics["unfair"] and metrics["error_rate"] <= 0.01
+        grid_runs.append((settings, metrics if usable else None))
+        shown = f"{metrics['rps']:,.0f} req/s" if usable else "excluded (failed/unfair/errors)"
+        print(f"  grid {index + 1}/{len(points)} {settings}: {shown}", file=sys.stderr)
+    grid_s = time.monotonic() - started
+
+    started = time.monotonic()
+    tuned = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "tune",
+            app_text,
+            "--server",
+            server,
+            "--path",
+            path,
+            "--trials",
+            str(args.trials),
+            "--duration",
+            str(args.duration),
+            "--warmup",
+            str(args.warmup),
+            "--connections",
+            str(args.connections),
+            "--storage",
+            f"sqlite:///{workdir}/studies.db",
+            "--study-name",
+            f"{app_name}-{server}",
+            "--out",
+            str(workdir / f"{app_name}-{server}.conf"),
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    tune_s = time.monotonic() - started
+    if tuned.returncode != 0:
+        raise SystemExit(f"tuner tune failed: {tuned.stderr.strip().splitlines()[-1:]}")
+    outcome = json.loads(tuned.stdout)
+    winner_label = outcome["verdict"]["winner"] if outcome["verdict"] else "default"
+    winner = next(c for c in outcome["confirmation"] if c["label"] == winner_label)
+
+    ranked = sorted((r for r in grid_runs if r[1]), key=lambda r: -r[1]["rps"])
+    defaults = adapter.table.defaults()
+    candidates = [
+        Candidate(f"grid #{i + 1}", None, adapter.resolve(s))
+        for i, (s, _) in enumerate(ranked[:GRID_FINALISTS])
+    ]
+    candidates += [
+        Candidate("tuner", winner["trial"], adapter.resolve(winner["settings"])),
+        Candidate("default", None, defaults),
+        Candidate("2*cpus+1", None, adapter.baseline_rule_values(len(server_cpus))),
+    ]
+    counter = itertools.count(1000)
+    confirmed = confirm(
+        candidates, args.rounds, lambda c, _r: _must(measure(plan_for, c.settings, next(counter)))
+    )
+    return summarise(app_name, server, confirmed, grid_s, tune_s, outcome, len(points))
+
+
+def _must(metrics: dict[str, Any] | None) -> dict[str, Any]:
+    if metrics is None:
+        raise TrialError("run failed")
+    return metrics
+
+
+def summarise(
+    app: str,
+    server: str,
+    confirmed: list[Confirmed],
+    grid_s: float,
+    tune_s: float,
+    outcome: dict,
+    grid_points: int,
+) -> dict:
+    def median(label_prefix: str) -> float:
+        values = [
+            c.rps.median
+            for c in confirmed
+            if c.candidate.label.startswith(label_prefix) and c.rps and not c.unfair
+        ]
+        return max(values) if values else 0.0
+
+    grid_best, tuner = median("grid"), median("tuner")
+    default, rule = median("default"), median("2*cpus+1")
+    tuner_entry = next(c for c in confirmed if c.candidate.label == "tuner")
+    return {
+        "app": app,
+        "server": server,
+        "grid_points": grid_points,
+        "grid_best": grid_best,
+        "tuner": tuner,
+        "default": default,
+        "rule": rule,
+        "ratio": tuner / grid_best if grid_best else 0.0,
+        "vs_default": tuner / default if default else 0.0,
+        "vs_rule": tuner / rule if rule else 0.0,
+        "tuner_spread": (tuner_entry.rps.low, tuner_entry.rps.high) if tuner_entry.rps else None,
+        "verdict": (outcome["verdict"] or {}).get("summary", "no verdict"),
+        "tuner_config": {
+            k: v
+            for k, v in tuner_entry.candidate.settings.items()
+            if v != get_adapter(server).table.defaults().get(k)
+        },
+        "grid_s": grid_s,
+        "tune_s": tune_s,
+        "trials": outcome["trials"],
+    }
+
+
+def print_table(rows: list[dict]) -> None:
+    print(
+        f"{'app':9} {'server':9} {'grid best':>10} {'tuner':>9} {'ratio':>6} {'met':>4} "
+        f"{'default':>9} {'2c+1':>9} {'x dflt':>7} {'x 2c+1':>7} {'grid s':>7} {'tune s':>7}"
+        "  tuner's config (non-default settings)"
+    )
+    for r in rows:
+        met = "yes" if r["ratio"] >= TARGET else "NO"
+        print(
+            f"{r['app']:9} {r['server']:9} {r['grid_best']:10,.0f} {r['tuner']:9,.0f} "
+            f"{r['ratio']:6.2f} {met:>4} {r['default']:9,.0f} {r['rule']:9,.0f} "
+            f"{r['vs_default']:7.2f} {r['vs_rule']:7.2f} {r['grid_s']:7.0f} {r['tune_s']:7.0f}"
+            f"  {r['tuner_config'] or '(defaults)'}"
+        )
+    for r in rows:
+        print(f"{r['app']}/{r['server']}: {r['verdict']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--apps", default=",".join(APPS))
+    parser.add_argument("--servers", default="gunicorn,uwsgi")
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=2.0)
+    parser.add_argument("--warmup", type=float, default=0.5)
+    parser.add_argument("--connections", type=int, default=64)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="grid-vs-tuner-") as tmp:
+        for app_name in args.apps.split(","):
+            for server in args.servers.split(","):
+                print(f"== {app_name} on {server}", file=sys.stderr)
+                rows.append(run_pair(app_name, server, args, Path(tmp)))
+                print_table(rows[-1:])
+    print(
+        f"\n{args.trials} trials max per study, {args.rounds} interleaved rounds, "
+        f"{args.duration:g} s windows after {args.warmup:g} s warm-up, "
+        f"{args.connections} connections; req/s are medians of the side-by-side rounds"
+    )
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
