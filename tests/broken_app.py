@@ -1,0 +1,3 @@
+"""An app that cannot be imported: for the bad-input tests."""
+
+raise RuntimeError("this app is broken on purpose")

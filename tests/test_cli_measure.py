@@ -1,0 +1,168 @@
+"""`tuner bench` and `tuner load` from the command line: real servers, real load, short windows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.serverwatch import servers_started_since, wait_none_left
+from tuner.apps import parse_app
+from tuner.process import ServerProcess, free_port
+from tuner.servers import get_adapter
+
+REPO = Path(__file__).resolve().parents[1]
+SHORT = ["--duration", "1", "--warmup", "0.3", "--connections", "8"]
+JSON_KEYS = {
+    "rps",
+    "latency_ms",
+    "requests",
+    "errors",
+    "memory_mb",
+    "startup_s",
+    "client_bound",
+    "loadgen_cpu",
+    "starved_connections",
+    "unfair",
+    "settings",
+}
+
+
+def tuner(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+@pytest.fixture
+def since():
+    started = time.time()
+    yield started
+    assert wait_none_left(started) == []
+
+
+@pytest.mark.parametrize(
+    ("server", "settings"),
+    [
+        ("gunicorn", ["workers=2", "worker_class=gthread", "threads=4"]),
+        ("uwsgi", ["processes=2", "protocol=http-socket", "disable-logging=true"]),
+    ],
+)
+def test_bench_json_has_stable_keys_and_real_figures(since, server, settings):
+    sets = [arg for pair in settings for arg in ("--set", pair)]
+    done = tuner(
+        "bench", "apps/fib.py", "--server", server, "--path", "/9000", *sets, "--json", *SHORT
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result) >= JSON_KEYS
+    assert set(result["latency_ms"]) >= {"p50", "p90", "p99", "p999", "max"}
+    assert set(result["errors"]) >= {"connect", "read", "timeout", "status_4xx", "status_5xx"}
+    assert set(result["memory_mb"]) >= {"pss_mean", "pss_peak", "uss_peak", "rss_peak"}
+    assert result["requests"] > 0 and result["rps"] > 0
+    assert sum(result["errors"].values()) == 0
+    assert 0 < result["memory_mb"]["pss_peak"] <= result["memory_mb"]["rss_peak"]
+    assert result["startup_s"] > 0
+    assert result["settings"][settings[0].split("=")[0]] == 2
+
+
+def test_bench_table_on_a_terminal_less_run(since):
+    done = tuner("bench", "apps.hello:app", "--server", "gunicorn", *SHORT)
+    assert done.returncode == 0, done.stderr
+    assert "throughput" in done.stdout and "req/s" in done.stdout and "PSS" in done.stdout
+
+
+def test_load_drives_a_running_server(since, tmp_path):
+    adapter = get_adapter("uwsgi")
+    port = free_port()
+    spec = adapter.launch_spec(
+        parse_app("apps/hello.py", REPO),
+        "127.0.0.1",
+        port,
+        adapter.resolve({"protocol": "http11-socket", "threads": 16}),
+    )
+    with ServerProcess.start(
+        spec, cpus=(0,), log_path=tmp_path / "u.log", host="127.0.0.1", port=port
+    ):
+        done = tuner("load", f"http://127.0.0.1:{port}/", "--json", *SHORT)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["requests"] > 0 and result["starved_connections"] == 0
+    assert not result["unfair"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["bench", "apps/hello.py", "--server", "gunicorn", "--set", "wurkers=2"], "wurkers"),
+        (["bench", "apps/hello.py", "--server", "gunicorn", "--set", "workers=lots"], "lots"),
+        (["bench", "apps/hello.py", "--server", "uwsgi", "--set", "protocol=spdy"], "spdy"),
+        (["bench", "apps/hello.py", "--server", "gunicorn", "--server-cpus", "64"], "64"),
+        (
+            [
+                "bench",
+                "apps/hello.py",
+                "--server",
+                "gunicorn",
+                "--server-cpus",
+                "0",
+                "--load-cpus",
+                "0",
+            ],
+            "share",
+        ),
+        (["bench", "apps/missing.py", "--server", "gunicorn"], "missing.py"),
+        (["bench", "tests/broken_app.py", "--server", "gunicorn"], "broken_app"),
+        (["load", "http://10.1.2.3:80/"], "10.1.2.3"),
+        (["load", "http://127.0.0.1:8000/", "--connections", "0"], "connections"),
+        (["bench", "apps/hello.py"], "--server"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, needle, since):
+    done = tuner(args[0], *SHORT, *args[1:])  # the case's own options come last and win
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+    assert needle in lines[0] and "Traceback" not in done.stderr
+
+
+def test_sigkill_of_the_tuner_mid_bench_leaves_no_server(since):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "bench",
+            "apps/hello.py",
+            "--server",
+            "uwsgi",
+            "--set",
+            "processes=3",
+            "--set",
+            "master=true",
+            "--duration",
+            "30",
+            "--json",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(servers_started_since(since)) < 4:
+        time.sleep(0.1)  # polling for the server's master and 3 workers to exist
+    assert len(servers_started_since(since)) >= 4
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert wait_none_left(since) == []

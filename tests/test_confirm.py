@@ -1,0 +1,93 @@
+"""The decision rule after interleaved re-measurement: pure logic, no servers."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.confirm import Candidate, Confirmed, confirm, decide
+from tuner.errors import ServerStartError
+from tuner.objectives import Slo
+from tuner.stats import Spread, clearly_better
+
+
+def run(rps: float, p99: float = 10.0, pss: float = 30.0, **extra) -> dict:
+    return {
+        "rps": rps,
+        "latency_ms": {"p99": p99},
+        "memory_mb": {"pss_mean": pss},
+        "error_rate": 0.0,
+        **extra,
+    }
+
+
+def entry(label: str, runs: list[dict]) -> Confirmed:
+    return Confirmed(Candidate(label, None, {"label": label}), runs=runs)
+
+
+def test_clear_winner_replaces_default():
+    default = entry("default", [run(100), run(110), run(105)])
+    best = entry("trial 7", [run(150), run(160), run(155)])
+    verdict = decide([default, best], "throughput", Slo())
+    assert verdict is not None
+    assert verdict.winner is best and verdict.beats_default
+    assert "beats the default beyond the noise" in verdict.summary
+
+
+def test_overlapping_ranges_keep_the_default():
+    default = entry("default", [run(100), run(140), run(105)])
+    best = entry("trial 7", [run(130), run(150), run(135)])
+    verdict = decide([default, best], "throughput", Slo())
+    assert verdict is not None
+    assert verdict.winner is default and not verdict.beats_default
+    assert "no config is measurably better" in verdict.summary
+
+
+def test_unfair_or_slo_violating_candidates_never_win():
+    default = entry("default", [run(100), run(101), run(102)])
+    unfair = entry("trial 3", [run(900, unfair=True), run(900), run(900)])
+    slow_tail = entry("trial 4", [run(500, p99=80), run(500, p99=80), run(500, p99=80)])
+    verdict = decide([default, unfair, slow_tail], "throughput", Slo(p99_ms=50))
+    assert verdict is not None and verdict.winner is default
+
+
+def test_latency_objective_prefers_lower_p99():
+    default = entry("default", [run(100, p99=40), run(100, p99=42), run(100, p99=41)])
+    best = entry("trial 2", [run(90, p99=10), run(90, p99=12), run(90, p99=11)])
+    verdict = decide([default, best], "latency", Slo())
+    assert verdict is not None and verdict.winner is best and verdict.beats_default
+
+
+def test_nothing_usable_means_no_verdict():
+    assert decide([entry("default", [run(100, error_rate=0.5)])], "throughput", Slo()) is None
+
+
+def test_confirm_interleaves_rounds_and_records_failures():
+    order = []
+
+    def measure(candidate: Candidate, round_index: int) -> dict:
+        order.append((round_index, candidate.label))
+        if candidate.label == "B" and round_index == 1:
+            raise ServerStartError("exited with 3")
+        return run(100)
+
+    confirmed = confirm([Candidate("A", 1, {}), Candidate("B", 2, {})], 3, measure)
+    assert order == [(0, "A"), (0, "B"), (1, "A"), (1, "B"), (2, "A"), (2, "B")]
+    assert len(confirmed[0].runs) == 3
+    assert len(confirmed[1].runs) == 2 and confirmed[1].failures == ["server_exited: exited with 3"]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "higher", "expected"),
+    [
+        ([5, 6, 7], [1, 2, 3], True, True),
+        ([5, 6, 7], [1, 2, 5], True, False),
+        ([1, 2, 3], [5, 6, 7], False, True),
+    ],
+)
+def test_clearly_better_needs_separated_ranges(a, b, higher, expected):
+    assert clearly_better(Spread.of(a), Spread.of(b), higher_is_better=higher) is expected
+
+
+def test_spread_relative_range():
+    spread = Spread.of([90, 100, 110])
+    assert spread.median == 100 and spread.relative_range == pytest.approx(0.2)
