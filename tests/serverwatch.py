@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import psutil
@@ -9,16 +10,23 @@ import psutil
 SERVER_NAMES = ("gunicorn", "uwsgi")
 
 
+def is_server(argv: list[str]) -> bool:
+    """gunicorn / uWSGI run as `python .../bin/NAME ...` or under a process title `NAME: ...`;
+    a tuner whose arguments merely mention a server is not one."""
+    heads = [os.path.basename(arg) for arg in argv[:2]]
+    titled = bool(argv) and argv[0].split(":")[0].lower() in SERVER_NAMES
+    return titled or any(head in SERVER_NAMES for head in heads)
+
+
 def servers_started_since(since: float) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "create_time", "status"]):
         try:
-            cmdline = " ".join(proc.info["cmdline"] or [])
             if proc.info["status"] == psutil.STATUS_ZOMBIE or proc.info["create_time"] < since - 1:
                 continue
         except (psutil.Error, TypeError):
             continue
-        if any(name in cmdline for name in SERVER_NAMES) and "pytest" not in cmdline:
+        if is_server(proc.info["cmdline"] or []):
             found.append(proc)
     return found
 
