@@ -550,7 +550,10 @@ class Worker:
         try:
             message = self.pipe.recv()
         except EOFError:
-            message = ("stop",)  # the parent went away: stop cleanly
+            # The tuner died (SIGKILL): nobody will read a result, and sending one would raise
+            # BrokenPipeError and leave this process running. Leave now; the kernel closes
+            # the sockets.
+            os._exit(0)
         if message[0] == "stop" and not self.stop_requested:
             self.stop_requested = True
             self._end_measure()
