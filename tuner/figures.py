@@ -248,7 +248,7 @@ def draw_spread_bars(
     ax: Axes,
     labels: Sequence[str],
     spreads: Sequence[tuple[float, float, float] | None],
-    color: str,
+    color: str | Sequence[str],
 ) -> None:
     """Bars at the median with a min-max error bar: the spread is part of the figure."""
     medians = [s[1] if s else 0.0 for s in spreads]

@@ -89,13 +89,13 @@ def write_report(out: Path, page_name: str, page: str, charts: Sequence[Chart]) 
     try:
         out.mkdir(parents=True, exist_ok=True)
         for chart in charts:
-            _atomic_write(out / f"{chart.name}.png", chart.png)
-        return _atomic_write(out / page_name, page.encode("utf-8"))
+            atomic_write(out / f"{chart.name}.png", chart.png)
+        return atomic_write(out / page_name, page.encode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"--out {str(out)!r}: cannot write the report ({exc.strerror})") from exc
 
 
-def _atomic_write(path: Path, data: bytes) -> Path:
+def atomic_write(path: Path, data: bytes) -> Path:
     fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     temp = Path(temp_name)
     try:

@@ -104,9 +104,9 @@ def confirmation(data: StudyData) -> Table:
             (
                 entry["label"],
                 "" if entry.get("trial") is None else str(entry["trial"]),
-                _spread(entry.get("rps"), "{:,.0f}"),
-                _spread(entry.get("p99_ms"), "{:.2f}"),
-                _spread(entry.get("pss_mb"), "{:.1f}"),
+                spread_text(entry.get("rps"), "{:,.0f}"),
+                spread_text(entry.get("p99_ms"), "{:.2f}"),
+                spread_text(entry.get("pss_mb"), "{:.1f}"),
                 ", ".join(notes),
             )
         )
@@ -138,12 +138,12 @@ def baselines(data: StudyData) -> Table:
             (
                 entry["label"],
                 f"{entry['rps']['median']:,.0f}",
-                _ratio(entry, default, "rps"),
-                _ratio(entry, rule, "rps"),
+                ratio_text(entry, default, "rps"),
+                ratio_text(entry, rule, "rps"),
                 _ms(entry["p99_ms"]["median"]),
-                _ratio(entry, default, "p99_ms"),
+                ratio_text(entry, default, "p99_ms"),
                 f"{entry['pss_mb']['median']:.1f}",
-                _ratio(entry, default, "pss_mb"),
+                ratio_text(entry, default, "pss_mb"),
             )
         )
     return Table(
@@ -200,13 +200,13 @@ def _cpus(cpus: Sequence[int] | None) -> str:
     return ", ".join(str(c) for c in cpus) if cpus else "?"
 
 
-def _ratio(entry: dict[str, Any], reference: dict[str, Any] | None, key: str) -> str:
+def ratio_text(entry: dict[str, Any], reference: dict[str, Any] | None, key: str) -> str:
     if reference is None or not entry.get(key) or not reference.get(key):
         return "n/a"
     return f"x{ratio(entry[key]['median'], reference[key]['median']):.2f}"
 
 
-def _spread(spread: dict[str, float] | None, pattern: str) -> str:
+def spread_text(spread: dict[str, float] | None, pattern: str) -> str:
     if not spread:
         return "n/a"
     return " / ".join(pattern.format(spread[k]) for k in ("min", "median", "max"))

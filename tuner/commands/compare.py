@@ -1,0 +1,109 @@
+"""`tuner compare APP --servers gunicorn,uwsgi`: tune each server, then measure them side by side.
+
+Each server gets its own study (named COMPARE-SERVER) with exactly the options of `tuner tune`;
+the config files, compare.html, compare.png and compare.json go to one folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from tuner import compare
+from tuner.apps import parse_app
+from tuner.commands.tune import STUDY_NAME, add_tune_options, build_setup, run_tune, study_workdir
+from tuner.compare_report import compare_chart, compare_table
+from tuner.errors import ConfigError
+from tuner.report_html import atomic_write, check_out_dir, render_page, write_report
+from tuner.report_terminal import console as stdout_console
+from tuner.report_terminal import print_tables
+from tuner.servers import get_adapter
+from tuner.study import StudySetup
+from tuner.study_display import PlainListener, print_json
+from tuner.tuning import TuneOutcome
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "compare", help="tune several servers for an app and measure them side by side"
+    )
+    parser.add_argument(
+        "app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)"
+    )
+    parser.add_argument(
+        "--servers", required=True, metavar="LIST", help="comma-separated, e.g. gunicorn,uwsgi"
+    )
+    parser.add_argument("--name", default=None, help="default: APP-compare-OBJECTIVE")
+    parser.add_argument(
+        "--compare-rounds",
+        type=int,
+        default=3,
+        help="interleaved side-by-side rounds of all servers (default 3)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the config files and compare.html (default studies/NAME)",
+    )
+    add_tune_options(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    servers = parse_servers(args.servers)
+    if args.compare_rounds < 1:
+        raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
+    name = args.name or f"{parse_app(args.app).module.rsplit('.', 1)[-1]}-compare-{args.objective}"
+    if not STUDY_NAME.match(name):
+        raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
+    out = check_out_dir(args.out or study_workdir(args.storage, name))
+    # Every server's options are checked before the first one is tuned.
+    per_server = {
+        s: argparse.Namespace(**{**vars(args), "server": s, "study_name": f"{name}-{s}"})
+        for s in servers
+    }
+    setups = [build_setup(per_server[s]) for s in servers]
+    outcomes: dict[str, TuneOutcome] = {}
+    for setup in setups:
+        server = setup.adapter.name
+        outcomes[server] = run_tune(setup, per_server[server], out / setup.adapter.config_filename)
+    listener = PlainListener({}, quiet=args.json)
+    confirmed = compare.side_by_side(
+        setups, outcomes, args.compare_rounds, out / "confirm", listener.on_confirm_run
+    )
+    rows = compare.rows(setups, outcomes, confirmed)
+    _write(out, name, setups, rows)
+    if args.json:
+        print_json({"compare": name, "folder": str(out), "servers": [r.to_dict() for r in rows]})
+    else:
+        print_tables(stdout_console(), [compare_table(rows)])
+        Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
+    return 0
+
+
+def parse_servers(text: str) -> list[str]:
+    servers: list[str] = []
+    for part in text.split(","):
+        name = get_adapter(part).name  # unknown names fail here, listing the valid ones
+        if name not in servers:
+            servers.append(name)
+    if len(servers) < 2:
+        raise ConfigError(f"--servers {text!r}: name at least two servers, e.g. gunicorn,uwsgi")
+    return servers
+
+
+def _write(out: Path, name: str, setups: list[StudySetup], rows: list[compare.ServerRow]) -> None:
+    chart = compare_chart(rows)
+    summary = [
+        f"{setups[0].app_text} on server CPUs {list(setups[0].server_cpus)}, load on "
+        f"{list(setups[0].load.load_cpus)}; studies: " + ", ".join(s.name for s in setups),
+        "`tuner report --study STUDY` shows each study in full.",
+    ]
+    page = render_page(f"tuner compare: {name}", summary, [chart], [compare_table(rows)])
+    write_report(out, "compare.html", page, [chart])
+    summary_json = {"compare": name, "servers": [r.to_dict() for r in rows]}
+    atomic_write(out / "compare.json", (json.dumps(summary_json, indent=1) + "\n").encode())

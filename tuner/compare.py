@@ -1,0 +1,104 @@
+"""`compare`: each server's default and tuned config, re-measured side by side.
+
+Every server was tuned by its own study on the same app, load and CPUs. Their defaults and
+winners are then measured again in interleaved rounds (gunicorn default, gunicorn tuned, uwsgi
+default, uwsgi tuned, and again), so drift of the machine hits every server alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.confirm import Candidate, Confirmed, confirm
+from tuner.records import BASELINE_DEFAULT
+from tuner.runner import BenchPlan, run_bench
+from tuner.study import StudySetup, trial_metrics
+from tuner.tuning import TuneOutcome
+
+OnRun = Callable[[Candidate, int, dict[str, Any] | None], None]
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    """One server's figures in the comparison."""
+
+    server: str
+    study: str
+    default: dict[str, Any]  # Confirmed.to_dict() of the default
+    tuned: dict[str, Any] | None  # of the tuned config; None when no config passed the SLOs
+    tuned_is_default: bool  # the study kept the default: nothing measurably better
+    config_file: str | None
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def candidates(setup: StudySetup, outcome: TuneOutcome) -> list[Candidate]:
+    """The server's default, and its written winner when that is not the default."""
+    server = setup.adapter.name
+    defaults = setup.adapter.table.defaults()
+    trial0 = next((r.number for r in outcome.records if r.baseline == BASELINE_DEFAULT), None)
+    chosen = [Candidate(f"{server} default", trial0, defaults, server=server)]
+    winner = outcome.verdict.winner.candidate if outcome.verdict else None
+    if winner is not None and winner.settings != defaults:
+        chosen.append(Candidate(f"{server} tuned", winner.trial_number, winner.settings, server))
+    return chosen
+
+
+def side_by_side(
+    setups: Sequence[StudySetup],
+    outcomes: Mapping[str, TuneOutcome],
+    rounds: int,
+    log_dir: Path,
+    on_run: OnRun | None = None,
+) -> list[Confirmed]:
+    by_server = {setup.adapter.name: setup for setup in setups}
+
+    def measure(candidate: Candidate, round_index: int) -> dict[str, Any]:
+        setup = by_server[candidate.server]
+        plan = BenchPlan(
+            adapter=setup.adapter,
+            app=setup.app,
+            settings=candidate.settings,
+            load=setup.load,
+            server_cpus=setup.server_cpus,
+            log_path=log_dir / f"{candidate.label.replace(' ', '-')}-round{round_index}.log",
+            ready_path=setup.ready_path,
+        )
+        return trial_metrics(run_bench(plan).to_dict())
+
+    chosen = [c for setup in setups for c in candidates(setup, outcomes[setup.adapter.name])]
+    return confirm(chosen, rounds, measure, on_run)
+
+
+def rows(
+    setups: Sequence[StudySetup],
+    outcomes: Mapping[str, TuneOutcome],
+    confirmed: Sequence[Confirmed],
+) -> list[ServerRow]:
+    by_label = {entry.candidate.label: entry.to_dict() for entry in confirmed}
+    result = []
+    for setup in setups:
+        server = setup.adapter.name
+        outcome = outcomes[server]
+        default = by_label[f"{server} default"]
+        kept = outcome.verdict is not None and f"{server} tuned" not in by_label
+        tuned = default if kept else by_label.get(f"{server} tuned")
+        result.append(
+            ServerRow(
+                server=server,
+                study=setup.name,
+                default=default,
+                tuned=tuned,
+                tuned_is_default=kept,
+                config_file=str(outcome.out_path) if outcome.out_path else None,
+                verdict=outcome.verdict.summary
+                if outcome.verdict
+                else "no config passed the SLOs; no file written",
+            )
+        )
+    return result

@@ -1,0 +1,96 @@
+"""The comparison's table and chart: each server's default vs tuned req/s, p99 and memory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from tuner.compare import ServerRow
+from tuner.figures import Chart, draw_spread_bars, png_bytes
+from tuner.report_tables import Table, ratio_text, spread_text
+from tuner.stats import ratio
+
+FIGURES = (
+    ("rps", "req/s (higher is better)"),
+    ("p99_ms", "p99 ms (lower is better)"),
+    ("pss_mb", "mean PSS MB (lower is better)"),
+)
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
+
+
+def compare_table(rows: Sequence[ServerRow]) -> Table:
+    lines = []
+    for row in rows:
+        for name, entry in (("default", row.default), ("tuned", row.tuned)):
+            if entry is None:
+                lines.append((row.server, name, "n/a", "n/a", "n/a", "", "", "", "no winner"))
+                continue
+            kept = name == "tuned" and row.tuned_is_default
+            lines.append(
+                (
+                    row.server,
+                    "tuned (= default)" if kept else name,
+                    spread_text(entry.get("rps"), "{:,.0f}"),
+                    spread_text(entry.get("p99_ms"), "{:.2f}"),
+                    spread_text(entry.get("pss_mb"), "{:.1f}"),
+                    ratio_text(entry, row.default, "rps"),
+                    ratio_text(entry, row.default, "p99_ms"),
+                    ratio_text(entry, row.default, "pss_mb"),
+                    Path(row.config_file).name if name == "tuned" and row.config_file else "",
+                )
+            )
+    return Table(
+        "Servers side by side (interleaved rounds; min / median / max)",
+        (
+            "server",
+            "config",
+            "req/s",
+            "p99 ms",
+            "PSS MB",
+            "req/s x default",
+            "p99 x default",
+            "PSS x default",
+            "config file",
+        ),
+        lines,
+        [f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}" for row in rows]
+        + [best_line(rows)],
+    )
+
+
+def best_line(rows: Sequence[ServerRow]) -> str:
+    tuned = [(row.server, row.tuned) for row in rows if row.tuned and row.tuned.get("rps")]
+    if len(tuned) < 2:
+        return "not enough tuned servers to rank"
+    tuned.sort(key=lambda item: -item[1]["rps"]["median"])
+    (best, first), (second, other) = tuned[0], tuned[1]
+    times = ratio(first["rps"]["median"], other["rps"]["median"])
+    return f"fastest tuned: {best}, x{times:.2f} the req/s of tuned {second} (medians)"
+
+
+def compare_chart(rows: Sequence[ServerRow]) -> Chart:
+    figure = Figure(figsize=(11, 4), layout="constrained")
+    entries = [
+        (f"{row.server}\n{name}", entry)
+        for row in rows
+        for name, entry in (("default", row.default), ("tuned", row.tuned))
+        if entry is not None
+    ]
+    colors = [COLORS[i // 2 % len(COLORS)] for i in range(len(entries))]
+    for index, (key, label) in enumerate(FIGURES):
+        ax = figure.add_subplot(1, len(FIGURES), index + 1)
+        spreads = [_triple(entry.get(key)) for _, entry in entries]
+        draw_spread_bars(ax, [name for name, _ in entries], spreads, colors)
+        ax.set_title(label, fontsize=10)
+    return Chart(
+        "compare",
+        "Default vs tuned, per server",
+        "Median with min-max over the interleaved rounds; each colour is one server.",
+        png_bytes(figure),
+    )
+
+
+def _triple(spread: dict[str, float] | None) -> tuple[float, float, float] | None:
+    return (spread["min"], spread["median"], spread["max"]) if spread else None
