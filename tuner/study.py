@@ -13,6 +13,7 @@ it is `grace` seconds old, the next time any tuner opens the study.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import statistics
@@ -145,6 +146,8 @@ def storage(url: str) -> optuna.storages.BaseStorage:
     """Optuna RDB storage with heartbeats, so a trial left RUNNING by a killed tuner is failed."""
     interval, grace = heartbeat_settings()
     engine_kwargs: dict[str, Any] = {}
+    shown = redact(url)
+    url = with_postgres_driver(url)
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     elif url.startswith(("postgresql", "mysql")):
@@ -164,11 +167,25 @@ def storage(url: str) -> optuna.storages.BaseStorage:
                 continue
             first_line = text.splitlines()[0] if text else type(exc).__name__
             raise ConfigError(
-                f"--storage {redact(url)!r}: cannot open it ({first_line[:200]}); expected an "
+                f"--storage {shown!r}: cannot open it ({first_line[:200]}); expected an "
                 "Optuna storage URL such as sqlite:///studies/tuner.db or "
                 "postgresql://user:pass@host/db"
             ) from None
     raise AssertionError("unreachable")
+
+
+def with_postgres_driver(url: str) -> str:
+    """`postgresql://` with the driver that is installed: SQLAlchemy 2.1 assumes psycopg 3,
+    2.0 psycopg2; the tuner's documented extra is psycopg2-binary."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("postgresql", "postgres"):
+        return url
+    for module in ("psycopg2", "psycopg"):
+        if importlib.util.find_spec(module) is not None:
+            return f"postgresql+{module}://{rest}"
+    raise ConfigError(
+        f"--storage {redact(url)!r}: no PostgreSQL driver is installed; pip install psycopg2-binary"
+    )
 
 
 def redact(url: str) -> str:

@@ -1,0 +1,231 @@
+"""Many machines, one study: two tuners share a study through a real PostgreSQL server.
+
+TUNER_TEST_POSTGRES_URL names a database to use; without it the tests start their own
+PostgreSQL (initdb into a temporary folder, pg_ctl on a free port, stopped at the end) when
+the server binaries are installed. Otherwise they skip, and fail when CI=true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.test_faults import leftovers
+from tuner.process import free_port
+from tuner.study import load_records, with_postgres_driver
+
+REPO = Path(__file__).resolve().parents[1]
+CPUS = sorted(os.sched_getaffinity(0))
+SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "8"]
+FAST_HEARTBEAT = {"TUNER_HEARTBEAT_S": "1", "TUNER_HEARTBEAT_GRACE_S": "2"}
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
+
+
+def _as_postgres(argv: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: run its tools as the postgres user then."""
+    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+
+@contextlib.contextmanager
+def _own_postgres(tmp: Path) -> Iterator[str]:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or [shutil.which("initdb") or ""]
+    if not found[-1]:
+        _unavailable("no PostgreSQL server binaries (apt-get install postgresql)")
+    bin_dir = Path(found[-1]).parent
+    data = tmp / "pgdata"
+    data.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(tmp, "postgres")
+        shutil.chown(data, "postgres")
+    port = free_port()
+    run = {"check": True, "capture_output": True, "timeout": 120}
+    subprocess.run(
+        _as_postgres([str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"]),
+        **run,
+    )
+    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c max_connections=50"
+    ctl = str(bin_dir / "pg_ctl")
+    subprocess.run(
+        _as_postgres([ctl, "-D", str(data), "-o", options, "-l", str(data / "log"), "-w", "start"]),
+        **run,
+    )
+    try:
+        subprocess.run(
+            _as_postgres(
+                [str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
+                + ["tuner"]
+            ),
+            **run,
+        )
+        yield f"postgresql://postgres@127.0.0.1:{port}/tuner"
+    finally:
+        subprocess.run(
+            _as_postgres([ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
+            capture_output=True,
+            timeout=60,
+        )
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    try:
+        import psycopg2  # noqa: F401
+    except ImportError:
+        _unavailable("psycopg2 is not installed (pip install -e '.[test]')")
+    if url := os.environ.get("TUNER_TEST_POSTGRES_URL"):
+        yield url
+        return
+    # Not under pytest's tmp folder: that one is private to root, and postgres must reach it.
+    tmp = Path(tempfile.mkdtemp(prefix="tuner-pg-"))
+    try:
+        with _own_postgres(tmp) as url:
+            yield url
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def since() -> Iterator[float]:
+    started = time.time()
+    yield started
+    assert leftovers(started) == []
+
+
+def _tune(
+    url: str, study: str, server_cpu: int, load_cpu: int, tmp: Path, trials: int, *extra: str
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "tune",
+            str(REPO / "apps/hello.py"),
+            "--server",
+            "gunicorn",
+            "--trials",
+            str(trials),
+            "--top-k",
+            "1",
+            "--confirm-rounds",
+            "1",
+            "--storage",
+            url,
+            "--study-name",
+            study,
+            "--server-cpus",
+            str(server_cpu),
+            "--load-cpus",
+            str(load_cpu),
+            "--out",
+            str(tmp / f"host{server_cpu}.conf.py"),
+            "--seed",
+            str(server_cpu),
+            *SHORT,
+            *extra,
+        ],  # fmt: skip
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(REPO), **FAST_HEARTBEAT},
+    )
+
+
+needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs: one per host's server")
+
+
+@needs_two_cpus
+def test_two_hosts_share_one_study(postgres_url: str, tmp_path: Path, since: float) -> None:
+    study = f"shared-{uuid.uuid4().hex[:8]}"
+    a = _tune(postgres_url, study, CPUS[0], CPUS[1], tmp_path, 3, "--json")
+    b = _tune(postgres_url, study, CPUS[1], CPUS[0], tmp_path, 3, "--json")
+    out_a, err_a = a.communicate(timeout=240)
+    out_b, err_b = b.communicate(timeout=240)
+    assert a.returncode == 0, err_a
+    assert b.returncode == 0, err_b
+
+    attrs, records = load_records(postgres_url, study)
+    assert len(records) == 6 and all(r.state == "COMPLETE" for r in records)
+    assert sorted(r.number for r in records) == list(range(6))
+    # Baselines enqueued once, by whichever tuner created the study.
+    assert sorted(r.baseline for r in records if r.baseline) == ["2*cpus+1", "default"]
+    frozen = optuna.load_study(study_name=study, storage=with_postgres_driver(postgres_url)).trials
+    pids = {t.user_attrs["host"]["pid"] for t in frozen}
+    assert pids == {a.pid, b.pid}  # both hosts ran trials, each recorded with its hardware
+    assert all(t.user_attrs["host"]["server_cpu_count"] == 1 for t in frozen)
+    assert attrs["hardware"]["cpus"] == os.cpu_count()
+    # The best trial is the same seen from either host's view of the study.
+    seen = [
+        optuna.load_study(
+            study_name=study, storage=with_postgres_driver(postgres_url)
+        ).best_trial.number
+    ]
+    seen.append(
+        optuna.load_study(
+            study_name=study, storage=with_postgres_driver(postgres_url)
+        ).best_trial.number
+    )
+    assert seen[0] == seen[1]
+    assert max(json.loads(out_a)["trials"], json.loads(out_b)["trials"]) == 6
+
+
+@needs_two_cpus
+def test_killed_host_leaves_its_trial_failed_not_running(
+    postgres_url: str, tmp_path: Path, since: float
+) -> None:
+    study = f"killed-{uuid.uuid4().hex[:8]}"
+    victim = _tune(postgres_url, study, CPUS[0], CPUS[1], tmp_path, 20)
+    assert victim.stderr is not None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not victim.stderr.readline().startswith("trial "):
+        pass
+    time.sleep(1.5)  # into the next trial
+    victim.send_signal(signal.SIGKILL)
+    victim.communicate(timeout=60)
+    running = [r.number for r in load_records(postgres_url, study)[1] if r.state == "RUNNING"]
+    assert len(running) == 1
+    time.sleep(3)  # > the grace period
+
+    # The other host opens the study: the dead host's trial is failed, its work kept.
+    other = _tune(postgres_url, study, CPUS[1], CPUS[0], tmp_path, 1, "--json")
+    _, err = other.communicate(timeout=180)
+    assert other.returncode == 0, err
+    _, records = load_records(postgres_url, study)
+    dead = records[running[0]]
+    assert dead.state == "FAIL" and dead.fail_reason.startswith("abandoned: ")
+    assert f"pid {victim.pid}" in dead.fail_reason
+    assert "RUNNING" not in {r.state for r in records}
+    assert sum(r.state == "COMPLETE" for r in records) == 2
+
+
+def test_different_hardware_is_refused(postgres_url: str, tmp_path: Path) -> None:
+    study = f"mixed-{uuid.uuid4().hex[:8]}"
+    created = optuna.create_study(study_name=study, storage=with_postgres_driver(postgres_url))
+    created.set_user_attr("setup", {"server": "gunicorn", "app": str(REPO / "apps/hello.py")})
+    created.set_user_attr("hardware", {"cpu_model": "Other CPU 9000", "cpus": 64})
+    created.set_user_attr("setup", {**created.user_attrs["setup"], "objective": "throughput"})
+    refused = _tune(postgres_url, study, CPUS[0], CPUS[-1], tmp_path, 1)
+    _, err = refused.communicate(timeout=60)
+    assert refused.returncode == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "--allow-mixed-hosts" in lines[0] and "Other CPU 9000" in lines[0]
