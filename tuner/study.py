@@ -149,7 +149,13 @@ def storage(url: str) -> optuna.storages.BaseStorage:
     shown = redact(url)
     url = with_postgres_driver(url)
     if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(url.removeprefix("sqlite:///")).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"--storage {url!r}: cannot create the folder {str(folder)!r} ({exc.strerror})"
+            ) from None
     elif url.startswith(("postgresql", "mysql")):
         # Fail in seconds on an unreachable server; re-check pooled connections after a
         # database restart instead of failing the next trial.
