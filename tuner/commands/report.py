@@ -11,7 +11,7 @@ from tuner.commands.tune import DEFAULT_STORAGE, study_workdir
 from tuner.figures import study_charts
 from tuner.report_data import StudyData, load_study_data
 from tuner.report_html import check_out_dir, render_page, write_report
-from tuner.report_tables import study_tables, summary_lines
+from tuner.report_tables import SettingsText, study_tables, summary_lines
 from tuner.report_terminal import console as stdout_console
 from tuner.report_terminal import print_tables
 from tuner.servers import get_adapter
@@ -46,7 +46,7 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def changed_settings(data: StudyData):  # noqa: ANN201 - a SettingsText callable
+def changed_settings(data: StudyData) -> SettingsText:
     """In the terminal only what differs from the server's defaults; the HTML has them all."""
     defaults = get_adapter(data.server).table.defaults()
     return lambda settings: describe(settings, defaults)
