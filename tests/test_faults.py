@@ -134,8 +134,7 @@ def test_app_broken_only_under_the_server_stops_the_study(
 def test_crashing_worker_is_an_slo_violation_for_gunicorn(tmp_path: Path, since: float) -> None:
     # gunicorn's master replaces the dead worker: the study sees failed requests, not a dead
     # server, and the sampler learns to avoid the config through the error-rate constraint.
-    records = search(tmp_path, FAULTY, "gunicorn", "--path", "/crash?every=25")
-    assert len(records) == 2
+    records = search(tmp_path, FAULTY, "gunicorn", "--path", "/crash?every=25", trials=1)
     for record in records:
         assert record.state == "COMPLETE" and not record.feasible
         assert record.fail_reason.startswith("violates SLO: ")
@@ -258,8 +257,9 @@ def port_taken(answering: bool) -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
-@pytest.mark.parametrize("server", ["gunicorn", "uwsgi"])
-@pytest.mark.parametrize("answering", [False, True], ids=["silent", "answering"])
+@pytest.mark.parametrize(
+    ("server", "answering"), [("gunicorn", True), ("uwsgi", False)], ids=["answering", "silent"]
+)
 def test_port_taken_by_another_process_retries_on_a_free_one(
     tmp_path: Path, since: float, monkeypatch: pytest.MonkeyPatch, server: str, answering: bool
 ) -> None:
@@ -326,7 +326,7 @@ def _wait_mid_trial(proc: subprocess.Popen[str], done_trials: int) -> list[psuti
     while ended < done_trials and time.monotonic() < deadline:
         ended += proc.stderr.readline().startswith("trial ")
     assert ended == done_trials
-    time.sleep(1.5)  # the next trial: server up (~0.5 s), then into the load window
+    time.sleep(1.2)  # the next trial: server up (~0.5 s), then into the load window
     tree = psutil.Process(proc.pid).children(recursive=True)
     assert any("gunicorn" in " ".join(p.cmdline()) for p in tree), "not mid-trial"
     return tree
