@@ -142,6 +142,15 @@ def heartbeat_settings() -> tuple[int, int]:
     return interval, grace
 
 
+# What SQLAlchemy says when two tuners create the tables of a fresh database at once.
+_TABLE_RACE_MARKERS = (
+    "already exists",
+    "duplicate key",
+    "UNIQUE constraint failed",
+    "database is locked",
+)
+
+
 def storage(url: str) -> optuna.storages.BaseStorage:
     """Optuna RDB storage with heartbeats, so a trial left RUNNING by a killed tuner is failed."""
     interval, grace = heartbeat_settings()
@@ -168,7 +177,7 @@ def storage(url: str) -> optuna.storages.BaseStorage:
         except Exception as exc:  # SQLAlchemy raises many kinds for a bad URL or server
             text = str(exc).strip()
             # Two tuners creating the tables of a fresh database at once: one loses, retries.
-            if attempt < 2 and ("already exists" in text or "duplicate key" in text):
+            if attempt < 2 and any(marker in text for marker in _TABLE_RACE_MARKERS):
                 time.sleep(0.5 * (attempt + 1))
                 continue
             first_line = text.splitlines()[0] if text else type(exc).__name__
