@@ -183,7 +183,8 @@ class GunicornAdapter(ServerAdapter):
         lines = comment_block(header, "#")
         if lines:
             lines.append("")
-        lines.append("# Where the app is and where to listen.")
+        lines.append("# Where the app is and where to listen. EDIT bind for your deployment:")
+        lines.append("# 127.0.0.1 accepts connections from this machine only (e.g. behind nginx).")
         lines += [f"{key} = {text}" for key, text in self._wiring(app, host, port)]
         lines += ["", "# Tuned settings (every one listed, defaults included)."]
         for setting in self.table.settings:
