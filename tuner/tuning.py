@@ -19,6 +19,7 @@ from tuner.study import (
     StudyListener,
     StudySetup,
     open_study,
+    pareto_numbers,
     run_search,
     save_summary,
     to_record,
@@ -64,7 +65,8 @@ def tune(
     study = open_study(setup)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
     records = [to_record(t) for t in study.get_trials(deepcopy=False)]
-    candidates = pick_candidates(setup, records, top_k, pareto=_pareto_numbers(study, setup))
+    pareto = pareto_numbers(study) if setup.objective == "multi" else []
+    candidates = pick_candidates(setup, records, top_k, pareto=pareto)
     confirmed = confirm(candidates, confirm_rounds, _measurer(setup), on_confirm_run)
     verdict = decide(confirmed, setup.objective, setup.slo)
     noise = noise_summary(study.user_attrs.get("cpu_probe_ms", []), confirmed)
@@ -131,12 +133,6 @@ def pick_candidates(
 
 def _baseline_trial(records: Sequence[TrialRecord], label: str) -> int | None:
     return next((r.number for r in records if r.baseline == label), None)
-
-
-def _pareto_numbers(study: Any, setup: StudySetup) -> list[int]:
-    if setup.objective != "multi":
-        return []
-    return [t.number for t in study.best_trials]
 
 
 def _measurer(setup: StudySetup) -> Callable[[Candidate, int], dict[str, Any]]:
