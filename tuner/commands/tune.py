@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
@@ -102,10 +103,11 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     setup = build_setup(args)
     out = args.out or setup.workdir / setup.adapter.config_filename
+    check_writable(out)  # before the study, not after minutes of measuring
     outcome = run_tune(setup, args, out)
     if args.json:
         print_json({"study": setup.name, "storage": setup.storage_url, **outcome.to_dict()})
-        return 0
+        return 0 if outcome.verdict else 1
     console = Console(stderr=True)
     winner = outcome.verdict.winner.candidate.label if outcome.verdict else None
     Console().print(confirmation_table(outcome.confirmed, winner))
@@ -114,10 +116,31 @@ def handle(args: argparse.Namespace) -> int:
             "[red]no config passed the SLOs in the confirmation rounds; no file written[/]"
         )
         return 1
+    if outcome.verdict.winner.client_bound:
+        console.print(
+            "[yellow]warning: the load generator was the bottleneck (client_bound) while "
+            "measuring the recommended config; its real ceiling may be higher. Give the load "
+            "generator more CPUs with --load-cpus.[/]"
+        )
     console.print(f"verdict: {outcome.verdict.summary}", highlight=False)
     console.print(f"noise: {outcome.noise}", highlight=False)
     console.print(f"wrote {outcome.out_path}", highlight=False)
     return 0
+
+
+def check_writable(out: Path) -> None:
+    """The config file's folder must exist (or be creatable) and be writable."""
+    if out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a folder; give a file name")
+    folder = out.resolve().parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"--out {str(out)!r}: cannot create {str(folder)!r} ({exc.strerror})"
+        ) from None
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"--out {str(out)!r}: {str(folder)!r} is not writable")
 
 
 def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutcome:
