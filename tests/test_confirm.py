@@ -91,3 +91,12 @@ def test_clearly_better_needs_separated_ranges(a, b, higher, expected):
 def test_spread_relative_range():
     spread = Spread.of([90, 100, 110])
     assert spread.median == 100 and spread.relative_range == pytest.approx(0.2)
+
+
+def test_multi_objective_uses_the_pareto_pick_rule():
+    default = entry("default", [run(100, pss=20), run(101, pss=20), run(102, pss=20)])
+    fast_fat = entry("trial 3", [run(200, pss=90), run(201, pss=90), run(202, pss=90)])
+    fast_lean = entry("trial 4", [run(195, pss=40), run(196, pss=40), run(197, pss=40)])
+    verdict = decide([default, fast_fat, fast_lean], "multi", Slo())
+    assert verdict is not None and verdict.winner is fast_lean
+    assert "req/s x1.94 (better)" in verdict.summary and "PSS x2.00 (worse)" in verdict.summary

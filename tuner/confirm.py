@@ -158,6 +158,8 @@ def decide(confirmed: Sequence[Confirmed], objective: str, slo: Slo) -> Verdict 
     usable = [entry for entry in confirmed if entry.usable(slo)]
     if not usable:
         return None
+    if objective == "multi":
+        return _decide_multi(usable, default, rule, slo)
     higher = objective != "latency"
     key = _ranking_key(objective)
     best = max(usable, key=key) if higher else min(usable, key=key)
@@ -169,6 +171,35 @@ def decide(confirmed: Sequence[Confirmed], objective: str, slo: Slo) -> Verdict 
     beats = clearly_better(best_spread, default_spread, higher_is_better=higher)
     winner = best if beats else default
     return Verdict(winner, default, rule, beats, _summary(best, default, beats, objective))
+
+
+def _decide_multi(
+    usable: Sequence[Confirmed], default: Confirmed | None, rule: Confirmed | None, slo: Slo
+) -> Verdict:
+    """Multi-objective: the documented Pareto pick over the re-measured medians (baselines
+    included, so a default that is as fast and leaner wins), with each figure vs the default."""
+    best = usable[objectives.pick_pareto_point([e.median_metrics() for e in usable], slo)]
+    if default is None or best is default or not default.rps or not best.rps:
+        return Verdict(best, default, rule, False, "the server's default config is the pick")
+    figures = []
+    beats = False
+    for name, mine, theirs, higher in (
+        ("req/s", best.rps, default.rps, True),
+        ("p99", best.p99, default.p99, False),
+        ("PSS", best.pss, default.pss, False),
+    ):
+        if mine is None or theirs is None:
+            continue
+        better = clearly_better(mine, theirs, higher_is_better=higher)
+        worse = clearly_better(theirs, mine, higher_is_better=higher)
+        beats = beats or better
+        verdict = "better" if better else "worse" if worse else "within noise"
+        figures.append(f"{name} x{ratio(mine.median, theirs.median):.2f} ({verdict})")
+    summary = (
+        f"{best.candidate.label} is the Pareto pick (fast within 5% of the fastest, then "
+        f"leanest); vs the default: {', '.join(figures)}"
+    )
+    return Verdict(best, default, rule, beats, summary)
 
 
 def _ranking_key(objective: str) -> Callable[[Confirmed], float]:
