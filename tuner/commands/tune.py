@@ -151,7 +151,7 @@ def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutc
     listener = (
         LiveListener(console, defaults, args.trials, args.objective != "latency")
         if live
-        else PlainListener(defaults, quiet=args.json)
+        else PlainListener(defaults)  # one line per trial on stderr; --json owns stdout
     )
     try:
         if isinstance(listener, LiveListener):
