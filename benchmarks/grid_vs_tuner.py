@@ -226,6 +226,15 @@ def summarise(
     }
 
 
+def _rps(value: float) -> str:
+    # 0 = no usable run: failed, unfair (starved connections) or over the error limit
+    return f"{value:,.0f}" if value else "unusable"
+
+
+def _times(value: float) -> str:
+    return f"{value:.2f}" if value else "n/a"
+
+
 def print_table(rows: list[dict]) -> None:
     print(
         f"{'app':9} {'server':9} {'grid best':>10} {'tuner':>9} {'ratio':>6} {'met':>4} "
@@ -236,8 +245,9 @@ def print_table(rows: list[dict]) -> None:
         met = "yes" if r["ratio"] >= TARGET else "NO"
         print(
             f"{r['app']:9} {r['server']:9} {r['grid_best']:10,.0f} {r['tuner']:9,.0f} "
-            f"{r['ratio']:6.2f} {met:>4} {r['default']:9,.0f} {r['rule']:9,.0f} "
-            f"{r['vs_default']:7.2f} {r['vs_rule']:7.2f} {r['grid_s']:7.0f} {r['tune_s']:7.0f}"
+            f"{r['ratio']:6.2f} {met:>4} {_rps(r['default']):>9} {_rps(r['rule']):>9} "
+            f"{_times(r['vs_default']):>7} {_times(r['vs_rule']):>7} {r['grid_s']:7.0f} "
+            f"{r['tune_s']:7.0f}"
             f"  {r['tuner_config'] or '(defaults)'}"
         )
     for r in rows:
