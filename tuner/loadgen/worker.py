@@ -41,6 +41,9 @@ SWEEP_INTERVAL_S = 0.02
 # the event loop's 1 ms timer resolution, so only a busy client or an exhausted connection
 # pool makes requests late.
 LATE_THRESHOLD_MS = 2.0
+# A connection that completed nothing in the window is starved when its request has waited
+# more than this many times the slowest request that was answered in the window.
+STARVED_WAIT_FACTOR = 2
 # A server that closed a connection after one response without saying `Connection: close`
 # (uWSGI --http-socket) is assumed to do it every time: we close ourselves after each
 # response instead of sending the next request into a dying socket. Every this-many
@@ -306,6 +309,8 @@ class Worker:
         self.inflight = 0
         self.total_responses = 0
         self.peer_closes = False
+        self.slowest_completed_us = 0  # slowest answered request of this measurement window
+        self.starved = 0
         self.connections_made = 0
         self.stop_requested = False
         self.done = asyncio.Event()
@@ -430,6 +435,7 @@ class Worker:
         now = time.monotonic_ns()
         self.measure_start_ns = self.window_start_ns = now
         self.cpu_start = time.process_time()
+        self.slowest_completed_us = 0
         for slot in self.slots:
             slot.completed = 0
             slot.asked = slot.busy
@@ -456,6 +462,7 @@ class Worker:
         )
         self.window_index += 1
         self.window_start_ns = now
+        self.slowest_completed_us = max(self.slowest_completed_us, self.w_hist.max_us)
         self._reset_window()
         return snap
 
@@ -475,12 +482,21 @@ class Worker:
         # Requests still unanswered count with their age now, so a starved connection shows
         # in the tail instead of vanishing; past the timeout they are timeouts.
         hist = self.w_hist
+        slowest_us = max(self.slowest_completed_us, hist.max_us)
+        self.starved = 0
         for slot in self.slots:
             if slot.busy:
                 age_ns = now - slot.start_ns
                 hist.record(age_ns // 1000)
                 if age_ns >= self.timeout_ns:
                     self.w_errors[TIMEOUT] += 1
+            if slot.asked and slot.completed == 0:
+                # Starved = passed over: waiting far longer than any request that was served.
+                # A slow but fair queue (1 sync worker, 64 clients, 50 ms each) serves every
+                # client in turn with waits as long as this one's, and is not starved.
+                waited_us = (now - slot.start_ns) // 1000 if slot.busy else 0
+                if not slot.busy or waited_us > STARVED_WAIT_FACTOR * slowest_us:
+                    self.starved += 1
         for intended in self.backlog:
             hist.record((now - intended) // 1000)
             self.w_late += 1
@@ -506,7 +522,7 @@ class Worker:
         self.phase = _DONE
         for slot in self.slots:
             slot.abort()
-        starved = sum(1 for s in self.slots if s.asked and s.completed == 0)
+        starved = self.starved
         self.pipe.send(
             (
                 "done",
