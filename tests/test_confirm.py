@@ -100,3 +100,11 @@ def test_multi_objective_uses_the_pareto_pick_rule():
     verdict = decide([default, fast_fat, fast_lean], "multi", Slo())
     assert verdict is not None and verdict.winner is fast_lean
     assert "req/s x1.94 (better)" in verdict.summary and "PSS x2.00 (worse)" in verdict.summary
+
+
+def test_a_much_worse_tail_is_called_out():
+    default = entry("default", [run(100, p99=20), run(101, p99=21), run(102, p99=22)])
+    bursty = entry("trial 5", [run(150, p99=500), run(151, p99=550), run(152, p99=560)])
+    verdict = decide([default, bursty], "throughput", Slo())
+    assert verdict is not None and verdict.winner is bursty
+    assert "p99 is x26.2 the default's" in verdict.summary and "--slo-p99" in verdict.summary

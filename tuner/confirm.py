@@ -18,6 +18,9 @@ from tuner.objectives import Slo
 from tuner.records import BASELINE_DEFAULT, BASELINE_RULE
 from tuner.stats import Spread, clearly_better, ratio
 
+# A recommended config whose p99 is this many times the default's gets a warning.
+TAIL_WARNING_FACTOR = 5.0
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -170,7 +173,22 @@ def decide(confirmed: Sequence[Confirmed], objective: str, slo: Slo) -> Verdict 
     assert best_spread is not None and default_spread is not None
     beats = clearly_better(best_spread, default_spread, higher_is_better=higher)
     winner = best if beats else default
-    return Verdict(winner, default, rule, beats, _summary(best, default, beats, objective))
+    summary = _summary(best, default, beats, objective) + _tail_warning(winner, default)
+    return Verdict(winner, default, rule, beats, summary)
+
+
+def _tail_warning(winner: Confirmed, default: Confirmed) -> str:
+    """Say so when more throughput was bought with a much worse tail (e.g. gevent under
+    overload serves most requests fast and leaves a few waiting for seconds)."""
+    if winner is default or not winner.p99 or not default.p99 or not default.p99.median:
+        return ""
+    worse = winner.p99.median / default.p99.median
+    if worse < TAIL_WARNING_FACTOR:
+        return ""
+    return (
+        f"; note: its p99 is x{worse:.1f} the default's ({winner.p99.median:,.1f} ms): "
+        "if tail latency matters, set --slo-p99 or use --objective multi"
+    )
 
 
 def _decide_multi(
