@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.serverwatch import wait_none_left
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # so plain `pytest` works as well as `python -m pytest`
     sys.path.insert(0, str(ROOT))
@@ -104,3 +106,11 @@ def wait_for_pids(server: ServerProcess, count: int, timeout_s: float = 5.0) -> 
         time.sleep(delay)
         delay = min(delay * 2, 0.2)
     return pids
+
+
+@pytest.fixture
+def since() -> Iterator[float]:
+    """The test's start time; afterwards, no gunicorn / uWSGI started since may be alive."""
+    started = time.time()
+    yield started
+    assert wait_none_left(started) == []

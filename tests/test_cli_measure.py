@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.cli import REPO
+from tests.cli import run_tuner as tuner
 from tests.serverwatch import servers_started_since, wait_none_left
 from tuner.apps import parse_app
 from tuner.process import ServerProcess, free_port
 from tuner.servers import get_adapter
 
-REPO = Path(__file__).resolve().parents[1]
 SHORT = ["--duration", "1", "--warmup", "0.3", "--connections", "8"]
 JSON_KEYS = {
     "rps",
@@ -32,24 +31,6 @@ JSON_KEYS = {
     "unfair",
     "settings",
 }
-
-
-def tuner(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tuner", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-
-
-@pytest.fixture
-def since():
-    started = time.time()
-    yield started
-    assert wait_none_left(started) == []
 
 
 @pytest.mark.parametrize(

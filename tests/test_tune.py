@@ -3,38 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import optuna
 import pytest
 
-from tests.serverwatch import wait_none_left
+from tests.cli import REPO
+from tests.cli import run_tuner as tuner
 
-REPO = Path(__file__).resolve().parents[1]
 SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "16"]
-
-
-def tuner(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tuner", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-
-
-@pytest.fixture
-def since():
-    started = time.time()
-    yield started
-    assert wait_none_left(started) == []
 
 
 @pytest.mark.parametrize(
