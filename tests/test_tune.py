@@ -13,6 +13,7 @@ import pytest
 
 from tests.cli import REPO
 from tests.cli import run_tuner as tuner
+from tests.serverwatch import servers_started_since
 
 SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "16"]
 
@@ -174,7 +175,10 @@ def test_sigint_mid_study_keeps_trials_and_leaves_no_server(tmp_path, since):
         lines.append(line)
         if sum(text.startswith("trial ") for text in lines) >= 2:
             break
-    time.sleep(1.0)  # into the next trial's measurement
+    # Interrupt the third trial once its server is up (it is being measured then).
+    mark = time.time()
+    while time.monotonic() < deadline and not servers_started_since(mark):
+        time.sleep(0.05)  # polling for the next trial's server process
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
