@@ -80,8 +80,9 @@ def validate_config(
 ) -> None:
     """Boot the server from the file and check that it answers 2xx."""
     argv = adapter.config_argv(path, app)
-    if adapter.name == "gunicorn":
-        _check_gunicorn_config(argv, app)
+    check = adapter.config_check_argv(path, app)
+    if check is not None:
+        _run_config_check(adapter.name, check, app)
     # Same environment and stop rules as a measured run, but started from the file.
     spec = replace(adapter.launch_spec(app, LOOPBACK, port, settings), argv=tuple(argv))
     log_path = path.with_name(path.name + ".boot.log")
@@ -99,14 +100,10 @@ def validate_config(
         raise TunerError(f"the config file did not boot, so it was not written: {exc}") from exc
 
 
-def _check_gunicorn_config(argv: list[str], app: AppRef) -> None:
+def _run_config_check(server: str, argv: list[str], app: AppRef) -> None:
     done = subprocess.run(  # noqa: S603 - argv list from the adapter, no shell
-        [*argv, "--check-config"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=app.pythonpath,
+        argv, capture_output=True, text=True, timeout=60, cwd=app.pythonpath
     )
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise TunerError(f"gunicorn --check-config rejected the config file: {tail[0]}")
+        raise TunerError(f"{server}'s config check rejected the config file: {tail[0]}")

@@ -25,7 +25,6 @@ from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
 LOOPBACK = "127.0.0.1"
-PHASES = ("starting", "measuring", "stopping")
 PORT_ATTEMPTS = 3
 
 

@@ -16,6 +16,7 @@ from tuner.confirm import Candidate, Confirmed
 from tuner.loadgen import WindowStats
 from tuner.records import TrialRecord
 from tuner.settings import Value
+from tuner.study import QuietListener
 
 TOP_ROWS = 5
 
@@ -39,21 +40,13 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
     return f"{label}: {record.state.lower()} {record.fail_reason}  {what}"
 
 
-class PlainListener:
+class PlainListener(QuietListener):
     """One line per finished trial on stderr: for logs, CI and pipes."""
 
     def __init__(self, defaults: dict[str, Any], quiet: bool = False) -> None:
+        super().__init__()
         self.defaults = defaults
         self.quiet = quiet
-
-    def on_trial_start(self, number: int, settings: dict[str, Value]) -> None:
-        pass
-
-    def on_phase(self, phase: str) -> None:
-        pass
-
-    def on_window(self, window: WindowStats) -> None:
-        pass
 
     def on_trial_end(self, record: TrialRecord) -> None:
         if not self.quiet:

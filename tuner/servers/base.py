@@ -81,6 +81,11 @@ class ServerAdapter(abc.ABC):
     def config_argv(self, config_path: Path, app: AppRef) -> list[str]:
         """The command that boots the server from a file written by `render_config`."""
 
+    def config_check_argv(self, config_path: Path, app: AppRef) -> list[str] | None:
+        """A command that checks the file without serving (exit 0 = valid), if the server has
+        one; booting the file is the check either way."""
+        return None
+
     @abc.abstractmethod
     def version(self) -> str: ...
 

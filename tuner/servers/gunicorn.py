@@ -195,5 +195,8 @@ class GunicornAdapter(ServerAdapter):
     def config_argv(self, config_path: Path, app: AppRef) -> list[str]:
         return [self.executable(), "--config", str(config_path), app.spec]
 
+    def config_check_argv(self, config_path: Path, app: AppRef) -> list[str] | None:
+        return [*self.config_argv(config_path, app), "--check-config"]
+
     def version(self) -> str:
         return first_version_number(self._version_output("--version"))
