@@ -44,10 +44,11 @@ LATE_THRESHOLD_MS = 2.0
 # A connection that completed nothing in the window is starved when its request has waited
 # more than this many times the slowest request that was answered in the window.
 STARVED_WAIT_FACTOR = 2
-# A server that closed a connection after one response without saying `Connection: close`
-# (uWSGI --http-socket) is assumed to do it every time: we close ourselves after each
-# response instead of sending the next request into a dying socket. Every this-many
-# connections we keep one open anyway, to notice if the server changes its mind.
+# A server that closed a connection after its first response (uWSGI --http-socket silently,
+# gunicorn's sync worker with `Connection: close`) is assumed to do it every time: new
+# connections then carry one request each ("one-shot"), so we never send a request into a
+# dying socket. Every this-many connections we keep one open anyway, to notice if the server
+# changes its mind.
 REPROBE_EVERY = 100
 QUICK_CLOSE_NS = 50_000_000
 
@@ -73,14 +74,24 @@ class WorkerConfig:
 class Conn(asyncio.Protocol):
     """One TCP connection of a slot; a slot gets a new one after each close."""
 
-    __slots__ = ("slot", "transport", "responses", "active", "last_response_ns")
+    __slots__ = (
+        "slot",
+        "transport",
+        "responses",
+        "active",
+        "last_response_ns",
+        "one_shot",
+        "fin_sent",
+    )
 
-    def __init__(self, slot: Slot) -> None:
+    def __init__(self, slot: Slot, one_shot: bool) -> None:
         self.slot = slot
         self.transport: asyncio.Transport | None = None
         self.responses = 0
         self.last_response_ns = 0
         self.active = True  # False once the slot has given up on this connection
+        self.one_shot = one_shot  # we close it after its first response
+        self.fin_sent = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -90,6 +101,12 @@ class Conn(asyncio.Protocol):
         slot = self.slot
         if slot.busy:
             transport.write(slot.request)  # type: ignore[attr-defined]
+            if self.one_shot and slot.worker.fin_early:
+                # A server that closes after each response and lingers until the client
+                # closes too (gunicorn 27's graceful close) then finds our FIN already there,
+                # instead of waiting for this Python client to react to its response.
+                transport.write_eof()  # type: ignore[attr-defined]
+                self.fin_sent = True
 
     def data_received(self, data: bytes) -> None:
         if not self.active:
@@ -164,7 +181,7 @@ class Slot:
 
     def connect(self) -> None:
         worker = self.worker
-        conn = Conn(self)
+        conn = Conn(self, worker.one_shot())
         self.conn = conn
         if self.parser is None:
             self.parser = httptools.HttpResponseParser(self)
@@ -216,8 +233,13 @@ class Slot:
         conn.last_response_ns = now
         keep = parser.should_keep_alive()
         if not keep:
-            # First thing: a server lingering until we close (gunicorn 27) waits on this.
-            _send_fin(conn.transport)
+            if not conn.fin_sent:
+                # First thing: a server lingering until we close (gunicorn 27) waits on this.
+                _send_fin(conn.transport)
+            if conn.responses == 1:
+                worker.learn_announced_close()
+        elif conn.responses == 2:
+            worker.peer_closes = False  # a re-probe connection was kept alive
         worker.total_responses += 1
         worker.inflight -= 1
         self.busy = False
@@ -230,7 +252,7 @@ class Slot:
             status = parser.get_status_code()
             if status >= 400:
                 worker.w_errors[STATUS_5XX if status >= 500 else STATUS_4XX] += 1
-        if not keep or not worker.keepalive or worker.closes_now(conn):
+        if not keep or conn.one_shot:
             # Close our side at once, like wrk: a server that lingers until the client
             # closes (gunicorn 27's graceful close) would otherwise wait on us.
             conn.active = False
@@ -249,10 +271,14 @@ class Slot:
             return  # an idle keep-alive connection closed by the server: not an error
         if self.got_bytes:
             self.parser = None  # it holds part of a response
-        elif self.reused:
-            # The server closed a reused connection before answering our request (idle
-            # keep-alive timeout, or it closes after each response): retry once, fresh.
-            self.worker.learn_close(conn)
+        elif self.reused or conn.fin_sent:
+            if conn.fin_sent:
+                # This server drops a client that half-closed before the answer: stop that.
+                self.worker.fin_early = False
+            else:
+                # The server closed a reused connection before answering our request (idle
+                # keep-alive timeout, or it closes after each response): retry once, fresh.
+                self.worker.learn_close(conn)
             self.reused = False
             self.connect()
             return
@@ -308,7 +334,8 @@ class Worker:
         self.backlog: deque[int] = deque()  # open loop: intended times waiting for a slot
         self.inflight = 0
         self.total_responses = 0
-        self.peer_closes = False
+        self.peer_closes = False  # the server closes after every response
+        self.fin_early = False  # ... and says so: half-close right after each request
         self.slowest_completed_us = 0  # slowest answered request of this measurement window
         self.starved = 0
         self.connections_made = 0
@@ -332,15 +359,21 @@ class Worker:
         self.request_pos = pos + 1 if pos + 1 < len(requests) else 0
         return requests[pos]
 
-    def closes_now(self, conn: Conn) -> bool:
-        """Close after this response ourselves, because the server would anyway."""
+    def one_shot(self) -> bool:
+        """Will a new connection carry a single request (we asked for `Connection: close`, or
+        the server closes after each response)?"""
+        if not self.keepalive:
+            return True
         if not self.peer_closes:
-            return False
-        if conn.responses > 1:
-            self.peer_closes = False  # a re-probe connection was kept alive
             return False
         self.connections_made += 1
         return self.connections_made % REPROBE_EVERY != 0
+
+    def learn_announced_close(self) -> None:
+        # The server answered a connection's first request with `Connection: close`.
+        self.fin_early = True
+        if self.keepalive:
+            self.peer_closes = True
 
     def learn_close(self, conn: Conn) -> None:
         # Only a close right after the first response says "closes after each response";
