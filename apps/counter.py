@@ -2,7 +2,9 @@
 
 The count lives in a file shared by all workers and processes (append one byte per request,
 atomic with O_APPEND); `GET /count` returns how many requests were served before it.
-`COUNTER_FILE` in the environment chooses the file.
+`COUNTER_FILE` in the environment chooses the file. `GET /streamed` is counted too but sends
+no Content-Length, so under a server that neither chunks nor keeps the connection (uWSGI
+--http-socket) its body ends when the connection closes.
 """
 
 import os
@@ -30,5 +32,8 @@ def app(environ, start_response):
         finally:
             os.close(fd)
         body = b"counted"
-    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    headers = [("Content-Type", "text/plain")]
+    if environ.get("PATH_INFO") != "/streamed":
+        headers.append(("Content-Length", str(len(body))))
+    start_response("200 OK", headers)
     return [body]

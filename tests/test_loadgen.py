@@ -185,6 +185,22 @@ def test_gunicorn_sync_connection_close_is_not_an_error(server, tmp_path) -> Non
     assert result.total_responses == served(counter)
 
 
+@pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "close"])
+def test_body_ended_by_the_close_is_a_complete_response(server, tmp_path, keepalive) -> None:
+    # No Content-Length and no chunking: uWSGI --http-socket sends the body, then closes.
+    counter = tmp_path / "served.log"
+    port = server(
+        "--http-socket",
+        "apps.counter:app",
+        ready_path="/count",
+        env={"COUNTER_FILE": str(counter)},
+    )
+    result = run_load(spec(port, "/streamed", keepalive=keepalive))
+    assert_clean(result)
+    assert result.total_responses == served(counter)
+    assert result.bytes >= result.requests * len(b"counted")
+
+
 # -- failures ---------------------------------------------------------------------------------
 
 

@@ -124,8 +124,16 @@ class Conn(asyncio.Protocol):
             slot.garbage(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.active:
-            self.slot.lost(self)
+        if not self.active:
+            return
+        slot = self.slot
+        if slot.busy and slot.headers_done and not slot.parser.should_keep_alive():
+            # A body without Content-Length or chunking ends where the connection does
+            # (uWSGI --http-socket passes such an app response through): complete.
+            self.fin_sent = True  # the socket is gone: nothing to half-close
+            slot.on_message_complete()
+        else:
+            slot.lost(self)
 
 
 class Slot:
@@ -140,6 +148,7 @@ class Slot:
         "request",
         "reused",
         "got_bytes",
+        "headers_done",
         "completed",
         "asked",
         "connecting",
@@ -155,6 +164,7 @@ class Slot:
         self.request = b""
         self.reused = False
         self.got_bytes = False
+        self.headers_done = False  # the current response's headers are all in
         self.completed = 0  # responses in the measurement window
         self.asked = False  # had a request in flight during the measurement window
         self.connecting: Coroutine | None = None  # create_connection() in progress
@@ -167,6 +177,7 @@ class Slot:
         self.busy = True
         self.start_ns = start_ns
         self.got_bytes = False
+        self.headers_done = False
         self.request = worker.next_request()
         worker.inflight += 1
         if worker.phase == _MEASURE:
@@ -222,6 +233,10 @@ class Slot:
             # Back off, then carry on: closed loop issues the next request, open loop
             # returns the slot to the pool.
             worker.loop.call_later(CONNECT_BACKOFF_S, worker.idle, self)
+
+    def on_headers_complete(self) -> None:
+        """httptools callback."""
+        self.headers_done = True
 
     def on_message_complete(self) -> None:
         """httptools callback: a whole response arrived on `self.conn`."""
