@@ -51,17 +51,22 @@ class Server:
     settings: dict[str, object]
     app: str
     path: str
+    keepalive: bool  # does the server keep connections open between requests?
 
 
 GTHREAD = {"worker_class": "gthread", "threads": 4}
 UWSGI = {"protocol": "http-socket", "master": True, "disable-logging": True}
+UWSGI_KEEPALIVE = {**UWSGI, "protocol": "http11-socket", "processes": 4, "threads": 16}
 SERVERS = (
-    Server("gunicorn-sync hello", "gunicorn", {}, "apps.hello:app", "/"),
-    Server("gunicorn-sync fib", "gunicorn", {}, "apps.fib:app", "/9000"),
-    Server("gunicorn-gthread4 hello", "gunicorn", GTHREAD, "apps.hello:app", "/"),
-    Server("gunicorn-gthread4 fib", "gunicorn", GTHREAD, "apps.fib:app", "/9000"),
-    Server("uwsgi-http-socket hello", "uwsgi", UWSGI, "apps.hello:app", "/"),
-    Server("uwsgi-http-socket fib", "uwsgi", UWSGI, "apps.fib:app", "/9000"),
+    Server("gunicorn-sync hello", "gunicorn", {}, "apps.hello:app", "/", False),
+    Server("gunicorn-sync fib", "gunicorn", {}, "apps.fib:app", "/9000", False),
+    Server("gunicorn-gthread4 hello", "gunicorn", GTHREAD, "apps.hello:app", "/", True),
+    Server("gunicorn-gthread4 fib", "gunicorn", GTHREAD, "apps.fib:app", "/9000", True),
+    Server("uwsgi-http-socket hello", "uwsgi", UWSGI, "apps.hello:app", "/", False),
+    Server("uwsgi-http-socket fib", "uwsgi", UWSGI, "apps.fib:app", "/9000", False),
+    # Keep-alive and fast enough that the client, not the server, is the limit: this row
+    # measures the load generator's own capacity per core without connect/close costs.
+    Server("uwsgi-http11 4x16 hello", "uwsgi", UWSGI_KEEPALIVE, "apps.hello:app", "/", True),
 )
 
 
@@ -175,7 +180,7 @@ def main() -> int:
         f"CPU {args.server_cpu}, load on CPU {args.load_cpu}; medians (min-max)"
     )
     print(header)
-    best = None
+    best: dict[bool, tuple] = {}  # keep-alive or not -> our best row
     for server, wrk, ours in rows:
         bound = any(ours.client_bound)
         rps_ratio = _ratio(ours.rps, wrk.rps)
@@ -189,8 +194,8 @@ def main() -> int:
             )
             verdict = "met" if ok else "MISSED"
         median = statistics.median(ours.rps)
-        if best is None or median > best[0]:
-            best = (median, server.name, bound, statistics.median(ours.cpu))
+        if server.keepalive not in best or median > best[server.keepalive][0]:
+            best[server.keepalive] = (median, server.name, bound, statistics.median(ours.cpu))
         print(
             f"{server.name:<24} "
             f"{statistics.median(wrk.rps):>7.0f} ({_spread(wrk.rps):>11}) "
@@ -203,10 +208,11 @@ def main() -> int:
             f"{statistics.median(wrk.errors):>8.0f} {statistics.median(ours.errors):>9.0f} "
             f"{verdict:>7}"
         )
-    if best:
+    for keepalive, (median, name, bound, cpu) in sorted(best.items(), reverse=True):
+        kind = "keep-alive" if keepalive else "a new connection per request"
         print(
-            f"our max req/s per load core: {best[0]:.0f} ({best[1]}, loadgen cpu "
-            f"{best[3]:.0f}%, client_bound={best[2]})"
+            f"our max req/s per load core, {kind}: {median:.0f} ({name}, loadgen cpu "
+            f"{cpu:.0f}%, client_bound={bound})"
         )
     print(
         "wrk errs: wrk counts a server closing after a complete response as a read error. "
