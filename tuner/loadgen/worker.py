@@ -286,17 +286,19 @@ class Slot:
             return  # an idle keep-alive connection closed by the server: not an error
         if self.got_bytes:
             self.parser = None  # it holds part of a response
-        elif self.reused or conn.fin_sent:
-            if conn.fin_sent:
-                # This server drops a client that half-closed before the answer: stop that.
-                self.worker.fin_early = False
-            else:
-                # The server closed a reused connection before answering our request (idle
-                # keep-alive timeout, or it closes after each response): retry once, fresh.
-                self.worker.learn_close(conn)
+        elif self.reused:
+            # The server closed a reused connection before answering our request (idle
+            # keep-alive timeout, or it closes after each response): retry once, fresh.
+            self.worker.learn_close(conn)
             self.reused = False
             self.connect()
             return
+        elif conn.fin_sent:
+            # Closed unanswered after our early half-close: a crash, or a server that drops
+            # half-closed clients. It counts as an error either way (never retried: that would
+            # hide crashes), and we stop half-closing early for the rest of the run.
+            self.worker.fin_early_refused = True
+            self.worker.fin_early = False
         self.fail(READ)
         self.worker.idle(self)
 
@@ -351,6 +353,7 @@ class Worker:
         self.total_responses = 0
         self.peer_closes = False  # the server closes after every response
         self.fin_early = False  # ... and says so: half-close right after each request
+        self.fin_early_refused = False  # a half-closed connection was dropped unanswered
         self.slowest_completed_us = 0  # slowest answered request of this measurement window
         self.starved = 0
         self.connections_made = 0
@@ -386,7 +389,7 @@ class Worker:
 
     def learn_announced_close(self) -> None:
         # The server answered a connection's first request with `Connection: close`.
-        self.fin_early = True
+        self.fin_early = not self.fin_early_refused
         if self.keepalive:
             self.peer_closes = True
 
