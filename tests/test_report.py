@@ -20,6 +20,7 @@ from PIL import Image
 from tests.serverwatch import wait_none_left
 from tests.test_tune import REPO, SHORT, tuner
 from tuner.cli import main
+from tuner.report_data import worker_axes
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Any absolute or protocol-relative URL in an attribute would make the page fetch something.
@@ -189,3 +190,14 @@ def test_missing_storage_file_is_not_created(
         assert main([*args, "--storage", url]) == 2
         assert capsys.readouterr().err.startswith("error:")
     assert not (tmp_path / "missing").exists()
+
+
+def test_workers_figure_groups_trials_by_the_servers_concurrency_model() -> None:
+    assert worker_axes("gunicorn", {"workers": 3, "worker_class": "gthread"}) == (3, "gthread")
+    assert worker_axes("uwsgi", {"processes": 2, "gevent": 100, "protocol": "http"}) == (
+        2,
+        "http / gevent",
+    )
+    threaded = {"processes": 4, "threads": 8, "protocol": "http11-socket"}
+    assert worker_axes("uwsgi", threaded) == (4, "http11-socket / threads")
+    assert worker_axes("uwsgi", {}) == (1, "http-socket / processes")  # an old, partial record

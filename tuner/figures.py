@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from tuner.report_data import Contender, StudyData, contenders, worker_axes
+from tuner.servers import get_adapter
 
 PERCENTILES = (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9"))
 SIZE_IN = (7.5, 4.2)
@@ -189,8 +190,8 @@ def _workers(data: StudyData) -> Chart:
     for index, (kind, points) in enumerate(sorted(groups.items())):
         xs, ys = zip(*points, strict=True)
         ax.scatter(xs, ys, label=kind, color=palette(index % 10), s=40)
-    count_name = "workers" if data.server == "gunicorn" else "processes"
-    kind_name = "worker_class" if data.server == "gunicorn" else "protocol / mode"
+    adapter = get_adapter(data.server)
+    count_name, kind_name = adapter.worker_setting, adapter.model_label
     ax.set_xlabel(f"{count_name} (worker processes)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("req/s")

@@ -15,10 +15,10 @@ import optuna
 
 from tuner.errors import ConfigError
 from tuner.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.servers import get_adapter
 from tuner.study import load_existing, storage, to_record
 
 # The setting that counts worker processes, per server (the x axis of the workers figure).
-WORKER_COUNT = {"gunicorn": "workers", "uwsgi": "processes"}
 
 
 @dataclass(frozen=True)
@@ -212,16 +212,9 @@ def list_studies(storage_url: str) -> list[dict[str, Any]]:
 
 def worker_axes(server: str, settings: dict[str, Any]) -> tuple[int, str]:
     """(worker processes, concurrency model) of a config, for the workers figure."""
-    count = int(settings.get(WORKER_COUNT.get(server, "workers"), 1) or 1)
-    if server == "uwsgi":
-        if int(settings.get("gevent", 0) or 0) > 0:
-            mode = "gevent"
-        elif int(settings.get("threads", 1) or 1) > 1:
-            mode = "threads"
-        else:
-            mode = "processes"
-        return count, f"{settings.get('protocol', '?')} / {mode}"
-    return count, str(settings.get("worker_class", "?"))
+    adapter = get_adapter(server)
+    values = {**adapter.table.defaults(), **settings}  # older records may lack new settings
+    return int(values[adapter.worker_setting] or 1), adapter.concurrency_model(values)
 
 
 def masked(storage_url: str) -> str:

@@ -56,6 +56,8 @@ class ServerAdapter(abc.ABC):
     install_hint: str
     # The setting that counts worker processes ("workers" / "processes").
     worker_setting: str
+    # What `concurrency_model` names, for report axes ("worker_class").
+    model_label: str
 
     @abc.abstractmethod
     def check_combination(self, values: Mapping[str, Value]) -> None:
@@ -88,6 +90,10 @@ class ServerAdapter(abc.ABC):
 
     @abc.abstractmethod
     def version(self) -> str: ...
+
+    @abc.abstractmethod
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        """How a config serves concurrent requests, in a few words ("gthread"), for reports."""
 
     def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
         """Every setting's value (server defaults + `values`), checked alone and together."""

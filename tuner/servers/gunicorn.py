@@ -116,6 +116,10 @@ class GunicornAdapter(ServerAdapter):
     binary = "gunicorn"
     install_hint = "pip install gunicorn"
     worker_setting = "workers"
+    model_label = "worker_class"
+
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        return str(values["worker_class"])
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
         threads = int(values["threads"])

@@ -177,6 +177,16 @@ class UwsgiAdapter(ServerAdapter):
     binary = "uwsgi"
     install_hint = "pip install pyuwsgi"
     worker_setting = "processes"
+    model_label = "protocol / mode"
+
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        if int(values["gevent"]) > 0:
+            mode = "gevent"
+        elif int(values["threads"]) > 1:
+            mode = "threads"
+        else:
+            mode = "processes"
+        return f"{values['protocol']} / {mode}"
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
         gevent = int(values["gevent"])
