@@ -274,6 +274,7 @@ def test_result_dict_has_stable_keys(server) -> None:
         "connections",
         "starved_connections",
         "littles_law_ratio",
+        "fairness",
         "unfair",
         "unfair_reasons",
         "loadgen_cpu",

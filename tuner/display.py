@@ -91,6 +91,8 @@ def result_table(result: dict[str, Any], title: str) -> Table:
     table.add_row(
         "starved connections", f"{result['starved_connections']} of {result['connections']}"
     )
+    if result.get("fairness") is not None:
+        table.add_row("fairness", f"{result['fairness']:.2f} (1 = every connection served alike)")
     if "memory_mb" in result:
         memory = result["memory_mb"]
         table.add_row(

@@ -15,7 +15,7 @@ from multiprocessing.connection import Connection, wait
 
 from tuner.errors import TunerError
 from tuner.loadgen.http import request_sequence
-from tuner.loadgen.result import PERCENTILES, LoadResult, assess
+from tuner.loadgen.result import PERCENTILES, LoadResult, assess, fairness_index
 from tuner.loadgen.spec import LoadSpec
 from tuner.loadgen.worker import ERROR_KINDS, TIMEOUT, WorkerConfig, worker_main
 from tuner.metrics.histogram import Histogram
@@ -223,6 +223,9 @@ def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult
     latency["max"] = hist.max_us / 1000
     latency["mean"] = hist.mean_us() / 1000
     starved = sum(f["starved"] for f in finals)
+    fairness = (
+        None if spec.open_loop else fairness_index([n for f in finals for n in f["completed"]])
+    )
     loadgen_cpu = max(f["cpu_pct"] for f in finals)
     ratio, reasons, client_bound, notes = assess(
         rps=rps,
@@ -230,6 +233,7 @@ def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult
         connections=spec.connections,
         open_loop=spec.open_loop,
         starved=starved,
+        fairness=fairness,
         error_rate=error_rate,
         loadgen_cpu=loadgen_cpu,
         late_requests=late,
@@ -246,6 +250,7 @@ def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult
         connections=spec.connections,
         starved_connections=starved,
         littles_law_ratio=ratio,
+        fairness=fairness,
         unfair=bool(reasons),
         unfair_reasons=reasons,
         loadgen_cpu=loadgen_cpu,

@@ -586,6 +586,9 @@ class Worker:
                     "inflight_at_end": inflight_at_end,
                     "unsent_at_end": unsent,
                     "abandoned": self.inflight,
+                    # Responses per connection that had a request in the window: how evenly
+                    # the server shared itself out.
+                    "completed": [slot.completed for slot in self.slots if slot.asked],
                 },
             )
         )

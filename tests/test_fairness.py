@@ -1,0 +1,59 @@
+"""Jain's fairness index of per-connection responses, and when it makes a run unfair (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.loadgen.result import FAIRNESS_MIN_INDEX, assess, fairness_index
+
+
+def judge(shares: list[int]) -> list[str]:
+    rps = sum(shares) / 1.5
+    _, reasons, _, _ = assess(
+        rps=rps,
+        mean_completed_ms=1000 * len(shares) / rps,  # Little's law holds
+        connections=len(shares),
+        open_loop=False,
+        starved=0,
+        fairness=fairness_index(shares),
+        error_rate=0.0,
+        loadgen_cpu=50.0,
+        late_requests=0,
+        requests=sum(shares),
+    )
+    return reasons
+
+
+def test_equal_shares_are_perfectly_fair() -> None:
+    assert fairness_index([30] * 64) == pytest.approx(1.0)
+    assert judge([30] * 64) == []
+
+
+def test_a_fair_queue_with_a_little_spread_passes() -> None:
+    shares = [28, 29, 30, 31, 32] * 12
+    assert fairness_index(shares) > 0.99
+    assert judge(shares) == []
+
+
+def test_one_connection_served_over_and_over_is_unfair() -> None:
+    # gunicorn's gevent worker under overload: a few clients get nearly everything.
+    shares = [400, 350, 300] + [10] * 61
+    index = fairness_index(shares)
+    assert index is not None and index < FAIRNESS_MIN_INDEX
+    (reason,) = judge(shares)
+    assert reason.startswith("unequal_share: fairness index")
+
+
+def test_a_random_order_server_is_still_fair() -> None:
+    # Every connection equally likely to be next: Poisson-like spread around 20 responses.
+    shares = [12, 15, 17, 18, 19, 20, 20, 21, 22, 23, 25, 28] * 5
+    index = fairness_index(shares)
+    assert index is not None and index > FAIRNESS_MIN_INDEX
+    assert judge(shares) == []
+
+
+def test_too_few_responses_per_connection_are_not_judged() -> None:
+    # One sync worker, 64 clients, 50 ms each: 30 responses in the window, one per client in
+    # turn; that looks uneven (30 got one, 34 none) but is a fair queue.
+    assert fairness_index([1] * 30 + [0] * 34) is None
+    assert fairness_index([]) is None
