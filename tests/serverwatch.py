@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -32,12 +33,20 @@ def servers_started_since(since: float) -> list[psutil.Process]:
 
 
 def wait_none_left(since: float, timeout_s: float = 10.0) -> list[str]:
-    """Waits (polling) until no server process started since `since` is alive; returns leftovers."""
+    """Waits (polling) until no server process started since `since` is left, and returns the
+    leftovers. Left = alive and either ours (a descendant of this test process) or an orphan
+    (its tuner is gone); other people's servers on a shared machine have a live parent of their
+    own and are not counted."""
+    me = os.getpid()
     deadline = time.monotonic() + timeout_s
     delay = 0.05
     while True:
-        left = servers_started_since(since)
+        left = []
+        for proc in servers_started_since(since):
+            with contextlib.suppress(psutil.Error):
+                if proc.ppid() == 1 or me in [parent.pid for parent in proc.parents()]:
+                    left.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
         if not left or time.monotonic() > deadline:
-            return [f"{p.pid} {' '.join(p.info['cmdline'] or [])}" for p in left]
+            return left
         time.sleep(delay)
         delay = min(delay * 2, 0.5)

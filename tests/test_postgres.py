@@ -24,7 +24,6 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.test_faults import leftovers
 from tuner.process import free_port
 from tuner.study import load_records, with_postgres_driver
 
@@ -103,13 +102,6 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.fixture
-def since() -> Iterator[float]:
-    started = time.time()
-    yield started
-    assert leftovers(started) == []
-
-
 def _tune(
     url: str, study: str, server_cpu: int, load_cpu: int, tmp: Path, trials: int, *extra: str
 ) -> subprocess.Popen[str]:
@@ -165,7 +157,11 @@ def test_two_hosts_share_one_study(postgres_url: str, tmp_path: Path, since: flo
     assert b.returncode == 0, err_b
 
     attrs, records = load_records(postgres_url, study)
-    assert len(records) == 6 and all(r.state == "COMPLETE" for r in records)
+    # Every trial measured; a sampled config may be judged unfair (gevent under overload).
+    assert len(records) == 6
+    assert all(r.state == "COMPLETE" or r.fail_reason.startswith("unfair: ") for r in records), [
+        (r.state, r.fail_reason) for r in records
+    ]
     assert sorted(r.number for r in records) == list(range(6))
     # Baselines enqueued once, by whichever tuner created the study.
     assert sorted(r.baseline for r in records if r.baseline) == ["2*cpus+1", "default"]
