@@ -57,3 +57,22 @@ def test_too_few_responses_per_connection_are_not_judged() -> None:
     # turn; that looks uneven (30 got one, 34 none) but is a fair queue.
     assert fairness_index([1] * 30 + [0] * 34) is None
     assert fairness_index([]) is None
+
+
+def test_a_window_shorter_than_one_turn_of_a_slow_queue_is_not_unfair() -> None:
+    # 1 sync worker, 50 ms a request, 64 clients: a turn takes 3.2 s; a 1.5 s window sees 30
+    # responses whose waits average 1.4 s, so rps x mean latency / connections is only 0.45.
+    ratio, reasons, _, _ = assess(
+        rps=20.0,
+        mean_completed_ms=1430.0,
+        connections=64,
+        open_loop=False,
+        starved=0,
+        fairness=None,
+        error_rate=0.0,
+        loadgen_cpu=5.0,
+        late_requests=0,
+        requests=30,
+    )
+    assert ratio is not None and ratio < 0.5
+    assert reasons == []
