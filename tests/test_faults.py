@@ -290,10 +290,19 @@ def _wait_mid_trial(proc: subprocess.Popen[str], done_trials: int) -> list[psuti
     while ended < done_trials and time.monotonic() < deadline:
         ended += proc.stderr.readline().startswith("trial ")
     assert ended == done_trials
-    time.sleep(1.2)  # the next trial: server up (~0.5 s), then into the load window
-    tree = psutil.Process(proc.pid).children(recursive=True)
-    assert any("gunicorn" in " ".join(p.cmdline()) for p in tree), "not mid-trial"
-    return tree
+    # The next trial is under load once its server and its load workers are both running.
+    while time.monotonic() < deadline:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        lines = []
+        for child in tree:
+            with contextlib.suppress(psutil.Error):
+                lines.append(" ".join(child.cmdline()))
+        if any("gunicorn" in line for line in lines) and any(
+            "multiprocessing.spawn" in line for line in lines
+        ):
+            return tree
+        time.sleep(0.05)
+    raise AssertionError("the next trial never got under load")
 
 
 def _listening_ports() -> set[int]:
