@@ -149,45 +149,27 @@ def test_sigkill_of_the_tuner_mid_bench_leaves_no_server(since):
     assert wait_none_left(since) == []
 
 
+def bench_json(app: str, server: str, *options: str) -> dict:
+    """`tuner bench APP --server SERVER --json OPTIONS...`, which must succeed; its result."""
+    done = tuner("bench", app, "--server", server, "--json", *options)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
 def test_slow_but_fair_queue_is_not_starvation(since):
     # One sync worker, 16 clients, 50 ms each: every client waits ~0.8 s in turn. Some complete
     # nothing in a 1 s window, but none is passed over, so the result is fair.
-    done = tuner(
-        "bench",
-        "apps/iowait.py",
-        "--server",
-        "gunicorn",
-        "--json",
-        "--duration",
-        "1",
-        "--warmup",
-        "0.5",
-        "--connections",
-        "16",
+    result = bench_json(
+        "apps/iowait.py", "gunicorn", "--duration", "1", "--warmup", "0.5", "--connections", "16"
     )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
     assert result["starved_connections"] == 0 and not result["unfair"], result["notes"]
     assert 10 <= result["rps"] <= 21  # ~20 req/s: one request at a time, 50 ms each
 
 
 def test_passed_over_connections_are_starvation(since):
     # uWSGI http11-socket with one sync worker keeps serving one keep-alive connection.
-    done = tuner(
-        "bench",
-        "apps/hello.py",
-        "--server",
-        "uwsgi",
-        "--set",
-        "protocol=http11-socket",
-        "--json",
-        "--duration",
-        "1",
-        "--warmup",
-        "0.3",
-        "--connections",
-        "8",
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = bench_json(
+        "apps/hello.py", "uwsgi", "--set", "protocol=http11-socket",
+        "--duration", "1", "--warmup", "0.3", "--connections", "8",
+    )  # fmt: skip
     assert result["unfair"] and result["starved_connections"] >= 6
