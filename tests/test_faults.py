@@ -113,10 +113,12 @@ def test_crashing_worker_kills_a_uwsgi_without_master(tmp_path: Path, since: flo
     assert "\n" not in records[0].fail_reason
 
 
-def test_hanging_requests_fail_the_trial_as_unfair(tmp_path: Path, since: float) -> None:
+def test_hanging_requests_make_the_trial_unfair(tmp_path: Path, since: float) -> None:
+    # Measured (so the sampler learns from it) but infeasible: it can never win.
     records = search(tmp_path, FAULTY, "gunicorn", "--path", "/hang?every=40", trials=1)
-    assert records[0].state == "FAIL"
+    assert records[0].state == "COMPLETE" and not records[0].feasible
     assert records[0].fail_reason.startswith("unfair: ")
+    assert records[0].why_infeasible == "unfair"
 
 
 def test_5xx_answers_are_an_slo_violation(tmp_path: Path, since: float) -> None:
@@ -357,11 +359,9 @@ def test_sigterm_then_sigkill_then_resume_loses_nothing(tmp_path: Path, since: f
     assert "RUNNING" not in states and "WAITING" not in states
     assert records[killed_trial].state == "FAIL"
     assert records[killed_trial].fail_reason.startswith("abandoned: the tuner on ")
-    # One measured trial per run; a sampled config may end FAIL as unfair, which is measured.
+    # One measured trial per run (complete, or pruned as hopeless).
     stopped = ("interrupted: ", "abandoned: ")
-    measured = [
-        r for r in records if r.state == "COMPLETE" or not r.fail_reason.startswith(stopped)
-    ]
+    measured = [r for r in records if not r.fail_reason.startswith(stopped)]
     assert len(measured) == 3, [(r.state, r.fail_reason) for r in records]
     assert sum(r.baseline == "default" for r in records) == 1
     assert (tmp_path / "gunicorn.conf.py").exists()

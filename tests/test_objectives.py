@@ -14,6 +14,7 @@ from tuner.objectives import (
     directions,
     feasible,
     pick_pareto_point,
+    unfairness,
     values,
 )
 
@@ -55,11 +56,11 @@ def test_values_missing_metric_is_an_invalid_measurement() -> None:
 
 def test_constraints_sign_convention_and_length() -> None:
     m = metrics(1000.0, 50.0, 300.0, errors=0.002)
-    assert constraints(Slo(), m) == pytest.approx([0.002 - 0.01])  # error rate only
+    assert constraints(Slo(), m) == pytest.approx([0.002 - 0.01, 0.0])  # error rate, fairness
     full = Slo(p99_ms=40.0, max_error_rate=0.001, max_memory_mb=400.0)
     c = constraints(full, m)
-    assert c == pytest.approx([0.001, 10.0, -100.0])
-    assert [x <= 0 for x in c] == [False, False, True]
+    assert c == pytest.approx([0.001, 0.0, 10.0, -100.0])
+    assert [x <= 0 for x in c] == [False, True, False, True]
     assert not feasible(full, m)
     assert feasible(Slo(p99_ms=60.0, max_memory_mb=400.0), m)
     # exactly at the limit is satisfied (Optuna: <= 0)
@@ -69,8 +70,23 @@ def test_constraints_sign_convention_and_length() -> None:
 def test_constraints_same_length_when_metrics_are_missing() -> None:
     slo = Slo(p99_ms=40.0, max_memory_mb=400.0)
     c = constraints(slo, {"rps": 10.0})
-    assert len(c) == 3 and all(math.isinf(x) and x > 0 for x in c)
+    assert len(c) == 4 and all(math.isinf(x) and x > 0 for i, x in enumerate(c) if i != 1)
     assert not feasible(slo, {"rps": 10.0})
+
+
+def test_an_unfair_run_is_infeasible_by_how_unequal_it_was() -> None:
+    m = metrics(7000.0, 0.7)  # fast-looking figures of a server that served a few clients
+    assert feasible(Slo(), m)
+    starved = {**m, "unfair": True, "connections": 64, "starved_connections": 48}
+    assert unfairness(starved) == pytest.approx(0.75)
+    assert not feasible(Slo(), starved)
+    uneven = {**m, "unfair": True, "connections": 64, "fairness": 0.8, "littles_law_ratio": 1.1}
+    assert unfairness(uneven) == pytest.approx(0.2)
+    assert unfairness({**m, "unfair": True, "littles_law_ratio": 0.4}) == pytest.approx(0.6)
+    # Judged unfair although every figure looks even (a rule added later): still infeasible.
+    assert unfairness({**m, "unfair": True, "fairness": 0.999}) > 0
+    # A fair run with a fairness figure is fully feasible.
+    assert unfairness({**m, "unfair": False, "fairness": 0.5}) == 0.0
 
 
 def test_pick_prefers_leanest_within_noise_of_fastest() -> None:

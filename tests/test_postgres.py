@@ -157,9 +157,8 @@ def test_two_hosts_share_one_study(postgres_url: str, tmp_path: Path, since: flo
     assert b.returncode == 0, err_b
 
     attrs, records = load_records(postgres_url, study)
-    # Every trial measured; a sampled config may be judged unfair (gevent under overload).
     assert len(records) == 6
-    assert all(r.state == "COMPLETE" or r.fail_reason.startswith("unfair: ") for r in records), [
+    assert all(r.state in ("COMPLETE", "PRUNED") for r in records), [
         (r.state, r.fail_reason) for r in records
     ]
     assert sorted(r.number for r in records) == list(range(6))

@@ -67,7 +67,7 @@ def _history(data: StudyData) -> Chart:
             label = (
                 "baselines"
                 if group[0].baseline
-                else ("searched" if group[0].feasible else "violates an SLO")
+                else ("searched" if group[0].feasible else "unfair or violates an SLO")
             )
             ax.scatter([r.number for r in group], [r.rps for r in group], label=label, **style)
     for record in done:

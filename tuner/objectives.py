@@ -15,8 +15,10 @@ multi       maximise rps, minimise p99 and PSS memory (MB) at the same load; Opt
             Pareto front and `pick_pareto_point` chooses the one config that is emitted.
 
 Constraints follow Optuna's convention (each value <= 0 means satisfied) so a study can pass
-them to `constraints_func`; the error-rate constraint is always present, so a config cannot
-"win" latency by failing fast.
+them to `Trial.set_constraint`. Two are always present: the error rate, so a config cannot "win"
+latency by failing fast, and fairness, so a config that starves some connections (whose figures
+describe only the clients it chose to serve) cannot win at all. Both being constraints rather
+than failed trials lets the sampler learn where the boundary lies.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ _DIRECTIONS = {
     "latency": ["minimize"],
     "multi": ["maximize", "minimize", "minimize"],
 }
+
+
+# The constraint value of a run judged unfair whose figures look nearly even: still > 0.
+MIN_UNFAIRNESS = 0.01
 
 
 @dataclass(frozen=True)
@@ -99,12 +105,31 @@ def constraints(slo: Slo, metrics: Mapping) -> list[float]:
 
 def named_constraints(slo: Slo, metrics: Mapping) -> dict[str, float]:
     """The same values as `constraints`, by name (for Optuna's `Trial.set_constraint`)."""
-    out = {"error_rate": _excess(metrics.get("error_rate"), slo.max_error_rate)}
+    out = {
+        "error_rate": _excess(metrics.get("error_rate"), slo.max_error_rate),
+        "fair": unfairness(metrics),
+    }
     if slo.p99_ms is not None:
         out["p99_ms"] = _excess((metrics.get("latency_ms") or {}).get("p99"), slo.p99_ms)
     if slo.max_memory_mb is not None:
         out["pss_mb"] = _excess((metrics.get("memory_mb") or {}).get("pss_mean"), slo.max_memory_mb)
     return out
+
+
+def unfairness(metrics: Mapping) -> float:
+    """0 for a run judged fair; else how unequal the service was, in (0, 1]: 1 minus the
+    worst of the served share of connections, the fairness index and the Little's-law ratio.
+    A graded value (not a flag) tells the sampler which unfair configs were nearly fair."""
+    if not metrics.get("unfair"):
+        return 0.0
+    connections = metrics.get("connections") or 0
+    starved = metrics.get("starved_connections") or 0
+    shares = [1 - starved / connections] if connections else []
+    for key in ("fairness", "littles_law_ratio"):
+        value = metrics.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            shares.append(min(1.0, float(value)))
+    return min(1.0, max(MIN_UNFAIRNESS, 1 - min(shares, default=0.0)))
 
 
 def _excess(value: object, limit: float) -> float:

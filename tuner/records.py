@@ -25,6 +25,13 @@ class TrialRecord:
         return self.baseline or f"trial {self.number}"
 
     @property
+    def why_infeasible(self) -> str:
+        """A short tag for a measured trial that cannot win: "unfair" or "violates SLO"."""
+        if self.feasible:
+            return ""
+        return "unfair" if self.fail_reason.startswith("unfair") else "violates SLO"
+
+    @property
     def rps(self) -> float:
         return float(self.metrics.get("rps", 0.0))
 

@@ -40,7 +40,7 @@ def top_trials(data: StudyData, settings_text: SettingsText, limit: int = TOP_TR
     rows = [_trial_row(r) + (settings_text(r.settings),) for r in data.ranked()[:limit]]
     order = "lowest p99" if data.objective == "latency" else "highest req/s"
     return Table(
-        f"Top trials ({order} first; SLO violators last)",
+        f"Top trials ({order} first; unfair or SLO-violating last)",
         (*columns, "startup s", "notes", "settings"),
         rows,
     )
@@ -59,7 +59,7 @@ def _trial_row(r: TrialRecord) -> tuple[str, ...]:
     latency = r.metrics.get("latency_ms", {})
     notes = [r.baseline] if r.baseline else []
     notes += ["client_bound"] if r.metrics.get("client_bound") else []
-    notes += [] if r.feasible else ["violates SLO"]
+    notes += [r.why_infeasible] if r.why_infeasible else []
     return (
         str(r.number),
         f"{r.rps:,.0f}",

@@ -364,17 +364,12 @@ class _TrialObjective:
         if pruning.pruned:
             trial.set_user_attr("fail_reason", "pruned: throughput clearly below the others")
             raise optuna.TrialPruned()
-        if metrics["unfair"]:
-            reasons = "; ".join(metrics.get("unfair_reasons", [])) or "unfair measurement"
-            _fail(trial, "unfair", reasons)
-            raise InvalidMeasurement(f"unfair: {reasons}")
         named = objectives.named_constraints(setup.slo, metrics)
         for name, excess in named.items():
             trial.set_constraint(name, excess)  # the sampler steers away from violations
         trial.set_user_attr("constraints", list(named.values()))
-        violations = slo_violations(setup.slo, metrics)
-        if violations:
-            trial.set_user_attr("fail_reason", f"violates SLO: {violations}")
+        if reason := infeasible_reason(setup.slo, metrics):
+            trial.set_user_attr("fail_reason", reason)
         return objectives.values(setup.objective, metrics)
 
     def _maybe_probe(self, number: int) -> None:
@@ -416,6 +411,15 @@ def trial_metrics(result: dict[str, Any]) -> dict[str, Any]:
     if windows:
         metrics["rps"] = statistics.median(windows)
     return metrics
+
+
+def infeasible_reason(slo: Slo, metrics: dict[str, Any]) -> str:
+    """Why a measured trial cannot win, as one line ("" when it can): unfair first (its
+    figures describe only the clients the server chose to serve), then the SLOs it breaks."""
+    if metrics.get("unfair"):
+        return "unfair: " + ("; ".join(metrics.get("unfair_reasons", [])) or "uneven service")
+    violations = slo_violations(slo, metrics)
+    return f"violates SLO: {violations}" if violations else ""
 
 
 def slo_violations(slo: Slo, metrics: dict[str, Any]) -> str:

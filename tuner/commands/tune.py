@@ -243,13 +243,14 @@ def _print_best_so_far(console: Console, setup: StudySetup) -> None:
         _, records = load_records(setup.storage_url, setup.name)
     except ConfigError:
         return
-    done = sorted((r for r in records if r.state == "COMPLETE"), key=lambda r: -r.rps)
+    done = [r for r in records if r.state == "COMPLETE"]
+    usable = sorted((r for r in done if r.feasible), key=lambda r: -r.rps)
     console.print(
         f"interrupted: {len(done)} completed trial(s) kept in {setup.storage_url} "
         f"(study {setup.name!r}); re-run the same command to resume"
     )
-    if done:
-        best = done[0]
+    if usable:
+        best = usable[0]
         console.print(
             f"best so far: {best.label}: {best.rps:,.0f} req/s, p99 {best.p99_ms:.2f} ms",
             highlight=False,
