@@ -33,13 +33,22 @@ def test_clear_winner_replaces_default():
     assert "beats the default beyond the noise" in verdict.summary
 
 
-def test_overlapping_ranges_keep_the_default():
+def test_overlapping_ranges_pick_by_median_and_say_it_is_within_the_noise():
     default = entry("default", [run(100), run(140), run(105)])
     best = entry("trial 7", [run(130), run(150), run(135)])
     verdict = decide([default, best], "throughput", Slo())
     assert verdict is not None
-    assert verdict.winner is default and not verdict.beats_default
-    assert "no config is measurably better" in verdict.summary
+    assert verdict.winner is best and not verdict.beats_default
+    assert "not measurably better than the default" in verdict.summary
+    assert "x1.29" in verdict.summary and "100.0-140.0" in verdict.summary
+
+
+def test_default_with_the_best_median_is_the_pick():
+    default = entry("default", [run(120), run(140), run(125)])
+    other = entry("trial 7", [run(120), run(150), run(100)])
+    verdict = decide([default, other], "throughput", Slo())
+    assert verdict is not None and verdict.winner is default and not verdict.beats_default
+    assert "default config measured best" in verdict.summary
 
 
 def test_unfair_or_slo_violating_candidates_never_win():

@@ -151,10 +151,11 @@ class Verdict:
 
 
 def decide(confirmed: Sequence[Confirmed], objective: str, slo: Slo) -> Verdict | None:
-    """Pick the best usable candidate by its median; keep the default unless clearly beaten.
+    """Pick the usable candidate with the best median, and say whether it beats the default
+    beyond the noise (every one of its runs better than every run of the default).
 
-    A searched config whose runs overlap the default's is within the noise: recommending it
-    would be recommending noise, so the default stays, and the summary says so.
+    The median is the best estimate there is, so it picks; the noise verdict tells the reader
+    how much to trust the difference (and goes into the emitted file's header).
     """
     by_label = {entry.candidate.label: entry for entry in confirmed}
     default, rule = by_label.get(BASELINE_DEFAULT), by_label.get(BASELINE_RULE)
@@ -172,9 +173,8 @@ def decide(confirmed: Sequence[Confirmed], objective: str, slo: Slo) -> Verdict 
     best_spread, default_spread = _headline(best, objective), _headline(default, objective)
     assert best_spread is not None and default_spread is not None
     beats = clearly_better(best_spread, default_spread, higher_is_better=higher)
-    winner = best if beats else default
-    summary = _summary(best, default, beats, objective) + _tail_warning(winner, default)
-    return Verdict(winner, default, rule, beats, summary)
+    summary = _summary(best, default, beats, objective) + _tail_warning(best, default)
+    return Verdict(best, default, rule, beats, summary)
 
 
 def _tail_warning(winner: Confirmed, default: Confirmed) -> str:
@@ -247,6 +247,7 @@ def _summary(best: Confirmed, default: Confirmed | None, beats: bool, objective:
         label = best.candidate.label
         return f"{label} beats the default beyond the noise ({name} x{change:.2f}; {ranges})"
     return (
-        f"no config is measurably better than the default: {best.candidate.label} was "
-        f"x{change:.2f} on median but the ranges overlap ({ranges}); keeping the default"
+        f"{best.candidate.label} has the best median ({name} x{change:.2f} the default's) but "
+        f"is not measurably better than the default: the ranges overlap ({ranges}); expect "
+        "about the default's figures"
     )
