@@ -187,8 +187,9 @@ class GunicornAdapter(ServerAdapter):
         lines = comment_block(header, "#")
         if lines:
             lines.append("")
-        lines.append("# Where the app is and where to listen. EDIT bind for your deployment:")
-        lines.append("# 127.0.0.1 accepts connections from this machine only (e.g. behind nginx).")
+        lines.append("# Where the app is and where to listen. EDIT chdir (the app's folder on the")
+        lines.append("# machine it was tuned on) and bind for your deployment: 127.0.0.1 accepts")
+        lines.append("# connections from this machine only (e.g. behind nginx).")
         lines += [f"{key} = {text}" for key, text in self._wiring(app, host, port)]
         lines += ["", "# Tuned settings (every one listed, defaults included)."]
         for setting in self.table.settings:

@@ -255,8 +255,9 @@ class UwsgiAdapter(ServerAdapter):
         lines.append("[uwsgi]")
         lines.append("; Always on: fail loudly, and stop on SIGTERM.")
         lines += [f"{option} = true" for option in ALWAYS_ON]
-        lines.append("; Where the app is and where to listen. EDIT the socket address for your")
-        lines.append("; deployment: 127.0.0.1 accepts connections from this machine only.")
+        lines.append("; Where the app is and where to listen. EDIT chdir (the app's folder on the")
+        lines.append("; machine it was tuned on) and the socket address for your deployment:")
+        lines.append("; 127.0.0.1 accepts connections from this machine only.")
         for key, text in self._wiring(app, host, port, str(resolved["protocol"])):
             lines.append(f"{key} = {_ini_value(key, text)}")
         lines.append("; Tuned settings (switches that are off, uWSGI's default, are left out).")
