@@ -180,7 +180,14 @@ def test_sigint_mid_study_keeps_trials_and_leaves_no_server(tmp_path, since):
     while time.monotonic() < deadline and not servers_started_since(mark):
         time.sleep(0.05)  # polling for the next trial's server process
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR2)  # the tuner prints every thread's stack, to see where
+        time.sleep(1)  # let faulthandler write before the kill; no state to poll for
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"the tuner did not exit within 60 s of SIGINT; its stacks:\n{err[-6000:]}")
     assert proc.returncode == 130, err
     assert "interrupted" in err
     study = optuna.load_study(study_name="cut", storage=storage)

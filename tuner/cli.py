@@ -7,11 +7,14 @@ unless TUNER_DEBUG=1.
 SIGTERM (and SIGHUP) behave exactly like Ctrl-C: they raise KeyboardInterrupt in the main thread,
 so the running server is stopped on the way out, the running trial is recorded as failed, and
 the exit code is 128 + the signal number.
+
+SIGUSR2 prints every thread's stack to stderr and the tuner goes on: for a tuner that seems stuck.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import signal
 import sys
@@ -61,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS if in_main_thread}
+    if in_main_thread:
+        faulthandler.register(signal.SIGUSR2, all_threads=True, chain=False)
     try:
         return int(args.handler(args))
     except TunerError as exc:
