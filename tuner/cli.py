@@ -60,11 +60,19 @@ def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def _has_file_descriptor(stream: object) -> bool:
+    """faulthandler writes to a file descriptor: not there when stderr is captured in-process."""
+    try:
+        return stream.fileno() >= 0  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS if in_main_thread}
-    if in_main_thread:
+    if in_main_thread and _has_file_descriptor(sys.stderr):
         faulthandler.register(signal.SIGUSR2, all_threads=True, chain=False)
     try:
         return int(args.handler(args))
