@@ -111,4 +111,6 @@ def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: s
             "a single search measurement: `tuner tune` re-measures its top configs "
             "against the default before recommending one"
         )
+    if record.fail_reason:
+        lines.append(f"WARNING: this trial cannot be recommended: {record.fail_reason}")
     return lines

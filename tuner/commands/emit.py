@@ -42,5 +42,8 @@ def handle(args: argparse.Namespace) -> int:
     path = write_config(
         adapter, app, settings, header, args.out, server_cpus=tuple(setup["server_cpus"])
     )
-    Console(stderr=True).print(f"wrote {path}", highlight=False)
+    console = Console(stderr=True)
+    if record.fail_reason:  # written on request, but the reader must know why it never won
+        console.print(f"warning: trial {record.number}: {record.fail_reason}", highlight=False)
+    console.print(f"wrote {path}", highlight=False)
     return 0
