@@ -39,9 +39,10 @@ from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 from tuner.space import SearchSpace, suggest
 
-# A trial whose running throughput is below this percentile of the others at the same second
-# is stopped early: only clearly hopeless configs, since one-second windows are noisy.
-PRUNE_PERCENTILE = 25.0
+# A trial whose running figure is in the worst quarter of the others at the same second is
+# stopped early: only clearly hopeless configs, since one-second windows are noisy. (Optuna's
+# PercentilePruner takes the share it *keeps*: 75 keeps the best 75% in either direction.)
+KEEP_BEST_PERCENT = 75.0
 PRUNE_WARMUP_WINDOWS = 2
 HEARTBEAT_S = 10
 GRACE_S = 30
@@ -212,6 +213,31 @@ def redact(url: str) -> str:
     return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
+class FeasiblePercentilePruner(optuna.pruners.PercentilePruner):
+    """Optuna's PercentilePruner, comparing a trial only with trials that could win.
+
+    An unfair config often looks fast (it serves a few clients and ignores the rest), and an
+    SLO violator may too: neither may raise the bar that a sound config is pruned against.
+    """
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        return super().prune(_FeasibleTrialsOnly(study), trial)  # type: ignore[arg-type]
+
+
+class _FeasibleTrialsOnly:
+    """A view of a study whose get_trials() leaves out trials that violate a constraint."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self._study = study
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
+        trials = self._study.get_trials(deepcopy=deepcopy, states=states)
+        return [t for t in trials if all(v <= 0 for v in t.constraints.values())]
+
+
 def open_study(setup: StudySetup) -> optuna.Study:
     """Create the study (enqueueing both baselines), or load it to add trials.
 
@@ -225,8 +251,8 @@ def open_study(setup: StudySetup) -> optuna.Study:
         multivariate=True,
         group=True,  # conditional parameters (threads only with gthread) need grouped TPE
     )
-    pruner = optuna.pruners.PercentilePruner(
-        PRUNE_PERCENTILE, n_startup_trials=4, n_warmup_steps=PRUNE_WARMUP_WINDOWS
+    pruner = FeasiblePercentilePruner(
+        KEEP_BEST_PERCENT, n_startup_trials=4, n_warmup_steps=PRUNE_WARMUP_WINDOWS
     )
     store = storage(setup.storage_url)
     mine = hosts.hardware(setup.server_cpus, setup.load.load_cpus)
