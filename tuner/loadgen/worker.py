@@ -192,7 +192,7 @@ class Slot:
 
     def connect(self) -> None:
         worker = self.worker
-        conn = Conn(self, worker.one_shot())
+        conn = Conn(self, worker.plan_new_connection())
         self.conn = conn
         if self.parser is None:
             self.parser = httptools.HttpResponseParser(self)
@@ -377,9 +377,10 @@ class Worker:
         self.request_pos = pos + 1 if pos + 1 < len(requests) else 0
         return requests[pos]
 
-    def one_shot(self) -> bool:
-        """Will a new connection carry a single request (we asked for `Connection: close`, or
-        the server closes after each response)?"""
+    def plan_new_connection(self) -> bool:
+        """Count a new connection and say whether it will carry a single request (we asked
+        for `Connection: close`, or the server closes after each response). Every
+        REPROBE_EVERY-th stays open after its response, to notice a server that changed."""
         if not self.keepalive:
             return True
         if not self.peer_closes:
