@@ -29,7 +29,7 @@ class ServerRow:
     study: str
     default: dict[str, Any]  # Confirmed.to_dict() of the default
     tuned: dict[str, Any] | None  # of the tuned config; None when no config passed the SLOs
-    tuned_is_default: bool  # the study kept the default: nothing measurably better
+    tuned_is_default: bool  # the study's winner is the default config itself
     config_file: str | None
     verdict: str
 
