@@ -239,6 +239,11 @@ def summarise(
         "grid_s": grid_s,
         "tune_s": tune_s,
         "trials": outcome["trials"],
+        "trial_states": (
+            f"{outcome['trials']} trials: {outcome['completed']} complete "
+            f"({len(outcome.get('cannot_win', []))} unfair or over an SLO), "
+            f"{outcome.get('pruned', 0)} pruned, {len(outcome['failed'])} failed"
+        ),
     }
 
 
@@ -283,7 +288,7 @@ def print_table(rows: list[dict]) -> None:
         print(
             f"{r['app']}/{r['server']}: grid {_range(r['grid_spread'])} req/s with "
             f"{r['grid_config'] or '(defaults)'}; tuner {_range(r['tuner_spread'])}; "
-            f"tuner's verdict: {r['verdict']}"
+            f"tuner's verdict: {r['verdict']}; {r['trial_states']}"
         )
 
 

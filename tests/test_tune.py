@@ -128,6 +128,8 @@ def test_slo_nobody_meets_writes_no_file(tmp_path, since):
     assert done.returncode == 1, done.stderr  # measured fine, but nothing meets the SLO
     result = json.loads(done.stdout)
     assert result["verdict"] is None and result["config_file"] is None
+    assert result["completed"] >= 1 and len(result["cannot_win"]) == result["completed"]
+    assert all(e["reason"].startswith(("violates SLO: ", "unfair: ")) for e in result["cannot_win"])
     assert not out.exists()
     study = optuna.load_study(
         study_name="iowait-gunicorn-throughput", storage=f"sqlite:///{tmp_path}/s.db"

@@ -44,6 +44,12 @@ class TuneOutcome:
                 for r in self.records
                 if r.state == "FAIL"
             ],
+            "pruned": sum(r.state == "PRUNED" for r in self.records),
+            "cannot_win": [  # measured, but unfair or outside the SLOs
+                {"trial": r.number, "reason": r.fail_reason}
+                for r in self.records
+                if r.state == "COMPLETE" and not r.feasible
+            ],
             "confirmation": [c.to_dict() for c in self.confirmed],
             "verdict": self.verdict.to_dict() if self.verdict else None,
             "config_file": str(self.out_path) if self.out_path else None,
