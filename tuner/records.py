@@ -19,6 +19,16 @@ class TrialRecord:
     baseline: str = ""  # "default", "2*cpus+1" or "" for a searched config
     fail_reason: str = ""
     feasible: bool = True
+    covers_for: int | None = None  # queued with a thread per connection after that trial starved
+
+    @property
+    def origin(self) -> str:
+        """Why this config was measured, when not by the sampler's choice."""
+        if self.baseline:
+            return self.baseline
+        if self.covers_for is not None:
+            return f"a thread per connection, after trial {self.covers_for}"
+        return ""
 
     @property
     def label(self) -> str:

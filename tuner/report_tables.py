@@ -57,7 +57,7 @@ def pareto_front(data: StudyData, settings_text: SettingsText) -> Table:
 
 def _trial_row(r: TrialRecord) -> tuple[str, ...]:
     latency = r.metrics.get("latency_ms", {})
-    notes = [r.baseline] if r.baseline else []
+    notes = [r.origin] if r.origin else []
     notes += ["client_bound"] if r.metrics.get("client_bound") else []
     notes += [r.why_infeasible] if r.why_infeasible else []
     return (

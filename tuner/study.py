@@ -34,16 +34,19 @@ from tuner.loadgen import LoadSpec, WindowStats
 from tuner.objectives import Slo
 from tuner.probe import cpu_probe_ms
 from tuner.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.repair import covering_config
 from tuner.runner import BenchPlan, cpu_model, run_bench
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
-from tuner.space import SearchSpace, suggest
+from tuner.space import SearchSpace, bounds, suggest
 
 # A trial whose running figure is in the worst quarter of the others at the same second is
 # stopped early: only clearly hopeless configs, since one-second windows are noisy. (Optuna's
 # PercentilePruner takes the share it *keeps*: 75 keeps the best 75% in either direction.)
 KEEP_BEST_PERCENT = 75.0
 PRUNE_WARMUP_WINDOWS = 2
+# Configs queued per study because a config starved connections it had no thread for.
+MAX_COVERING_TRIES = 2
 HEARTBEAT_S = 10
 GRACE_S = 30
 # Environment overrides (whole seconds), so tests need not wait 30 s for a dead tuner's trial.
@@ -396,7 +399,29 @@ class _TrialObjective:
         trial.set_user_attr("constraints", list(named.values()))
         if reason := infeasible_reason(setup.slo, metrics):
             trial.set_user_attr("fail_reason", reason)
+        if metrics.get("starved_connections"):
+            self._try_covering_config(trial.number, settings)
         return objectives.values(setup.objective, metrics)
+
+    def _try_covering_config(self, number: int, settings: dict[str, Value]) -> None:
+        """Queue the nearest config with a thread for every connection (see tuner.repair),
+        a few times per study, so the sampler sees that region at its best once."""
+        setup = self.setup
+        tried = [t for t in self.study.get_trials(deepcopy=False) if "covers_for" in t.user_attrs]
+        if len(tried) >= MAX_COVERING_TRIES:
+            return
+        cpus = len(setup.server_cpus)
+        ranges = bounds(setup.space, cpus)
+        limits = {
+            p.setting: (int(ranges[p.name][0]), int(ranges[p.name][1]))
+            for p in setup.space.params
+            if p.type == "int"
+        }
+        fixed = covering_config(setup.adapter, settings, setup.load.connections, limits)
+        if fixed is None:
+            return
+        params = {p.name: fixed[p.setting] for p in setup.space.params}
+        self.study.enqueue_trial(params, user_attrs={"covers_for": number}, skip_if_exists=True)
 
     def _maybe_probe(self, number: int) -> None:
         """Every few trials, time a fixed CPU loop on the server CPUs to watch machine drift."""
@@ -499,6 +524,7 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
         baseline=str(frozen.user_attrs.get("baseline", "")),
         fail_reason=fail_reason,
         feasible=all(c <= 0 for c in constraints),
+        covers_for=frozen.user_attrs.get("covers_for"),
     )
 
 

@@ -29,7 +29,7 @@ def describe(settings: dict[str, Any], defaults: dict[str, Any]) -> str:
 
 def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
     what = describe(record.settings, defaults)
-    label = f"trial {record.number}" + (f" [{record.baseline}]" if record.baseline else "")
+    label = f"trial {record.number}" + (f" [{record.origin}]" if record.origin else "")
     if record.state == "COMPLETE":
         flags = [f for f in ("client_bound",) if record.metrics.get(f)]
         flags += [] if record.feasible else [record.fail_reason or "violates SLO"]

@@ -58,6 +58,8 @@ class ServerAdapter(abc.ABC):
     worker_setting: str
     # What `concurrency_model` names, for report axes ("worker_class").
     model_label: str
+    # The setting that counts threads per worker process.
+    thread_setting: str = "threads"
 
     @abc.abstractmethod
     def check_combination(self, values: Mapping[str, Value]) -> None:
@@ -94,6 +96,12 @@ class ServerAdapter(abc.ABC):
     @abc.abstractmethod
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         """How a config serves concurrent requests, in a few words ("gthread"), for reports."""
+
+    def pins_connections(self, values: Mapping[str, Value]) -> bool:
+        """True when each open keep-alive connection holds a worker thread for as long as it
+        stays open: such a config answers at most workers x threads clients at a time and
+        leaves the others waiting, however idle the held connections are."""
+        return False
 
     def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
         """Every setting's value (server defaults + `values`), checked alone and together."""

@@ -188,6 +188,11 @@ class UwsgiAdapter(ServerAdapter):
             mode = "processes"
         return f"{values['protocol']} / {mode}"
 
+    def pins_connections(self, values: Mapping[str, Value]) -> bool:
+        # A sync or threaded http11-socket worker stays on its keep-alive connection until the
+        # client closes it (measured: 64 connections on 4 sync processes, 60 got nothing).
+        return values["protocol"] == "http11-socket" and int(values["gevent"]) == 0
+
     def check_combination(self, values: Mapping[str, Value]) -> None:
         gevent = int(values["gevent"])
         threads = int(values["threads"])

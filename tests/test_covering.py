@@ -1,0 +1,47 @@
+"""A config that starves keep-alive connections it has no thread for is followed, in the same
+study, by the nearest config with a thread per connection: real uWSGI, real load."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.conftest import require_adapter
+from tuner.cli import build_parser
+from tuner.commands.tune import build_setup
+from tuner.study import QuietListener, open_study, run_search
+
+CPUS = sorted(os.sched_getaffinity(0))
+SPLIT = ["--server-cpus", str(CPUS[0]), "--load-cpus", str(CPUS[-1])] if len(CPUS) > 1 else []
+
+
+def test_a_starved_http11_config_is_followed_by_one_with_a_thread_per_connection(
+    tmp_path: Path, since: float
+) -> None:
+    require_adapter("uwsgi")
+    args = build_parser().parse_args(
+        ["tune", "apps/hello.py", "--server", "uwsgi", "--storage", f"sqlite:///{tmp_path}/s.db"]
+        + ["--study-name", "covering", "--duration", "1", "--warmup", "0.5"]
+        + ["--connections", "8", *SPLIT]
+    )
+    setup = build_setup(args)
+    study = open_study(setup)  # queues the two baselines
+    starving = {"protocol": "http11-socket", "processes": 1, "threads": 1, "master": True}
+    defaults = setup.adapter.table.defaults()
+    study.enqueue_trial(
+        {p.name: starving.get(p.setting, defaults[p.setting]) for p in setup.space.params}
+    )
+    listener = QuietListener()
+    run_search(setup, study, n_trials=4, timeout_s=None, listener=listener)
+
+    by_number = {r.number: r for r in listener.ended}
+    starved = by_number[2]
+    assert starved.fail_reason.startswith("unfair: ")
+    assert "starved: 7 of 8 connections" in starved.fail_reason, starved.fail_reason
+    assert starved.state == "COMPLETE" and not starved.feasible
+    covering = by_number[3]
+    assert covering.covers_for == 2
+    assert covering.settings["protocol"] == "http11-socket"
+    assert (covering.settings["processes"], covering.settings["threads"]) == (1, 8)
+    assert covering.state == "COMPLETE" and covering.feasible, covering.fail_reason
+    assert covering.metrics["starved_connections"] == 0
