@@ -21,6 +21,7 @@ side-by-side rounds) on every app, for both servers. Run nothing else on the mac
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import subprocess
@@ -126,6 +127,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
     grid_s = time.monotonic() - started
 
     started = time.monotonic()
+    study = f"{app_name}-{server}-{time.strftime('%H%M%S')}"  # a kept folder may hold older ones
     tuned = subprocess.run(
         [
             sys.executable,
@@ -148,7 +150,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
             "--storage",
             f"sqlite:///{workdir}/studies.db",
             "--study-name",
-            f"{app_name}-{server}",
+            study,
             "--out",
             str(workdir / f"{app_name}-{server}.conf"),
             "--json",
@@ -304,13 +306,23 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=2.0)
     parser.add_argument("--warmup", type=float, default=0.5)
     parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the studies (SQLite) and server logs in this folder, for a post-mortem",
+    )
     args = parser.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="grid-vs-tuner-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            workdir = args.keep
+        else:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="grid-")))
         for app_name in args.apps.split(","):
             for server in args.servers.split(","):
                 print(f"== {app_name} on {server}", file=sys.stderr)
-                rows.append(run_pair(app_name, server, args, Path(tmp)))
+                rows.append(run_pair(app_name, server, args, workdir))
                 print_table(rows[-1:])
     print(
         f"\n{args.trials} trials max per study, grid winner from its top {GRID_FINALISTS} "
