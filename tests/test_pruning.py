@@ -11,19 +11,21 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def _finished(rps: float, *, fair: bool) -> optuna.trial.FrozenTrial:
-    trial = create_trial(
+    return create_trial(
         state=TrialState.COMPLETE,
         value=rps,
         intermediate_values={step: rps for step in range(4)},
         system_attrs={"constraints:fair": 0.0 if fair else 0.75},
     )
-    return trial
 
 
 def _pruned(
-    finished: list[optuna.trial.FrozenTrial], running_rps: float, direction: str = "maximize"
+    finished: list[optuna.trial.FrozenTrial],
+    running_rps: float,
+    direction: str = "maximize",
+    pruner_class: type[optuna.pruners.PercentilePruner] = FeasiblePercentilePruner,
 ) -> bool:
-    pruner = FeasiblePercentilePruner(KEEP_BEST_PERCENT, n_startup_trials=4, n_warmup_steps=2)
+    pruner = pruner_class(KEEP_BEST_PERCENT, n_startup_trials=4, n_warmup_steps=2)
     study = optuna.create_study(direction=direction, pruner=pruner)
     study.add_trials(finished)
     trial = study.ask()
@@ -56,13 +58,7 @@ def test_only_the_worst_quarter_is_pruned_in_either_direction() -> None:
 
 def test_plain_percentile_pruner_would_prune_it() -> None:
     # The reason for the class: check that the difference is real with Optuna's own pruner.
-    pruner = optuna.pruners.PercentilePruner(
-        KEEP_BEST_PERCENT, n_startup_trials=4, n_warmup_steps=2
-    )
-    study = optuna.create_study(direction="maximize", pruner=pruner)
     fair = [_finished(rps, fair=True) for rps in (900, 1000, 1100, 1200)]
-    study.add_trials(fair + [_finished(7000, fair=False) for _ in range(8)])
-    trial = study.ask()
-    for step in range(4):
-        trial.report(1050, step)
-    assert trial.should_prune()
+    unfair = [_finished(7000, fair=False) for _ in range(8)]
+    plain = optuna.pruners.PercentilePruner
+    assert _pruned(fair + unfair, running_rps=1050, pruner_class=plain)

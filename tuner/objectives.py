@@ -24,7 +24,7 @@ than failed trials lets the sampler learn where the boundary lies.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tuner.errors import ConfigError, InvalidMeasurement
@@ -138,8 +138,13 @@ def _excess(value: object, limit: float) -> float:
     return float(value) - limit
 
 
+def satisfied(values: Iterable[float]) -> bool:
+    """Optuna's rule: every constraint value <= 0."""
+    return all(value <= 0 for value in values)
+
+
 def feasible(slo: Slo, metrics: Mapping) -> bool:
-    return all(c <= 0 for c in constraints(slo, metrics))
+    return satisfied(constraints(slo, metrics))
 
 
 def pick_pareto_point(

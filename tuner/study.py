@@ -238,7 +238,7 @@ class _FeasibleTrialsOnly:
 
     def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
         trials = self._study.get_trials(deepcopy=deepcopy, states=states)
-        return [t for t in trials if all(v <= 0 for v in t.constraints.values())]
+        return [t for t in trials if objectives.satisfied(t.constraints.values())]
 
 
 def open_study(setup: StudySetup) -> optuna.Study:
@@ -523,7 +523,7 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
         values=tuple(frozen.values or ()),
         baseline=str(frozen.user_attrs.get("baseline", "")),
         fail_reason=fail_reason,
-        feasible=all(c <= 0 for c in constraints),
+        feasible=objectives.satisfied(constraints),
         covers_for=frozen.user_attrs.get("covers_for"),
     )
 
