@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -83,6 +84,13 @@ class Samples:
     errors: list[int] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     client_bound: list[bool] = field(default_factory=list)
+    # CPU time on the load core per request, microseconds: user space and kernel.
+    user_us: list[float] = field(default_factory=list)
+    kernel_us: list[float] = field(default_factory=list)
+
+    def add_cost(self, rps: float, user_pct: float, kernel_pct: float) -> None:
+        self.user_us.append(user_pct * 1e4 / rps if rps else 0.0)
+        self.kernel_us.append(kernel_pct * 1e4 / rps if rps else 0.0)
 
 
 def start_server(server: Server, cpu: int, log_dir: Path) -> ServerProcess:
@@ -111,8 +119,16 @@ def _ms(text: str) -> float:
 def run_wrk(port: int, path: str, args: argparse.Namespace, out: Samples) -> None:
     cmd = ["taskset", "-c", str(args.load_cpu), "wrk", "-t1", f"-c{args.connections}"]
     cmd += [f"-d{args.duration}s", "--latency", f"http://{HOST}:{port}{path}"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # taskset execs wrk: its own usage
+    started = time.monotonic()
     text = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 30).stdout
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     out.rps.append(float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)))  # type: ignore[union-attr]
+    user_pct = 100 * (after.ru_utime - before.ru_utime) / wall
+    kernel_pct = 100 * (after.ru_stime - before.ru_stime) / wall
+    out.cpu.append(user_pct + kernel_pct)
+    out.add_cost(out.rps[-1], user_pct, kernel_pct)
     out.p50.append(_ms(re.search(r"\s50%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
     out.p99.append(_ms(re.search(r"\s99%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
     errors = re.search(r"connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
@@ -136,10 +152,17 @@ def run_ours(port: int, path: str, args: argparse.Namespace, out: Samples) -> No
     out.errors.append(sum(result.errors.values()))
     out.cpu.append(result.loadgen_cpu)
     out.client_bound.append(result.client_bound)
+    kernel = result.loadgen_cpu_kernel
+    out.add_cost(result.rps, result.loadgen_cpu - kernel, kernel)
 
 
 def _spread(values: list[float]) -> str:
     return f"{min(values):.0f}-{max(values):.0f}"
+
+
+def _cost(samples: Samples) -> str:
+    user, kernel = statistics.median(samples.user_us), statistics.median(samples.kernel_us)
+    return f"{user:.1f} + {kernel:.1f} = {user + kernel:.1f}"
 
 
 def _ratio(ours: list[float], theirs: list[float]) -> float:
@@ -220,6 +243,16 @@ def main() -> int:
         print(
             f"our max req/s per load core, {kind}: {median:.0f} ({name}, loadgen cpu "
             f"{cpu:.0f}%, client_bound={bound})"
+        )
+    print(
+        "\nCPU time on the load core per request, microseconds (user + kernel = total), "
+        "medians; wrk's includes its ~1% of start-up; a client busy above ~90% is at its limit"
+    )
+    print(f"{'server':<24} {'wrk':>22} {'ours':>22} {'wrk cpu%':>8} {'ours cpu%':>9}")
+    for server, wrk, ours in rows:
+        print(
+            f"{server.name:<24} {_cost(wrk):>22} {_cost(ours):>22} "
+            f"{statistics.median(wrk.cpu):>8.0f} {statistics.median(ours.cpu):>9.0f}"
         )
     print(
         "wrk errs: wrk counts a server closing after a complete response as a read error. "

@@ -278,6 +278,7 @@ def test_result_dict_has_stable_keys(server) -> None:
         "unfair",
         "unfair_reasons",
         "loadgen_cpu",
+        "loadgen_cpu_kernel",
         "client_bound",
         "late_requests",
         "target_rps",
@@ -289,4 +290,6 @@ def test_result_dict_has_stable_keys(server) -> None:
     lat = data["latency_ms"]
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
     assert 0 < data["loadgen_cpu"] <= 100
+    # Loopback TCP work runs in the sender's kernel time: some, never more than the total.
+    assert 0 < data["loadgen_cpu_kernel"] <= data["loadgen_cpu"]
     assert data["bytes"] > 0

@@ -103,7 +103,10 @@ def result_table(result: dict[str, Any], title: str) -> Table:
         )
     if "startup_s" in result:
         table.add_row("startup", f"{result['startup_s']:.2f} s")
-    table.add_row("load generator CPU", f"{result['loadgen_cpu']:.0f}%")
+    table.add_row(
+        "load generator CPU",
+        f"{result['loadgen_cpu']:.0f}% (kernel {result['loadgen_cpu_kernel']:.0f}%)",
+    )
     table.add_row(
         "verdict", "[red]" + ", ".join(flags) + "[/]" if flags else "[green]trustworthy[/]"
     )

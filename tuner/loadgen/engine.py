@@ -226,7 +226,8 @@ def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult
     fairness = (
         None if spec.open_loop else fairness_index([n for f in finals for n in f["completed"]])
     )
-    loadgen_cpu = max(f["cpu_pct"] for f in finals)
+    busiest = max(finals, key=lambda f: f["cpu_pct"])
+    loadgen_cpu = busiest["cpu_pct"]
     ratio, reasons, client_bound, notes = assess(
         rps=rps,
         mean_completed_ms=mean_completed_ms,
@@ -254,6 +255,7 @@ def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult
         unfair=bool(reasons),
         unfair_reasons=reasons,
         loadgen_cpu=loadgen_cpu,
+        loadgen_cpu_kernel=busiest["cpu_kernel_pct"],
         client_bound=client_bound,
         late_requests=late,
         target_rps=spec.rate_rps,

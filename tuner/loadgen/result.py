@@ -43,7 +43,8 @@ class LoadResult:
     fairness: float | None  # Jain's index of per-connection responses; None if not judged
     unfair: bool
     unfair_reasons: list[str]
-    loadgen_cpu: float
+    loadgen_cpu: float  # % busy, of the busiest load process
+    loadgen_cpu_kernel: float  # the part of loadgen_cpu spent in the kernel
     client_bound: bool
     late_requests: int
     target_rps: float | None

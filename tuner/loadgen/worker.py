@@ -364,8 +364,9 @@ class Worker:
         self.measure_start_ns = 0
         self.measure_end_ns = 0
         self.window_start_ns = 0
-        self.cpu_start = 0.0
+        self.cpu_start = os.times()
         self.cpu_pct = 0.0
+        self.cpu_kernel_pct = 0.0  # the part of cpu_pct spent in the kernel (TCP work)
         self.next_intended = 0
         self.timers: list[asyncio.TimerHandle] = []
 
@@ -486,7 +487,7 @@ class Worker:
         self._reset_window()
         now = time.monotonic_ns()
         self.measure_start_ns = self.window_start_ns = now
-        self.cpu_start = time.process_time()
+        self.cpu_start = os.times()
         self.slowest_completed_us = 0
         for slot in self.slots:
             slot.completed = 0
@@ -528,9 +529,11 @@ class Worker:
         if self.phase != _MEASURE:
             return
         now = time.monotonic_ns()
-        cpu = time.process_time() - self.cpu_start
+        times, start = os.times(), self.cpu_start
+        user, kernel = times.user - start.user, times.system - start.system
         wall = (now - self.measure_start_ns) / 1e9
-        self.cpu_pct = 100.0 * cpu / wall if wall > 0 else 0.0
+        self.cpu_pct = 100.0 * (user + kernel) / wall if wall > 0 else 0.0
+        self.cpu_kernel_pct = 100.0 * kernel / wall if wall > 0 else 0.0
         # Requests still unanswered count with their age now, so a starved connection shows
         # in the tail instead of vanishing; past the timeout they are timeouts.
         hist = self.w_hist
@@ -581,6 +584,7 @@ class Worker:
                 {
                     "measure_s": (self.measure_end_ns - self.measure_start_ns) / 1e9,
                     "cpu_pct": self.cpu_pct,
+                    "cpu_kernel_pct": self.cpu_kernel_pct,
                     "starved": starved,
                     "connections": len(self.slots),
                     "total_responses": self.total_responses,
