@@ -4,7 +4,8 @@ The count lives in a file shared by all workers and processes (append one byte p
 atomic with O_APPEND); `GET /count` returns how many requests were served before it.
 `COUNTER_FILE` in the environment chooses the file. `GET /streamed` is counted too but sends
 no Content-Length, so under a server that neither chunks nor keeps the connection (uWSGI
---http-socket) its body ends when the connection closes.
+--http-socket) its body ends when the connection closes. A request body is read and dropped,
+so a large POST is consumed before the server closes the connection.
 """
 
 import os
@@ -23,6 +24,12 @@ def _served() -> int:
 
 
 def app(environ, start_response):
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    while length > 0:
+        chunk = environ["wsgi.input"].read(min(length, 65536))
+        if not chunk:
+            break
+        length -= len(chunk)
     if environ.get("PATH_INFO") == "/count":
         body = str(_served()).encode()
     else:

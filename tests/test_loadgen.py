@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tuner.loadgen import LoadSpec, WindowStats, Workload, run_load
+from tuner.loadgen.spec import RequestSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -201,13 +202,37 @@ def test_body_ended_by_the_close_is_a_complete_response(server, tmp_path, keepal
     assert result.bytes >= result.requests * len(b"counted")
 
 
+def test_a_request_larger_than_the_socket_buffer_is_sent_whole(server, tmp_path) -> None:
+    # One request per connection, whose body needs several sends on a fresh socket.
+    counter = tmp_path / "served.log"
+    port = server(
+        "gunicorn", "apps.counter:app", ready_path="/count", env={"COUNTER_FILE": str(counter)}
+    )
+    upload = Workload((RequestSpec(method="POST", path="/upload", body=b"x" * 1_000_000),))
+    result = run_load(
+        LoadSpec(
+            host=HOST,
+            port=port,
+            workload=upload,
+            connections=4,
+            warmup_s=0.2,
+            duration_s=1.0,
+            keepalive=False,
+            load_cpus=LOAD_CPUS,
+        )
+    )
+    assert_clean(result)
+    assert result.total_responses == served(counter)
+
+
 # -- failures ---------------------------------------------------------------------------------
 
 
-def test_closed_port_counts_connect_errors_without_hanging() -> None:
+@pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "close"])
+def test_closed_port_counts_connect_errors_without_hanging(keepalive) -> None:
     port = free_port()  # nothing listens there
     started = time.monotonic()
-    result = run_load(spec(port, warmup_s=0.2, duration_s=1.0))
+    result = run_load(spec(port, warmup_s=0.2, duration_s=1.0, keepalive=keepalive))
     assert time.monotonic() - started < 10
     assert result.errors["connect"] > 0
     assert result.requests == 0 and result.total_responses == 0
@@ -218,9 +243,12 @@ def test_closed_port_counts_connect_errors_without_hanging() -> None:
     assert result.loadgen_cpu < 50
 
 
-def test_slow_server_past_the_timeout_counts_timeouts(server) -> None:
+@pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "close"])
+def test_slow_server_past_the_timeout_counts_timeouts(server, keepalive) -> None:
     port = server("gunicorn", "apps.iowait:app", "--worker-class", "gthread", "--threads", "8")
-    result = run_load(spec(port, connections=4, timeout_s=0.02, duration_s=1.0))
+    result = run_load(
+        spec(port, connections=4, timeout_s=0.02, duration_s=1.0, keepalive=keepalive)
+    )
     assert result.errors["timeout"] > 0
     assert result.requests == 0
     # Timed-out requests count in the distribution with their age, not as fast answers.
