@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import resource
 import socket
 import time
 import traceback
@@ -364,7 +365,7 @@ class Worker:
         self.measure_start_ns = 0
         self.measure_end_ns = 0
         self.window_start_ns = 0
-        self.cpu_start = os.times()
+        self.cpu_start = resource.getrusage(resource.RUSAGE_SELF)
         self.cpu_pct = 0.0
         self.cpu_kernel_pct = 0.0  # the part of cpu_pct spent in the kernel (TCP work)
         self.next_intended = 0
@@ -487,7 +488,7 @@ class Worker:
         self._reset_window()
         now = time.monotonic_ns()
         self.measure_start_ns = self.window_start_ns = now
-        self.cpu_start = os.times()
+        self.cpu_start = resource.getrusage(resource.RUSAGE_SELF)
         self.slowest_completed_us = 0
         for slot in self.slots:
             slot.completed = 0
@@ -529,8 +530,8 @@ class Worker:
         if self.phase != _MEASURE:
             return
         now = time.monotonic_ns()
-        times, start = os.times(), self.cpu_start
-        user, kernel = times.user - start.user, times.system - start.system
+        usage, start = resource.getrusage(resource.RUSAGE_SELF), self.cpu_start
+        user, kernel = usage.ru_utime - start.ru_utime, usage.ru_stime - start.ru_stime
         wall = (now - self.measure_start_ns) / 1e9
         self.cpu_pct = 100.0 * (user + kernel) / wall if wall > 0 else 0.0
         self.cpu_kernel_pct = 100.0 * kernel / wall if wall > 0 else 0.0
