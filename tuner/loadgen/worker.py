@@ -365,7 +365,7 @@ class Worker:
         self.measure_start_ns = 0
         self.measure_end_ns = 0
         self.window_start_ns = 0
-        self.cpu_start = resource.getrusage(resource.RUSAGE_SELF)
+        self.cpu_start: resource.struct_rusage | None = None  # set when measuring starts
         self.cpu_pct = 0.0
         self.cpu_kernel_pct = 0.0  # the part of cpu_pct spent in the kernel (TCP work)
         self.next_intended = 0
@@ -531,10 +531,12 @@ class Worker:
             return
         now = time.monotonic_ns()
         usage, start = resource.getrusage(resource.RUSAGE_SELF), self.cpu_start
+        assert start is not None  # _begin_measure ran above
         user, kernel = usage.ru_utime - start.ru_utime, usage.ru_stime - start.ru_stime
         wall = (now - self.measure_start_ns) / 1e9
-        self.cpu_pct = 100.0 * (user + kernel) / wall if wall > 0 else 0.0
-        self.cpu_kernel_pct = 100.0 * kernel / wall if wall > 0 else 0.0
+        percent_per_s = 100.0 / wall if wall > 0 else 0.0
+        self.cpu_pct = (user + kernel) * percent_per_s
+        self.cpu_kernel_pct = kernel * percent_per_s
         # Requests still unanswered count with their age now, so a starved connection shows
         # in the tail instead of vanishing; past the timeout they are timeouts.
         hist = self.w_hist
