@@ -20,7 +20,7 @@ from tuner.loadgen.spec import LoadSpec
 from tuner.loadgen.worker import ERROR_KINDS, TIMEOUT, WorkerConfig, worker_main
 from tuner.metrics.histogram import Histogram
 
-# Spawning a worker re-imports Python and uvloop: allow for a slow, busy machine.
+# Spawning a worker re-imports Python and the tuner: allow for a slow, busy machine.
 READY_TIMEOUT_S = 30.0
 # Time between "go" and the common start, so every worker is waiting when it comes.
 START_DELAY_S = 0.1

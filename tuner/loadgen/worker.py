@@ -1,4 +1,4 @@
-"""One load worker process: pinned to a CPU, its own uvloop, its share of the connections.
+"""One load worker process: pinned to a CPU, its own event loop, its share of the connections.
 
 Runs warm-up, then the measurement window (reporting a snapshot to the parent each second),
 then a bounded drain. The hot path (`Conn.data_received` -> `Slot.complete`) only counts and
@@ -10,22 +10,19 @@ parent's start time means the same instant in every worker).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import os
 import resource
-import socket
 import time
 import traceback
 from collections import deque
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from functools import partial
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection as Pipe
 
 import httptools
 
+from tuner.loadgen.eventloop import Connection, Loop, Timer
 from tuner.metrics.histogram import Histogram
 
 # Error counter slots, in the order LoadResult reports them.
@@ -72,7 +69,7 @@ class WorkerConfig:
     timeout_s: float
 
 
-class Conn(asyncio.Protocol):
+class Conn:
     """One TCP connection of a slot; a slot gets a new one after each close."""
 
     __slots__ = (
@@ -87,27 +84,29 @@ class Conn(asyncio.Protocol):
 
     def __init__(self, slot: Slot, one_shot: bool) -> None:
         self.slot = slot
-        self.transport: asyncio.Transport | None = None
+        self.transport: Connection  # set by Slot.connect as the connect starts
         self.responses = 0
         self.last_response_ns = 0
         self.active = True  # False once the slot has given up on this connection
         self.one_shot = one_shot  # we close it after its first response
         self.fin_sent = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def connection_made(self, transport: Connection) -> None:
         if not self.active:
             transport.abort()
             return
         slot = self.slot
         if slot.busy:
-            transport.write(slot.request)  # type: ignore[attr-defined]
+            transport.write(slot.request)
             if self.one_shot and slot.worker.fin_early:
                 # A server that closes after each response and lingers until the client
                 # closes too (gunicorn 27's graceful close) then finds our FIN already there,
                 # instead of waiting for this Python client to react to its response.
-                transport.write_eof()  # type: ignore[attr-defined]
+                transport.write_eof()
                 self.fin_sent = True
+
+    def connection_failed(self, error: OSError) -> None:
+        self.slot.connect_failed(self)
 
     def data_received(self, data: bytes) -> None:
         if not self.active:
@@ -131,7 +130,6 @@ class Conn(asyncio.Protocol):
         if slot.busy and slot.headers_done and not slot.parser.should_keep_alive():
             # A body without Content-Length or chunking ends where the connection does
             # (uWSGI --http-socket passes such an app response through): complete.
-            self.fin_sent = True  # the socket is gone: nothing to half-close
             slot.on_message_complete()
         else:
             slot.lost(self)
@@ -152,7 +150,6 @@ class Slot:
         "headers_done",
         "completed",
         "asked",
-        "connecting",
         "parser",
     )
 
@@ -168,7 +165,6 @@ class Slot:
         self.headers_done = False  # the current response's headers are all in
         self.completed = 0  # responses in the measurement window
         self.asked = False  # had a request in flight during the measurement window
-        self.connecting: Coroutine | None = None  # create_connection() in progress
         # One parser per slot, kept across connections while it is between responses
         # (dropped after a connection died mid-response): saves an allocation per connect.
         self.parser: httptools.HttpResponseParser | None = None
@@ -184,7 +180,7 @@ class Slot:
         if worker.phase == _MEASURE:
             self.asked = True
         conn = self.conn
-        if conn is not None and conn.transport is not None:
+        if conn is not None:  # a kept-alive connection
             self.reused = True
             conn.transport.write(self.request)
         else:
@@ -197,33 +193,10 @@ class Slot:
         self.conn = conn
         if self.parser is None:
             self.parser = httptools.HttpResponseParser(self)
-        connecting = worker.loop.create_connection(lambda: conn, worker.host, worker.port)
-        self.connecting = connecting
-        self._step(connecting, conn)
+        # Conn.connection_made sends the request once connected.
+        conn.transport = Connection(worker.loop, conn, worker.host, worker.port)
 
-    def _step(self, connecting: Coroutine, conn: Conn, _: object = None) -> None:
-        """Drive the connect coroutine ourselves: a Task per connection costs more than the
-        connection when the server closes after every response."""
-        if self.connecting is not connecting:
-            return  # abandoned (timed out, or the run is over) and closed already
-        try:
-            waiter = connecting.send(None)
-        except StopIteration:  # connected; Conn.connection_made sends the request
-            if self.connecting is connecting:
-                self.connecting = None
-            return
-        except OSError:
-            if self.connecting is connecting:
-                self.connecting = None
-            self._connect_failed(conn)
-            return
-        if waiter is None:  # a bare yield: resume on the next loop iteration
-            self.worker.loop.call_soon(self._step, connecting, conn)
-        else:
-            waiter._asyncio_future_blocking = False
-            waiter.add_done_callback(partial(self._step, connecting, conn))
-
-    def _connect_failed(self, conn: Conn) -> None:
+    def connect_failed(self, conn: Conn) -> None:
         if not conn.active or self.conn is not conn:
             return
         conn.active = False
@@ -250,8 +223,9 @@ class Slot:
         keep = parser.should_keep_alive()
         if not keep:
             if not conn.fin_sent:
-                # First thing: a server lingering until we close (gunicorn 27) waits on this.
-                _send_fin(conn.transport)
+                # First thing: a server lingering until we close (gunicorn 27) waits on this,
+                # and the close below happens only after this batch of events.
+                conn.transport.write_eof()
             if conn.responses == 1:
                 worker.learn_announced_close()
         elif conn.responses == 2:
@@ -320,22 +294,18 @@ class Slot:
             worker.w_errors[kind] += 1
 
     def abort(self) -> None:
-        """Give up on the current connection and any connect in progress."""
+        """Give up on the current connection, connected or still connecting."""
         conn = self.conn
         self.conn = None
         if self.busy and self.got_bytes:
             self.parser = None  # it holds part of a response
         if conn is not None:
             conn.active = False
-            if conn.transport is not None:
-                conn.transport.abort()
-        if self.connecting is not None:
-            self.connecting.close()  # uvloop closes the half-made transport
-            self.connecting = None
+            conn.transport.abort()
 
 
 class Worker:
-    def __init__(self, cfg: WorkerConfig, pipe: Connection, loop: asyncio.AbstractEventLoop):
+    def __init__(self, cfg: WorkerConfig, pipe: Pipe, loop: Loop):
         self.cfg = cfg
         self.pipe = pipe
         self.loop = loop
@@ -359,7 +329,6 @@ class Worker:
         self.starved = 0
         self.connections_made = 0
         self.stop_requested = False
-        self.done = asyncio.Event()
         self._reset_window()
         self.window_index = 0
         self.measure_start_ns = 0
@@ -369,7 +338,7 @@ class Worker:
         self.cpu_pct = 0.0
         self.cpu_kernel_pct = 0.0  # the part of cpu_pct spent in the kernel (TCP work)
         self.next_intended = 0
-        self.timers: list[asyncio.TimerHandle] = []
+        self.timers: list[Timer] = []
 
     # -- hot-path helpers -------------------------------------------------------------------
 
@@ -458,13 +427,17 @@ class Worker:
         self.w_completed_us = 0
         self.w_hist = Histogram()
 
-    async def run(self, start_ns: int) -> None:
-        cfg = self.cfg
-        loop = self.loop
-        loop.add_reader(self.pipe.fileno(), self._on_parent)
-        await asyncio.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9))
+    def start(self, start_ns: int) -> None:
+        """Schedule the run to begin at `start_ns`; the loop stops when it is over."""
+        self.loop.add_reader(self.pipe.fileno(), self._on_parent)
         self.start_ns = start_ns
-        measure_at = start_ns + int(cfg.warmup_s * 1e9)
+        self.loop.call_at(start_ns, self._start_load)
+
+    def _start_load(self) -> None:
+        if self.phase >= _DRAIN:  # told to stop before the start
+            return
+        cfg = self.cfg
+        measure_at = self.start_ns + int(cfg.warmup_s * 1e9)
         self.measure_end_ns = measure_at + int(cfg.duration_s * 1e9)
         self._sweep()
         if cfg.rate_rps is None:
@@ -474,12 +447,9 @@ class Worker:
             self.idle_slots = list(reversed(self.slots))
             self._tick()
         self._at(measure_at, self._begin_measure)
-        await self.done.wait()
-        loop.remove_reader(self.pipe.fileno())
 
     def _at(self, when_ns: int, callback) -> None:
-        delay = max(0.0, (when_ns - time.monotonic_ns()) / 1e9)
-        self.timers.append(self.loop.call_later(delay, callback))
+        self.timers.append(self.loop.call_at(when_ns, callback))
 
     def _begin_measure(self) -> None:
         if self.phase != _WARMUP:
@@ -569,14 +539,15 @@ class Worker:
         self.backlog.clear()
         inflight_at_end = self.inflight
         self.pipe.send(("window", snapshot))
-        self.loop.create_task(self._drain(now, unsent, inflight_at_end))
-
-    async def _drain(self, end_ns: int, unsent: int, inflight_at_end: int) -> None:
         # Wait for answers to requests already sent, so total_responses counts every response
         # the server produced. Bounded: the sweeper aborts each request at its timeout.
-        deadline = end_ns + self.timeout_ns + 50_000_000
-        while self.inflight > 0 and time.monotonic_ns() < deadline:
-            await asyncio.sleep(0.005)
+        deadline = now + self.timeout_ns + 50_000_000
+        self.loop.call_soon(self._drain, deadline, unsent, inflight_at_end)
+
+    def _drain(self, deadline_ns: int, unsent: int, inflight_at_end: int) -> None:
+        if self.inflight > 0 and time.monotonic_ns() < deadline_ns:
+            self.loop.call_later(0.005, self._drain, deadline_ns, unsent, inflight_at_end)
+            return
         self.phase = _DONE
         for slot in self.slots:
             slot.abort()
@@ -600,7 +571,8 @@ class Worker:
                 },
             )
         )
-        self.done.set()
+        self.loop.remove_reader(self.pipe.fileno())
+        self.loop.stop()
 
     def _sweep(self) -> None:
         """Time out requests older than the per-request timeout."""
@@ -637,27 +609,11 @@ class Worker:
             self._end_measure()
 
 
-def _send_fin(transport: asyncio.Transport) -> None:
-    """Half-close now. uvloop only closes the socket on a later loop iteration, and a server
-    that lingers until the client closes (gunicorn 27's graceful close) would wait for it."""
-    fd = transport.get_extra_info("socket").fileno()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=fd)
-    try:
-        sock.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass  # already closed by the peer
-    finally:
-        sock.detach()
-
-
-def worker_main(cfg: WorkerConfig, pipe: Connection) -> None:
+def worker_main(cfg: WorkerConfig, pipe: Pipe) -> None:
     """Process entry point (spawned): pin, report ready, wait for the common start, run."""
     try:
         os.sched_setaffinity(0, {cfg.cpu})
-        import uvloop
-
-        loop = uvloop.new_event_loop()
-        asyncio.set_event_loop(loop)
+        loop = Loop()
         worker = Worker(cfg, pipe, loop)
         # The hot path makes no reference cycles that outlive a run; a collector pass over
         # thousands of live connection objects would only add pauses to the latencies.
@@ -665,19 +621,11 @@ def worker_main(cfg: WorkerConfig, pipe: Connection) -> None:
         pipe.send(("ready",))
         message = pipe.recv()
         if message[0] == "go":
-            loop.run_until_complete(worker.run(message[1]))
-        _close_loop(loop)
+            worker.start(message[1])
+            loop.run()
+        loop.close()
     except BaseException:
         with contextlib.suppress(OSError, ValueError):  # the parent is gone: nobody to tell
             pipe.send(("error", traceback.format_exc()))
     finally:
         pipe.close()
-
-
-def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    # Let aborted transports and cancelled connects finish before closing the loop.
-    loop.run_until_complete(asyncio.sleep(0.01))
-    for task in asyncio.all_tasks(loop):
-        task.cancel()
-    loop.run_until_complete(asyncio.sleep(0))
-    loop.close()

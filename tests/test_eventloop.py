@@ -1,0 +1,189 @@
+"""The load worker's own event loop and client connection, against real loopback sockets."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import threading
+import time
+
+import pytest
+
+from tuner.loadgen.eventloop import Connection, Loop
+
+
+class Recorder:
+    """A protocol that records what it hears and can stop the loop on an event."""
+
+    def __init__(self, loop: Loop, stop_on: str = "connection_lost") -> None:
+        self.loop = loop
+        self.stop_on = stop_on
+        self.events: list[str] = []
+        self.data = bytearray()
+        self.error: OSError | None = None
+
+    def _seen(self, event: str) -> None:
+        self.events.append(event)
+        if event == self.stop_on:
+            self.loop.stop()
+
+    def connection_made(self, connection: Connection) -> None:
+        self._seen("connection_made")
+
+    def connection_failed(self, error: OSError) -> None:
+        self.error = error
+        self._seen("connection_failed")
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+        self._seen("data_received")
+
+    def connection_lost(self, error: OSError | None) -> None:
+        self.error = error
+        self._seen("connection_lost")
+
+
+@pytest.fixture
+def listener():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    yield sock
+    sock.close()
+
+
+def run_with_deadline(loop: Loop, seconds: float = 5.0) -> None:
+    """Run until a protocol stops the loop; fail instead of hanging."""
+    timed_out = []
+    loop.call_later(seconds, lambda: (timed_out.append(True), loop.stop()))
+    loop.run()
+    assert not timed_out, "the loop did not stop in time"
+
+
+def serve_once(listener: socket.socket, handle) -> threading.Thread:
+    def accept_and_handle() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            handle(peer)
+
+    thread = threading.Thread(target=accept_and_handle, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_timers_run_in_time_order_never_early_and_cancelled_ones_never():
+    loop = Loop()
+    fired: list[tuple[str, int]] = []
+    start = time.monotonic_ns()
+    loop.call_later(0.03, lambda: fired.append(("b", time.monotonic_ns())))
+    loop.call_later(0.01, lambda: fired.append(("a", time.monotonic_ns())))
+    loop.call_later(0.02, lambda: fired.append(("cancelled", 0))).cancel()
+    loop.call_soon(lambda: fired.append(("soon", time.monotonic_ns())))
+    loop.call_later(0.04, loop.stop)
+    run_with_deadline(loop)
+    assert [name for name, _ in fired] == ["soon", "a", "b"]
+    assert fired[1][1] - start >= 10_000_000
+    assert fired[2][1] - start >= 30_000_000
+    loop.close()
+
+
+def test_request_response_then_the_peer_closes(listener):
+    def echo_then_close(peer: socket.socket) -> None:
+        request = peer.recv(1024)
+        peer.sendall(b"got " + request)
+
+    thread = serve_once(listener, echo_then_close)
+    loop = Loop()
+    protocol = Recorder(loop)
+    connection = Connection(loop, protocol, *listener.getsockname())
+    # Written before the connect finished: sent once it has.
+    connection.write(b"ping")
+    run_with_deadline(loop)
+    thread.join(5)
+    assert bytes(protocol.data) == b"got ping"
+    assert protocol.events[0] == "connection_made"
+    assert protocol.events[-1] == "connection_lost"
+    assert protocol.error is None
+    assert connection.closed
+    loop.close()
+
+
+def test_a_refused_connect_is_reported_once_and_nothing_else():
+    port_socket = socket.socket()
+    port_socket.bind(("127.0.0.1", 0))
+    port = port_socket.getsockname()[1]
+    port_socket.close()  # nothing listens there now
+    loop = Loop()
+    protocol = Recorder(loop, stop_on="connection_failed")
+    Connection(loop, protocol, "127.0.0.1", port)
+    loop.call_later(0.1, loop.stop)  # time for a (wrong) second report to arrive
+    loop.run()
+    assert protocol.events == ["connection_failed"]
+    assert protocol.error is not None and protocol.error.errno == errno.ECONNREFUSED
+    loop.close()
+
+
+def test_a_large_write_arrives_whole_before_the_half_close(listener):
+    payload = bytes(range(256)) * (32 * 1024)  # 8 MB: far more than the socket buffers
+    received = bytearray()
+
+    def read_slowly_to_eof(peer: socket.socket) -> None:
+        time.sleep(0.05)  # let our send buffer fill, so the rest waits for output readiness
+        while chunk := peer.recv(65536):
+            received.extend(chunk)
+        peer.sendall(b"done")
+
+    thread = serve_once(listener, read_slowly_to_eof)
+    loop = Loop()
+
+    class Sender(Recorder):
+        def connection_made(self, connection: Connection) -> None:
+            super().connection_made(connection)
+            connection.write(payload)
+            connection.write_eof()  # must wait for the payload
+            assert connection.pending, "expected the kernel to take only part of 8 MB"
+
+    protocol = Sender(loop)
+    Connection(loop, protocol, *listener.getsockname())
+    run_with_deadline(loop, 20)
+    thread.join(5)
+    assert received == payload
+    assert bytes(protocol.data) == b"done"
+    loop.close()
+
+
+def test_after_close_nothing_is_reported_and_the_peer_sees_the_end(listener):
+    peer_saw = []
+
+    def send_then_read_to_eof(peer: socket.socket) -> None:
+        peer.sendall(b"hello")
+        peer_saw.append(peer.recv(1024))  # b"" once we close
+
+    thread = serve_once(listener, send_then_read_to_eof)
+    loop = Loop()
+
+    class CloseOnData(Recorder):
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            connection.close()
+            self.loop.call_later(0.1, self.loop.stop)
+
+    protocol = CloseOnData(loop, stop_on="")
+    connection = Connection(loop, protocol, *listener.getsockname())
+    run_with_deadline(loop)
+    thread.join(5)
+    assert protocol.events == ["connection_made", "data_received"]
+    assert peer_saw == [b""]
+    loop.close()
+
+
+def test_abort_while_connecting_reports_nothing(listener):
+    loop = Loop()
+    protocol = Recorder(loop, stop_on="")
+    connection = Connection(loop, protocol, *listener.getsockname())
+    connection.abort()
+    loop.call_later(0.1, loop.stop)
+    loop.run()
+    assert protocol.events == []
+    assert connection.closed
+    loop.close()

@@ -1,0 +1,285 @@
+"""A minimal epoll event loop and TCP client connection: just what a load worker needs.
+
+Why not asyncio on uvloop: a connection per request (servers that close after each response,
+`--no-keepalive`) made uvloop's generality the client's bottleneck. Its create_connection is a
+coroutine with a future, a transport and five extra system calls (SO_ERROR, getsockname,
+getpeername, two epoll_ctl), about 12 us of the client's CPU per connection; this loop spends
+about 6 us (benchmarks/loadgen_vs_wrk.py prints both sides' CPU time per request).
+
+One epoll set, level-triggered: a socket waits for output while it connects, then for input
+(and for output again only while a large request is still going out); closing it removes it.
+Edge-triggered registration for both from the start, which saves one epoll_ctl, measured
+slower: the kernel's share per connection rose by 2-3 us (loadgen_vs_wrk, uWSGI http-socket).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import heapq
+import select
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+_IN, _OUT, _ERR, _HUP = select.EPOLLIN, select.EPOLLOUT, select.EPOLLERR, select.EPOLLHUP
+_NONBLOCKING_STREAM = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
+# Larger than a typical response; a bigger one takes several reads (recv allocates this much).
+READ_SIZE = 64 * 1024
+_CONNECT_PENDING = (errno.EINPROGRESS, errno.EAGAIN)
+
+
+class Timer:
+    __slots__ = ("when_ns", "callback", "args", "cancelled")
+
+    def __init__(self, when_ns: int, callback: Callable, args: tuple) -> None:
+        self.when_ns = when_ns
+        self.callback = callback
+        self.args = args
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def __lt__(self, other: Timer) -> bool:
+        return self.when_ns < other.when_ns
+
+
+class Loop:
+    """Runs fd callbacks, due timers and `call_soon` callbacks until `stop()`."""
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll()
+        self._handlers: dict[int, Callable[[int], None]] = {}
+        self._soon: deque[tuple[Callable, tuple]] = deque()
+        self._timers: list[Timer] = []
+        self._running = False
+
+    def call_soon(self, callback: Callable, *args: object) -> None:
+        self._soon.append((callback, args))
+
+    def call_later(self, delay_s: float, callback: Callable, *args: object) -> Timer:
+        return self.call_at(time.monotonic_ns() + int(delay_s * 1e9), callback, *args)
+
+    def call_at(self, when_ns: int, callback: Callable, *args: object) -> Timer:
+        timer = Timer(when_ns, callback, args)
+        heapq.heappush(self._timers, timer)
+        return timer
+
+    def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
+        """`callback` runs on every iteration while `fd` is readable."""
+        self._handlers[fd] = lambda events: callback()
+        self._epoll.register(fd, _IN)
+
+    def remove_reader(self, fd: int) -> None:
+        if self._handlers.pop(fd, None) is not None:
+            self._epoll.unregister(fd)
+
+    def watch(self, fd: int, events: int, handler: Callable[[int], None]) -> None:
+        """`handler(events)` runs while `fd` has any of `events`. Closing the fd removes it
+        from the epoll set; `forget` then drops the handler."""
+        self._handlers[fd] = handler
+        self._epoll.register(fd, events)
+
+    def watch_again(self, fd: int, events: int, handler: Callable[[int], None]) -> None:
+        self._handlers[fd] = handler
+        self._epoll.modify(fd, events)
+
+    def rewatch(self, fd: int, events: int) -> None:
+        self._epoll.modify(fd, events)
+
+    def forget(self, fd: int) -> None:
+        self._handlers.pop(fd, None)
+
+    def stop(self) -> None:
+        self._running = False
+
+    def run(self) -> None:
+        self._running = True
+        poll = self._epoll.poll
+        handlers = self._handlers
+        soon = self._soon
+        timers = self._timers
+        while self._running:
+            if soon:
+                timeout = 0.0
+            elif timers:
+                # epoll rounds up to whole milliseconds, so a timer never fires early.
+                timeout = max(0.0, (timers[0].when_ns - time.monotonic_ns()) / 1e9)
+            else:
+                timeout = -1.0
+            for fd, events in poll(timeout):
+                handler = handlers.get(fd)
+                if handler is not None:
+                    handler(events)
+            if timers:
+                now = time.monotonic_ns()
+                while timers and timers[0].when_ns <= now:
+                    timer = heapq.heappop(timers)
+                    if not timer.cancelled:
+                        timer.callback(*timer.args)
+            # Only what was queued before this pass: a callback that queues another waits
+            # for the next poll, so sockets are never starved.
+            for _ in range(len(soon)):
+                callback, args = soon.popleft()
+                callback(*args)
+
+    def close(self) -> None:
+        self._handlers.clear()
+        self._epoll.close()
+
+
+class ConnectionProtocol(Protocol):
+    def connection_made(self, connection: Connection) -> None: ...
+    def connection_failed(self, error: OSError) -> None: ...
+    def data_received(self, data: bytes) -> None: ...
+    def connection_lost(self, error: OSError | None) -> None: ...
+
+
+class Connection:
+    """A non-blocking TCP client socket on a `Loop`, reporting to a protocol object.
+
+    The protocol hears exactly one of `connection_failed`, or `connection_made` and later
+    `connection_lost` (the peer closed, or a read or write failed), unless we close or abort
+    first: after `close`/`abort` nothing more is reported.
+    """
+
+    __slots__ = ("loop", "sock", "fd", "protocol", "connected", "closed", "pending", "eof_pending")
+
+    def __init__(self, loop: Loop, protocol: ConnectionProtocol, host: str, port: int) -> None:
+        self.loop = loop
+        self.protocol = protocol
+        self.connected = False
+        self.closed = False
+        self.pending = b""  # bytes the socket did not take yet
+        self.eof_pending = False  # half-close once `pending` is sent
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = sock = socket.socket(family, _NONBLOCKING_STREAM)
+        self.fd = sock.fileno()
+        # Like wrk and uvloop: a request larger than one segment must not wait on Nagle.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        code = sock.connect_ex((host, port))
+        if code and code not in _CONNECT_PENDING:
+            # Refused at once (loopback answers a closed port inside connect): report it on
+            # the next iteration, as for a connect that fails later.
+            self._close_socket()
+            loop.call_soon(protocol.connection_failed, OSError(code, errno.errorcode[code]))
+            return
+        # Writable = connected (or failed); then `_on_ready` takes over.
+        loop.watch(self.fd, _OUT, self._on_connect)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _on_connect(self, events: int) -> None:
+        if events & (_ERR | _HUP):
+            code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            self._close_socket()
+            error = OSError(code, errno.errorcode.get(code, "connect failed"))
+            self.protocol.connection_failed(error)
+            return
+        self.connected = True
+        self.loop.watch_again(self.fd, _IN, self._on_ready)
+        if self.pending or self.eof_pending:  # written before the connect finished
+            data, self.pending = self.pending, b""
+            self.write(data)
+            if self.eof_pending:
+                self.write_eof()
+            if self.closed:
+                return
+        self.protocol.connection_made(self)  # writes the request, usually at once
+
+    def _on_ready(self, events: int) -> None:
+        # The hot path of a keep-alive connection: one read per wake-up (whatever is left
+        # makes the socket ready again on the next poll).
+        if self.pending and events & _OUT:
+            self._flush()
+            if self.closed or not events & (_IN | _ERR | _HUP):
+                return
+        try:
+            data = self.sock.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            self._lost(error)
+            return
+        if data:
+            self.protocol.data_received(data)
+        else:
+            self._lost(None)
+
+    def _lost(self, error: OSError | None) -> None:
+        self._close_socket()
+        self.protocol.connection_lost(error)
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.pending or not self.connected:
+            self.pending += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError as error:
+            # Writing into a socket the peer closed: report it like a read would, but not from
+            # inside the caller's own call.
+            self._close_socket()
+            self.loop.call_soon(self.protocol.connection_lost, error)
+            return
+        if sent < len(data):
+            self.pending = data[sent:]
+            self.loop.rewatch(self.fd, _IN | _OUT)  # send the rest as the socket drains
+
+    def _flush(self) -> None:
+        try:
+            sent = self.sock.send(self.pending)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            self._lost(error)
+            return
+        self.pending = self.pending[sent:]
+        if not self.pending:
+            self.loop.rewatch(self.fd, _IN)
+            if self.eof_pending:
+                self.write_eof()
+
+    def write_eof(self) -> None:
+        """Half-close (send our FIN) once everything written so far is sent."""
+        if self.closed:
+            return
+        if self.pending or not self.connected:
+            self.eof_pending = True
+            return
+        self.eof_pending = False
+        # If the peer closed already, connection_lost follows from the read side.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        """Close once this batch of events is handled; nothing more is reported. Output
+        still pending is dropped (callers close after the response).
+
+        Not at once: a server that closes after its response has its FIN in flight, and
+        letting it arrive first makes our close the simple half of the shutdown (the server
+        keeps the TIME_WAIT). Closing at once measured 2-3 us more kernel time per connection
+        on the load core (uWSGI http-socket), as asyncio's transports also defer it."""
+        if not self.closed:
+            self.closed = True
+            self.loop.forget(self.fd)  # no more events for it, from now
+            self.loop.call_soon(self.sock.close)
+
+    def abort(self) -> None:
+        """Close now."""
+        if not self.closed:
+            self._close_socket()
+
+    def _close_socket(self) -> None:
+        self.closed = True
+        self.loop.forget(self.fd)
+        self.sock.close()  # also removes it from the epoll set
