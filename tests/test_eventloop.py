@@ -187,3 +187,36 @@ def test_abort_while_connecting_reports_nothing(listener):
     assert protocol.events == []
     assert connection.closed
     loop.close()
+
+
+def test_timers_are_precise_below_a_millisecond():
+    """epoll's own timeout is in whole milliseconds; the loop's timerfd is not. An open-loop
+    load counts latency from each request's intended time, so a late timer inflates every
+    latency it reports."""
+    loop = Loop()
+    assert loop._alarm is not None, "no timerfd on this Linux: timers fall back to 1 ms"
+    lateness_us: list[float] = []
+
+    def fire(when_ns: int, left: int) -> None:
+        lateness_us.append((time.monotonic_ns() - when_ns) / 1000)
+        if left == 0:
+            loop.stop()
+            return
+        next_ns = time.monotonic_ns() + 300_000  # 0.3 ms: epoll alone would wait 1 ms
+        loop.call_at(next_ns, fire, next_ns, left - 1)
+
+    first = time.monotonic_ns() + 300_000
+    loop.call_at(first, fire, first, 30)
+    run_with_deadline(loop)
+    assert min(lateness_us) >= 0  # never early
+    assert sorted(lateness_us)[len(lateness_us) // 2] < 500  # the median, in microseconds
+    loop.close()
+
+
+def test_an_alarm_for_a_passed_instant_fires_at_once():
+    loop = Loop()
+    fired = []
+    loop.call_at(time.monotonic_ns() - 1_000_000, lambda: (fired.append(True), loop.stop()))
+    run_with_deadline(loop, 1.0)
+    assert fired == [True]
+    loop.close()

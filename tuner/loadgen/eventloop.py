@@ -24,6 +24,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from tuner.loadgen.timerfd import open_timerfd
+
 _IN, _OUT, _ERR, _HUP = select.EPOLLIN, select.EPOLLOUT, select.EPOLLERR, select.EPOLLHUP
 _NONBLOCKING_STREAM = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
 # Larger than a typical response; a bigger one takes several reads (recv allocates this much).
@@ -48,7 +50,10 @@ class Timer:
 
 
 class Loop:
-    """Runs fd callbacks, due timers and `call_soon` callbacks until `stop()`."""
+    """Runs fd callbacks, due timers and `call_soon` callbacks until `stop()`.
+
+    Timers fire to the microsecond through a timerfd in the epoll set, armed for the earliest
+    timer; without one, epoll's timeout rounds up to the next millisecond (never early)."""
 
     def __init__(self) -> None:
         self._epoll = select.epoll()
@@ -56,6 +61,16 @@ class Loop:
         self._soon: deque[tuple[Callable, tuple]] = deque()
         self._timers: list[Timer] = []
         self._running = False
+        self._alarm = open_timerfd()
+        self._alarm_ns = 0  # when the alarm is armed for (0: not armed)
+        if self._alarm is not None:
+            self._handlers[self._alarm.fd] = self._on_alarm
+            self._epoll.register(self._alarm.fd, _IN)
+
+    def _on_alarm(self, events: int) -> None:
+        assert self._alarm is not None
+        self._alarm.clear()
+        self._alarm_ns = 0  # the due timers run in this iteration
 
     def call_soon(self, callback: Callable, *args: object) -> None:
         self._soon.append((callback, args))
@@ -102,14 +117,21 @@ class Loop:
         handlers = self._handlers
         soon = self._soon
         timers = self._timers
+        alarm = self._alarm
         while self._running:
             if soon:
                 timeout = 0.0
-            elif timers:
+            elif not timers:
+                timeout = -1.0
+            elif alarm is not None:
+                first = timers[0].when_ns
+                if first != self._alarm_ns:
+                    alarm.arm(first)
+                    self._alarm_ns = first
+                timeout = -1.0
+            else:
                 # epoll rounds up to whole milliseconds, so a timer never fires early.
                 timeout = max(0.0, (timers[0].when_ns - time.monotonic_ns()) / 1e9)
-            else:
-                timeout = -1.0
             for fd, events in poll(timeout):
                 handler = handlers.get(fd)
                 if handler is not None:
@@ -129,6 +151,8 @@ class Loop:
     def close(self) -> None:
         self._handlers.clear()
         self._epoll.close()
+        if self._alarm is not None:
+            self._alarm.close()
 
 
 class ConnectionProtocol(Protocol):

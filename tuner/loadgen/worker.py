@@ -35,10 +35,14 @@ CONNECT_BACKOFF_S = 0.05
 # How often in-flight requests are checked against the per-request timeout (a timer per
 # request would cost more than the request itself).
 SWEEP_INTERVAL_S = 0.02
-# Open loop: a request sent more than this after its intended time counts as late. Above
-# the event loop's 1 ms timer resolution, so only a busy client or an exhausted connection
-# pool makes requests late.
+# Open loop: a request sent more than this after its intended time counts as late. Well
+# above the event loop's timer precision (tens of microseconds; 1 ms on a system without
+# timerfd), so only a busy client or an exhausted connection pool makes requests late.
 LATE_THRESHOLD_MS = 2.0
+# Open loop: the shortest time between two wake-ups that send requests. Each wake-up costs
+# the load core about 25 us (measured at 20k req/s: CPU 60% at 0.1 ms, 44% at 0.25 ms, 37% at
+# 1 ms), and a request waits at most this long for its batch (p50 +0.15 ms, +0.25, +0.8).
+TICK_MIN_NS = 250_000
 # A connection that completed nothing in the window is starved when its request has waited
 # more than this many times the slowest request that was answered in the window.
 STARVED_WAIT_FACTOR = 2
@@ -405,9 +409,9 @@ class Worker:
                 self.idle_slots.pop().issue(intended)
             else:
                 self.backlog.append(intended)
-        # Round up to the loop's 1 ms timer resolution, so we never wake early and spin.
-        delay_ms = -(-(intended - now) // 1_000_000)
-        self.loop.call_later(delay_ms / 1000, self._tick)
+        # At the next request's intended time, but at most one wake-up per TICK_MIN_NS: above
+        # 4k req/s requests leave in small batches, each at most that late.
+        self.loop.call_at(max(intended, now + TICK_MIN_NS), self._tick)
 
     def _count_late(self, intended: int, now: int | None = None) -> None:
         if self.phase != _MEASURE:
