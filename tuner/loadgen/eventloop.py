@@ -2,9 +2,9 @@
 
 Why not asyncio on uvloop: a connection per request (servers that close after each response,
 `--no-keepalive`) made uvloop's generality the client's bottleneck. Its create_connection is a
-coroutine with a future, a transport and five extra system calls (SO_ERROR, getsockname,
-getpeername, two epoll_ctl), about 12 us of the client's CPU per connection; this loop spends
-about 6 us (benchmarks/loadgen_vs_wrk.py prints both sides' CPU time per request).
+coroutine with a future and a transport, and three system calls more than needed (SO_ERROR,
+getsockname, getpeername): 11-12 us of the client's user CPU per request, against 7.5-8 us
+here (benchmarks/loadgen_vs_wrk.py prints both sides' CPU time per request).
 
 One epoll set, level-triggered: a socket waits for output while it connects, then for input
 (and for output again only while a large request is still going out); closing it removes it.
