@@ -14,7 +14,6 @@ slower: the kernel's share per connection rose by 2-3 us (loadgen_vs_wrk, uWSGI 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import heapq
 import select
@@ -29,6 +28,7 @@ from tuner.loadgen.timerfd import open_timerfd
 
 _IN, _OUT, _ERR, _HUP = select.EPOLLIN, select.EPOLLOUT, select.EPOLLERR, select.EPOLLHUP
 _RDHUP = select.EPOLLRDHUP  # the peer's FIN has arrived
+_SOL_SOCKET, _SO_LINGER = socket.SOL_SOCKET, socket.SO_LINGER
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 _NONBLOCKING_STREAM = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
 # Larger than a typical response; a bigger one takes several reads (recv allocates this much).
@@ -298,9 +298,12 @@ class Connection:
             self.eof_pending = True
             return
         self.eof_pending = False
-        # If the peer closed already, connection_lost follows from the read side.
-        with contextlib.suppress(OSError):
+        # If the peer closed already, connection_lost follows from the read side. (Not
+        # contextlib.suppress: 0.26 us a use, by timeit, and this runs once per connection.)
+        try:  # noqa: SIM105
             self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
     def close(self) -> None:
         """Close once this batch of events is handled; nothing more is reported. Output
@@ -324,8 +327,8 @@ class Connection:
         expired on the load core, and capped at tcp_max_tw_buckets, which 20k connections a
         second reach in seconds, changing the cost mid-run). The server process sees nothing
         different. Measured: 3 us less kernel time per connection, +6% connections per core."""
-        with contextlib.suppress(OSError):
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        # No error to expect on an open socket; a plain call: this runs once per connection.
+        self.sock.setsockopt(_SOL_SOCKET, _SO_LINGER, _LINGER_RESET)
 
     def abort(self) -> None:
         """Close now."""
