@@ -43,6 +43,27 @@ class Recorder:
         self._seen("connection_lost")
 
 
+class CloseOnData(Recorder):
+    """Closes the connection at its first data, then stops the loop 0.1 s later (time for a
+    wrong late report to arrive). `before_reading` runs once connected."""
+
+    def __init__(self, loop: Loop, before_reading=lambda: None) -> None:
+        super().__init__(loop, stop_on="")
+        self.before_reading = before_reading
+        self.connection: Connection | None = None
+
+    def connection_made(self, connection: Connection) -> None:
+        super().connection_made(connection)
+        self.connection = connection
+        self.before_reading()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        assert self.connection is not None
+        self.connection.close()
+        self.loop.call_later(0.1, self.loop.stop)
+
+
 @pytest.fixture
 def listener():
     sock = socket.socket()
@@ -161,15 +182,8 @@ def test_after_close_nothing_is_reported_and_the_peer_sees_the_end(listener):
 
     thread = serve_once(listener, send_then_read_to_eof)
     loop = Loop()
-
-    class CloseOnData(Recorder):
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            connection.close()
-            self.loop.call_later(0.1, self.loop.stop)
-
-    protocol = CloseOnData(loop, stop_on="")
-    connection = Connection(loop, protocol, *listener.getsockname())
+    protocol = CloseOnData(loop)
+    Connection(loop, protocol, *listener.getsockname())
     run_with_deadline(loop)
     thread.join(5)
     assert protocol.events == ["connection_made", "data_received"]
@@ -229,19 +243,9 @@ def test_closing_after_the_peer_closed_leaves_no_time_wait(listener):
     port = listener.getsockname()[1]
     thread = serve_once(listener, lambda peer: peer.sendall(b"bye"))  # then closes
     loop = Loop()
-
-    class CloseOnData(Recorder):
-        def connection_made(self, connection: Connection) -> None:
-            super().connection_made(connection)
-            thread.join(5)  # the peer has sent and closed before we read
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            connection.close()
-            self.loop.call_later(0.1, self.loop.stop)
-
-    protocol = CloseOnData(loop, stop_on="")
-    connection = Connection(loop, protocol, *listener.getsockname())
+    # The peer has sent and closed before we read.
+    protocol = CloseOnData(loop, before_reading=lambda: thread.join(5))
+    Connection(loop, protocol, *listener.getsockname())
     run_with_deadline(loop)
     assert bytes(protocol.data) == b"bye"
     lingering = [
