@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
+import struct
 import threading
 import time
 
@@ -254,4 +255,35 @@ def test_closing_after_the_peer_closed_leaves_no_time_wait(listener):
         if c.status == psutil.CONN_TIME_WAIT and port in (c.laddr.port, c.raddr and c.raddr.port)
     ]
     assert lingering == []
+    loop.close()
+
+
+def test_a_write_failure_is_not_reported_after_an_abort(listener):
+    """A write into a reset connection is reported on the next iteration; a caller that gives
+    up first (a timeout sweep, the end of the run) hears nothing."""
+
+    connected = threading.Event()
+
+    def reset(peer: socket.socket) -> None:
+        connected.wait(5)  # only once we are connected: a reset before is a failed connect
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    thread = serve_once(listener, reset)  # accepts, then closes with RST
+    loop = Loop()
+
+    class WriteThenAbort(Recorder):
+        def connection_made(self, connection: Connection) -> None:
+            super().connection_made(connection)
+            connected.set()
+            thread.join(5)
+            connection.write(b"too late")  # fails: the peer has reset the connection
+            self.failed_at_once = connection.closed
+            connection.abort()
+            self.loop.call_later(0.1, self.loop.stop)
+
+    protocol = WriteThenAbort(loop, stop_on="")
+    Connection(loop, protocol, *listener.getsockname())
+    run_with_deadline(loop)
+    assert protocol.failed_at_once, "the write did not fail: nothing was tested"
+    assert protocol.events == ["connection_made"]
     loop.close()

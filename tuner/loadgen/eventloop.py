@@ -28,6 +28,7 @@ from tuner.loadgen.timerfd import open_timerfd
 
 _IN, _OUT, _ERR, _HUP = select.EPOLLIN, select.EPOLLOUT, select.EPOLLERR, select.EPOLLHUP
 _RDHUP = select.EPOLLRDHUP  # the peer's FIN has arrived
+_READING = _IN | _RDHUP  # what a connected socket waits for (plus _OUT while output waits)
 _SOL_SOCKET, _SO_LINGER = socket.SOL_SOCKET, socket.SO_LINGER
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 _NONBLOCKING_STREAM = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
@@ -183,6 +184,7 @@ class Connection:
         "pending",
         "eof_pending",
         "peer_closed",
+        "silenced",
     )
 
     def __init__(self, loop: Loop, protocol: ConnectionProtocol, host: str, port: int) -> None:
@@ -193,6 +195,7 @@ class Connection:
         self.pending = b""  # bytes the socket did not take yet
         self.eof_pending = False  # half-close once `pending` is sent
         self.peer_closed = False  # the peer's FIN came with (or before) the data we read
+        self.silenced = False  # we closed or aborted: no report may reach the protocol
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = sock = socket.socket(family, _NONBLOCKING_STREAM)
         self.fd = sock.fileno()
@@ -203,7 +206,7 @@ class Connection:
             # Refused at once (loopback answers a closed port inside connect): report it on
             # the next iteration, as for a connect that fails later.
             self._close_socket()
-            loop.call_soon(protocol.connection_failed, OSError(code, errno.errorcode[code]))
+            self._report_soon(protocol.connection_failed, OSError(code, errno.errorcode[code]))
             return
         # Writable = connected (or failed); then `_on_ready` takes over.
         loop.watch(self.fd, _OUT, self._on_connect)
@@ -218,7 +221,7 @@ class Connection:
             self.protocol.connection_failed(error)
             return
         self.connected = True
-        self.loop.watch_again(self.fd, _IN | _RDHUP, self._on_ready)
+        self.loop.watch_again(self.fd, _READING, self._on_ready)
         if self.pending or self.eof_pending:  # written before the connect finished
             data, self.pending = self.pending, b""
             self.write(data)
@@ -270,11 +273,11 @@ class Connection:
             # Writing into a socket the peer closed: report it like a read would, but not from
             # inside the caller's own call.
             self._close_socket()
-            self.loop.call_soon(self.protocol.connection_lost, error)
+            self._report_soon(self.protocol.connection_lost, error)
             return
         if sent < len(data):
             self.pending = data[sent:]
-            self.loop.rewatch(self.fd, _IN | _OUT)  # send the rest as the socket drains
+            self.loop.rewatch(self.fd, _READING | _OUT)  # send the rest as the socket drains
 
     def _flush(self) -> None:
         try:
@@ -286,7 +289,7 @@ class Connection:
             return
         self.pending = self.pending[sent:]
         if not self.pending:
-            self.loop.rewatch(self.fd, _IN)
+            self.loop.rewatch(self.fd, _READING)
             if self.eof_pending:
                 self.write_eof()
 
@@ -313,11 +316,9 @@ class Connection:
         letting it arrive first makes our close the simple half of the shutdown. Closing at
         once measured 2-3 us more kernel time per connection on the load core (uWSGI
         http-socket), as asyncio's transports also defer it."""
+        self.silenced = True
         if not self.closed:
-            self.closed = True
-            if self.peer_closed:
-                self._reset_on_close()
-            self.loop.forget(self.fd)  # no more events for it, from now
+            self._release()
             self.loop.call_soon(self.sock.close)
 
     def _reset_on_close(self) -> None:
@@ -331,13 +332,27 @@ class Connection:
         self.sock.setsockopt(_SOL_SOCKET, _SO_LINGER, _LINGER_RESET)
 
     def abort(self) -> None:
-        """Close now."""
+        """Close now; nothing more is reported."""
+        self.silenced = True
         if not self.closed:
             self._close_socket()
 
     def _close_socket(self) -> None:
+        self._release()
+        self.sock.close()  # also removes it from the epoll set
+
+    def _release(self) -> None:
+        """No more events for this socket; it ends with RST if the peer closed first."""
         self.closed = True
         if self.peer_closed:
             self._reset_on_close()
         self.loop.forget(self.fd)
-        self.sock.close()  # also removes it from the epoll set
+
+    def _report_soon(self, callback: Callable[[OSError], None], error: OSError) -> None:
+        # A failure found inside the caller's own call is reported on the next iteration,
+        # unless the caller closes or aborts first.
+        self.loop.call_soon(self._report, callback, error)
+
+    def _report(self, callback: Callable[[OSError], None], error: OSError) -> None:
+        if not self.silenced:
+            callback(error)
