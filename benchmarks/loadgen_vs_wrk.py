@@ -12,10 +12,8 @@ Notes on reading the table:
   into the closing socket; we learn that the server does this and reconnect at once, without
   counting an error, so there our req/s can exceed wrk's.
 - gunicorn's sync worker closes gracefully: it waits for the client's FIN before taking the
-  next connection, so a client's reaction time is charged to the server. wrk pays its own
-  (a C event loop juggling 64 connections); we half-close right after sending the request
-  once the server has announced `Connection: close`, so the figure is the server's own and
-  does not depend on how busy the client is. There our req/s can exceed wrk's.
+  next connection, so a client's reaction time is charged to the server. Both clients close
+  as soon as they have read the response, as wrk, nginx and browsers do.
 - wrk's latency starts after the connection is made; ours includes the connect when a request
   needs a new connection (like ab), so on close-per-response servers our p50/p99 are larger
   by design.

@@ -83,7 +83,6 @@ class Conn:
         "active",
         "last_response_ns",
         "one_shot",
-        "fin_sent",
     )
 
     def __init__(self, slot: Slot, one_shot: bool) -> None:
@@ -93,7 +92,6 @@ class Conn:
         self.last_response_ns = 0
         self.active = True  # False once the slot has given up on this connection
         self.one_shot = one_shot  # we close it after its first response
-        self.fin_sent = False
 
     def connection_made(self, transport: Connection) -> None:
         if not self.active:
@@ -102,12 +100,6 @@ class Conn:
         slot = self.slot
         if slot.busy:
             transport.write(slot.request)
-            if self.one_shot and slot.worker.fin_early:
-                # A server that closes after each response and lingers until the client
-                # closes too (gunicorn 27's graceful close) then finds our FIN already there,
-                # instead of waiting for this Python client to react to its response.
-                transport.write_eof()
-                self.fin_sent = True
 
     def connection_failed(self, error: OSError) -> None:
         self.slot.connect_failed(self)
@@ -226,10 +218,9 @@ class Slot:
         conn.last_response_ns = now
         keep = parser.should_keep_alive()
         if not keep:
-            if not conn.fin_sent:
-                # First thing: a server lingering until we close (gunicorn 27) waits on this,
-                # and the close below happens only after this batch of events.
-                conn.transport.write_eof()
+            # First thing: a server lingering until we close (gunicorn 27) waits on this,
+            # and the close below happens only after this batch of events.
+            conn.transport.write_eof()
             if conn.responses == 1:
                 worker.learn_announced_close()
         elif conn.responses == 2:
@@ -272,12 +263,6 @@ class Slot:
             self.reused = False
             self.connect()
             return
-        elif conn.fin_sent:
-            # Closed unanswered after our early half-close: a crash, or a server that drops
-            # half-closed clients. It counts as an error either way (never retried: that would
-            # hide crashes), and we stop half-closing early for the rest of the run.
-            self.worker.fin_early_refused = True
-            self.worker.fin_early = False
         self.fail(READ)
         self.worker.idle(self)
 
@@ -327,8 +312,6 @@ class Worker:
         self.inflight = 0
         self.total_responses = 0
         self.peer_closes = False  # the server closes after every response
-        self.fin_early = False  # ... and says so: half-close right after each request
-        self.fin_early_refused = False  # a half-closed connection was dropped unanswered
         self.slowest_completed_us = 0  # slowest answered request of this measurement window
         self.starved = 0
         self.connections_made = 0
@@ -365,7 +348,6 @@ class Worker:
 
     def learn_announced_close(self) -> None:
         # The server answered a connection's first request with `Connection: close`.
-        self.fin_early = not self.fin_early_refused
         if self.keepalive:
             self.peer_closes = True
 
