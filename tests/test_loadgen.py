@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import select
 import signal
 import socket
+import socketserver
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -184,6 +187,58 @@ def test_gunicorn_sync_connection_close_is_not_an_error(server, tmp_path) -> Non
     result = run_load(spec(port))
     assert_clean(result)
     assert result.total_responses == served(counter)
+
+
+class LingeringCloseHandler(socketserver.BaseRequestHandler):
+    """Answers one request with `Connection: close`, then lingers until the client closes, as
+    gunicorn 27's sync worker does; notes whether the client's FIN came before the answer."""
+
+    fin_before_answer: list[bool]
+    fin_after_answer: list[bool]
+
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return
+            data += chunk
+        # A client that half-closes right after its request has its FIN here by now.
+        readable, _, _ = select.select([sock], [], [], 0.01)
+        self.fin_before_answer.append(bool(readable) and sock.recv(1, socket.MSG_PEEK) == b"")
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(2.0)
+        try:
+            self.fin_after_answer.append(sock.recv(4096) == b"")
+        except TimeoutError:
+            self.fin_after_answer.append(False)
+
+
+def test_client_closes_after_reading_the_answer_not_before() -> None:
+    # A client that half-closes before the answer frees a lingering server early, which real
+    # clients (wrk, nginx, browsers) never do: measured, gunicorn sync then looked 2-6% faster
+    # and its p99 12-31% lower than wrk saw.
+    before: list[bool] = []
+    after: list[bool] = []
+
+    class Handler(LingeringCloseHandler):
+        fin_before_answer = before
+        fin_after_answer = after
+
+    with socketserver.ThreadingTCPServer((HOST, 0), Handler) as lingering:
+        lingering.daemon_threads = True
+        thread = threading.Thread(target=lingering.serve_forever, daemon=True)
+        thread.start()
+        try:
+            result = run_load(spec(lingering.server_address[1], connections=4, duration_s=0.5))
+        finally:
+            lingering.shutdown()
+    assert_clean(result)
+    assert len(before) >= result.requests > 20
+    assert not any(before)
+    assert all(after[: result.requests])
 
 
 @pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "close"])
