@@ -35,13 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tuner.apps import parse_app  # noqa: E402
-from tuner.confirm import Candidate, Confirmed, confirm  # noqa: E402
-from tuner.cpus import default_split  # noqa: E402
 from tuner.errors import TrialError  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload  # noqa: E402
-from tuner.runner import BenchPlan, run_bench  # noqa: E402
+from tuner.machine.cpus import default_split  # noqa: E402
+from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
+from tuner.search.study import trial_metrics  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
-from tuner.study import trial_metrics  # noqa: E402
+from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
 
 APPS = {
     "hello": ("apps/hello.py", "/"),

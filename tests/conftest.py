@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # so plain `pytest` works as well as `python -m pytest`
     sys.path.insert(0, str(ROOT))
 
-from tuner import process as process_module  # noqa: E402
 from tuner.apps import parse_app  # noqa: E402
 from tuner.errors import ToolMissingError  # noqa: E402
-from tuner.process import ServerProcess, free_port  # noqa: E402
+from tuner.measure import process as process_module  # noqa: E402
+from tuner.measure.process import ServerProcess, free_port  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 from tuner.servers.base import ServerAdapter  # noqa: E402
 

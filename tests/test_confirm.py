@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.confirm import Candidate, Confirmed, confirm, decide
 from tuner.errors import ServerStartError
-from tuner.objectives import Slo
-from tuner.stats import Spread, clearly_better
+from tuner.metrics.stats import Spread, clearly_better
+from tuner.search.objectives import Slo
+from tuner.workflow.confirm import Candidate, Confirmed, confirm, decide
 
 
 def run(rps: float, p99: float = 10.0, pss: float = 30.0, **extra) -> dict:

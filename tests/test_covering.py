@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.conftest import require_adapter
 from tuner.cli import build_parser
 from tuner.commands.tune import build_setup
-from tuner.study import QuietListener, open_study, run_search
+from tuner.search.study import QuietListener, open_study, run_search
 
 CPUS = sorted(os.sched_getaffinity(0))
 SPLIT = ["--server-cpus", str(CPUS[0]), "--load-cpus", str(CPUS[-1])] if len(CPUS) > 1 else []

@@ -26,11 +26,11 @@ import pytest
 
 from tests.cli import run_tuner as tuner_cli
 from tests.conftest import require_adapter
-from tuner import runner
 from tuner.cli import build_parser
 from tuner.commands.tune import build_setup
-from tuner.records import TrialRecord
-from tuner.study import QuietListener, load_records, open_study, run_search
+from tuner.measure import runner
+from tuner.search.records import TrialRecord
+from tuner.search.study import QuietListener, load_records, open_study, run_search
 
 REPO = Path(__file__).resolve().parents[1]
 FAULTY = str(REPO / "apps" / "faulty.py")

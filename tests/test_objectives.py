@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tuner.errors import ConfigError, InvalidMeasurement
-from tuner.objectives import (
+from tuner.search.objectives import (
     OBJECTIVES,
     Slo,
     constraints,

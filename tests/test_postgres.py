@@ -24,8 +24,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tuner.process import free_port
-from tuner.study import load_records, with_postgres_driver
+from tuner.measure.process import free_port
+from tuner.search.study import load_records, with_postgres_driver
 
 REPO = Path(__file__).resolve().parents[1]
 CPUS = sorted(os.sched_getaffinity(0))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tuner.provenance import trial_header
-from tuner.records import TrialRecord
+from tuner.search.records import TrialRecord
+from tuner.workflow.provenance import trial_header
 
 SETUP = {"app": "apps/hello.py:app", "server": "gunicorn", "server_cpus": [0], "cpu_model": "x"}
 METRICS = {"rps": 7000.0, "latency_ms": {"p99": 0.7}, "memory_mb": {"pss_mean": 30.0}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from tuner.study import KEEP_BEST_PERCENT, FeasiblePercentilePruner
+from tuner.search.study import KEEP_BEST_PERCENT, FeasiblePercentilePruner
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -20,7 +20,7 @@ from PIL import Image
 from tests.serverwatch import wait_none_left
 from tests.test_tune import REPO, SHORT, tuner
 from tuner.cli import main
-from tuner.report_data import worker_axes
+from tuner.report.data import worker_axes
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Any absolute or protocol-relative URL in an attribute would make the page fetch something.

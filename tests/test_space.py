@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 
 from tuner.errors import ConfigError
-from tuner.servers import get_adapter
-from tuner.settings import Setting, SettingsTable
-from tuner.space import (
+from tuner.search.space import (
     SearchSpace,
     bounds,
     default_space_path,
@@ -20,6 +18,8 @@ from tuner.space import (
     parse_expr,
     suggest,
 )
+from tuner.servers import get_adapter
+from tuner.settings import Setting, SettingsTable
 
 
 def _setting(name: str, kind: str, default: Any, **kw: Any) -> Setting:

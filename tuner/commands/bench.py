@@ -6,7 +6,6 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from tuner import display
 from tuner.apps import check_app_imports, parse_app
 from tuner.commands.options import (
     add_load_options,
@@ -15,7 +14,8 @@ from tuner.commands.options import (
     load_spec_from,
     workload_from,
 )
-from tuner.runner import BenchPlan, run_bench
+from tuner.measure.runner import BenchPlan, run_bench
+from tuner.report import bench_view as display
 from tuner.servers import SERVERS, get_adapter
 from tuner.settings import parse_assignments
 

@@ -12,18 +12,18 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tuner import compare
 from tuner.apps import parse_app
 from tuner.commands.tune import STUDY_NAME, add_tune_options, build_setup, run_tune, study_workdir
-from tuner.compare_report import compare_chart, compare_table
 from tuner.errors import ConfigError
-from tuner.report_html import atomic_write, check_out_dir, render_page, write_report
-from tuner.report_terminal import console as stdout_console
-from tuner.report_terminal import print_tables
+from tuner.report.compare import compare_chart, compare_table
+from tuner.report.html import atomic_write, check_out_dir, render_page, write_report
+from tuner.report.study_view import PlainListener, print_json
+from tuner.report.terminal import console as stdout_console
+from tuner.report.terminal import print_tables
+from tuner.search.study import StudySetup
 from tuner.servers import get_adapter
-from tuner.study import StudySetup
-from tuner.study_display import PlainListener, print_json
-from tuner.tuning import TuneOutcome
+from tuner.workflow import compare
+from tuner.workflow.tune import TuneOutcome
 
 
 def register(commands: argparse._SubParsersAction) -> None:

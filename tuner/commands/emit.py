@@ -9,11 +9,11 @@ from rich.console import Console
 
 from tuner.apps import parse_app
 from tuner.commands.tune import DEFAULT_STORAGE
-from tuner.emit import write_config
 from tuner.errors import ConfigError
-from tuner.provenance import trial_header
+from tuner.search.study import load_records
 from tuner.servers import get_adapter
-from tuner.study import load_records
+from tuner.workflow.emit import write_config
+from tuner.workflow.provenance import trial_header
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from urllib.parse import urlsplit
 
-from tuner import display
 from tuner.commands.options import add_load_options, load_spec_from, workload_from
-from tuner.cpus import default_split, parse_cpu_list
 from tuner.errors import ConfigError
 from tuner.loadgen import LoadSpec, run_load
+from tuner.machine.cpus import default_split, parse_cpu_list
+from tuner.report import bench_view as display
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -6,9 +6,9 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from tuner.cpus import check_disjoint, default_split, parse_cpu_list
 from tuner.errors import ConfigError
 from tuner.loadgen import LoadSpec, Workload, load_workload_file
+from tuner.machine.cpus import check_disjoint, default_split, parse_cpu_list
 
 
 def add_load_options(

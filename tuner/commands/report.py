@@ -8,14 +8,14 @@ from pathlib import Path
 from rich.console import Console
 
 from tuner.commands.tune import DEFAULT_STORAGE, study_workdir
-from tuner.figures import study_charts
-from tuner.report_data import StudyData, load_study_data
-from tuner.report_html import check_out_dir, render_page, write_report
-from tuner.report_tables import SettingsText, study_tables, summary_lines
-from tuner.report_terminal import console as stdout_console
-from tuner.report_terminal import print_tables
+from tuner.report.data import StudyData, load_study_data
+from tuner.report.figures import study_charts
+from tuner.report.html import check_out_dir, render_page, write_report
+from tuner.report.study_view import describe
+from tuner.report.tables import SettingsText, study_tables, summary_lines
+from tuner.report.terminal import console as stdout_console
+from tuner.report.terminal import print_tables
 from tuner.servers import get_adapter
-from tuner.study_display import describe
 
 
 def register(commands: argparse._SubParsersAction) -> None:

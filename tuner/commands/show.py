@@ -6,10 +6,10 @@ import argparse
 
 from tuner.commands.report import changed_settings
 from tuner.commands.tune import DEFAULT_STORAGE
-from tuner.report_data import load_study_data
-from tuner.report_tables import confirmation, pareto_front, summary_lines, top_trials
-from tuner.report_terminal import console as stdout_console
-from tuner.report_terminal import print_tables
+from tuner.report.data import load_study_data
+from tuner.report.tables import confirmation, pareto_front, summary_lines, top_trials
+from tuner.report.terminal import console as stdout_console
+from tuner.report.terminal import print_tables
 
 SHOWN = 5
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from tuner.commands.tune import DEFAULT_STORAGE
-from tuner.report_data import list_studies
-from tuner.report_tables import studies_table
-from tuner.report_terminal import console as stdout_console
-from tuner.report_terminal import print_tables
+from tuner.report.data import list_studies
+from tuner.report.tables import studies_table
+from tuner.report.terminal import console as stdout_console
+from tuner.report.terminal import print_tables
 
 
 def register(commands: argparse._SubParsersAction) -> None:

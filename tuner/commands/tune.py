@@ -9,7 +9,6 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tuner import objectives
 from tuner.apps import check_app_imports, parse_app
 from tuner.commands.options import (
     add_load_options,
@@ -19,12 +18,13 @@ from tuner.commands.options import (
     workload_from,
 )
 from tuner.errors import ConfigError
-from tuner.objectives import Slo
+from tuner.report.study_view import LiveListener, PlainListener, confirmation_table, print_json
+from tuner.search import objectives
+from tuner.search.objectives import Slo
+from tuner.search.space import default_space_path, load_space
+from tuner.search.study import StudySetup, load_records
 from tuner.servers import SERVERS, get_adapter
-from tuner.space import default_space_path, load_space
-from tuner.study import StudySetup, load_records
-from tuner.study_display import LiveListener, PlainListener, confirmation_table, print_json
-from tuner.tuning import TuneOutcome, tune
+from tuner.workflow.tune import TuneOutcome, tune
 
 DEFAULT_STORAGE = "sqlite:///studies/tuner.db"
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

@@ -1,6 +1,6 @@
 """What every server adapter provides: validate settings, build a command line, write a config.
 
-An adapter is the only place that knows a server's flags; `tuner.process` only runs the
+An adapter is the only place that knows a server's flags; `tuner.measure.process` only runs the
 `LaunchSpec` it returns.
 """
 

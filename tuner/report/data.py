@@ -14,9 +14,9 @@ from typing import Any
 import optuna
 
 from tuner.errors import ConfigError
-from tuner.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.study import load_existing, storage, to_record
 from tuner.servers import get_adapter
-from tuner.study import load_existing, storage, to_record
 
 # The setting that counts worker processes, per server (the x axis of the workers figure).
 

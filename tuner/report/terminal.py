@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from tuner.report_tables import Table
+from tuner.report.tables import Table
 
 PIPED_WIDTH = 160
 FREE_TEXT = frozenset({"settings", "reason", "value", "notes", "config file"})

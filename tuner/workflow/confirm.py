@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner import objectives
 from tuner.errors import TrialError
-from tuner.objectives import Slo
-from tuner.records import BASELINE_DEFAULT, BASELINE_RULE
-from tuner.stats import Spread, clearly_better, ratio
+from tuner.metrics.stats import Spread, clearly_better, ratio
+from tuner.search import objectives
+from tuner.search.objectives import Slo
+from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE
 
 # A recommended config whose p99 is this many times the default's gets a warning.
 TAIL_WARNING_FACTOR = 5.0

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from tuner.confirm import Confirmed, Verdict
-from tuner.records import TrialRecord
-from tuner.stats import Spread, ratio
+from tuner.metrics.stats import Spread, ratio
+from tuner.search.records import TrialRecord
+from tuner.workflow.confirm import Confirmed, Verdict
 
 
 def header_lines(

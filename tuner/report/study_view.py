@@ -12,11 +12,11 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tuner.confirm import Candidate, Confirmed
 from tuner.loadgen import WindowStats
-from tuner.records import TrialRecord
+from tuner.search.records import TrialRecord
+from tuner.search.study import QuietListener
 from tuner.settings import Value
-from tuner.study import QuietListener
+from tuner.workflow.confirm import Candidate, Confirmed
 
 TOP_ROWS = 5
 

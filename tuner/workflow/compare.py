@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.confirm import Candidate, Confirmed, confirm
-from tuner.records import BASELINE_DEFAULT
-from tuner.runner import BenchPlan, run_bench
-from tuner.study import StudySetup, trial_metrics
-from tuner.tuning import TuneOutcome
+from tuner.measure.runner import BenchPlan, run_bench
+from tuner.search.records import BASELINE_DEFAULT
+from tuner.search.study import StudySetup, trial_metrics
+from tuner.workflow.confirm import Candidate, Confirmed, confirm
+from tuner.workflow.tune import TuneOutcome
 
 OnRun = Callable[[Candidate, int, dict[str, Any] | None], None]
 

@@ -99,7 +99,7 @@ class TrialLike(Protocol):
 
 def default_space_path(server: str) -> Path:
     """The shipped space for `server`: <repo>/search_spaces/<server>.toml."""
-    return Path(__file__).resolve().parents[1] / "search_spaces" / f"{server}.toml"
+    return Path(__file__).resolve().parents[2] / "search_spaces" / f"{server}.toml"
 
 
 # --- cpu expressions ----------------------------------------------------------------------

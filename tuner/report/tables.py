@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
-from tuner.report_data import StudyData, masked
-from tuner.stats import ratio
+from tuner.metrics.stats import ratio
+from tuner.report.data import StudyData, masked
+from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
 
 TOP_TRIALS = 10
 SettingsText = Callable[[dict[str, Any]], str]

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tuner.errors import ConfigError
-from tuner.figures import Chart
-from tuner.report_tables import Table
+from tuner.report.figures import Chart
+from tuner.report.tables import Table
 
 # Figures, ratios and spreads ("1,234", "x1.05", "2.1 / 2.3 / 2.9", "0.00%") align right.
 NUMERIC = re.compile(r"^(n/a|x?[\d.,]+%?( / [\d.,]+%?)*)$")

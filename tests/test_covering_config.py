@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tuner.repair import covering_config
+from tuner.search.covering import covering_config
 from tuner.servers import get_adapter
 
 UWSGI = get_adapter("uwsgi")

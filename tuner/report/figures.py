@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from tuner.report_data import Contender, StudyData, contenders, worker_axes
+from tuner.report.data import Contender, StudyData, contenders, worker_axes
 from tuner.servers import get_adapter
 
 PERCENTILES = (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9"))

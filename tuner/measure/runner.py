@@ -19,8 +19,8 @@ from tuner import __version__
 from tuner.apps import AppRef
 from tuner.errors import PortInUseError, ServerCrashed
 from tuner.loadgen import LoadSpec, WindowStats, run_load
+from tuner.measure.process import ServerProcess, free_port, key_line
 from tuner.metrics.memory import MemorySampler
-from tuner.process import ServerProcess, free_port, key_line
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 

@@ -27,18 +27,19 @@ from typing import Any, Protocol
 import optuna
 from optuna.trial import FrozenTrial, Trial
 
-from tuner import hosts, objectives
 from tuner.apps import AppRef
 from tuner.errors import AppBrokenError, ConfigError, InvalidMeasurement, TrialError, TunerError
 from tuner.loadgen import LoadSpec, WindowStats
-from tuner.objectives import Slo
-from tuner.probe import cpu_probe_ms
-from tuner.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
-from tuner.repair import covering_config
-from tuner.runner import BenchPlan, cpu_model, run_bench
+from tuner.machine import hosts
+from tuner.machine.probe import cpu_probe_ms
+from tuner.measure.runner import BenchPlan, cpu_model, run_bench
+from tuner.search import objectives
+from tuner.search.covering import covering_config
+from tuner.search.objectives import Slo
+from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.space import SearchSpace, bounds, suggest
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
-from tuner.space import SearchSpace, bounds, suggest
 
 # A trial whose running figure is in the worst quarter of the others at the same second is
 # stopped early: only clearly hopeless configs, since one-second windows are noisy. (Optuna's
@@ -404,7 +405,7 @@ class _TrialObjective:
         return objectives.values(setup.objective, metrics)
 
     def _try_covering_config(self, number: int, settings: dict[str, Value]) -> None:
-        """Queue the nearest config with a thread for every connection (see tuner.repair),
+        """Queue the nearest config with a thread for every connection (see tuner.search.covering),
         a few times per study, so the sampler sees that region at its best once."""
         setup = self.setup
         tried = [t for t in self.study.get_trials(deepcopy=False) if "covers_for" in t.user_attrs]

@@ -8,14 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner import objectives
-from tuner.confirm import Candidate, Confirmed, Verdict, confirm, decide
-from tuner.emit import write_config
-from tuner.provenance import header_lines
-from tuner.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
-from tuner.runner import BenchPlan, run_bench, run_context
-from tuner.stats import Spread
-from tuner.study import (
+from tuner.measure.runner import BenchPlan, run_bench, run_context
+from tuner.metrics.stats import Spread
+from tuner.search import objectives
+from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.study import (
     StudyListener,
     StudySetup,
     open_study,
@@ -25,6 +22,9 @@ from tuner.study import (
     to_record,
     trial_metrics,
 )
+from tuner.workflow.confirm import Candidate, Confirmed, Verdict, confirm, decide
+from tuner.workflow.emit import write_config
+from tuner.workflow.provenance import header_lines
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from tuner.compare import ServerRow
-from tuner.figures import Chart, draw_spread_bars, png_bytes
-from tuner.report_tables import Table, ratio_text, spread_text
-from tuner.stats import ratio
+from tuner.metrics.stats import ratio
+from tuner.report.figures import Chart, draw_spread_bars, png_bytes
+from tuner.report.tables import Table, ratio_text, spread_text
+from tuner.workflow.compare import ServerRow
 
 FIGURES = (
     ("rps", "req/s (higher is better)"),

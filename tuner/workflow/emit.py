@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, TrialError, TunerError
-from tuner.process import ServerProcess, free_port
+from tuner.measure.process import ServerProcess, free_port
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 

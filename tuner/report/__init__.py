@@ -1,0 +1,1 @@
+"""Everything a person reads: live views, tables, charts and the HTML report."""
