@@ -190,8 +190,10 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
         [
             Candidate("grid", None, grid_winner.settings),
             Candidate("tuner", winner["trial"], adapter.resolve(winner["settings"])),
-            Candidate("default", None, adapter.table.defaults()),
-            Candidate("2*cpus+1", None, adapter.baseline_rule_values(len(server_cpus))),
+            *(
+                Candidate(b.label, None, dict(b.values))
+                for b in adapter.baselines(len(server_cpus))
+            ),
         ],
         args.final_rounds,
     )
@@ -216,8 +218,8 @@ def summarise(
     by_label = {c.candidate.label: c for c in confirmed}
 
     def median(label: str) -> float:
-        entry = by_label[label]
-        return entry.rps.median if entry.rps and not entry.unfair else 0.0
+        entry = by_label.get(label)  # a server that forks no workers has no 2*cpus+1 rule
+        return entry.rps.median if entry and entry.rps and not entry.unfair else 0.0
 
     grid_best, tuner = median("grid"), median("tuner")
     default, rule = median("default"), median("2*cpus+1")

@@ -95,7 +95,7 @@ def start_server(server: Server, cpu: int, log_dir: Path) -> ServerProcess:
     adapter = get_adapter(server.server)
     port = free_port(HOST)
     app = parse_app(server.app, ROOT)
-    spec = adapter.launch_spec(app, HOST, port, adapter.resolve(server.settings))
+    spec = adapter.launch_spec(app, HOST, port, adapter.resolve(server.settings), log_dir)
     return ServerProcess.start(
         spec,
         cpus=(cpu,),

@@ -91,7 +91,7 @@ def running(
 ) -> Iterator[ServerProcess]:
     """A real server for `app` with `values`, stopped (and checked) on exit."""
     port = free_port(HOST)
-    spec = adapter.launch_spec(parse_app(app, cwd=ROOT), HOST, port, values or {})
+    spec = adapter.launch_spec(parse_app(app, cwd=ROOT), HOST, port, values or {}, log_path.parent)
     with ServerProcess.start(
         spec, cpus=cpus, log_path=log_path, host=HOST, port=port, ready_path=ready_path
     ) as server:

@@ -126,9 +126,9 @@ NASTY = "x\nimport os; os.system('id')\r# ' \" \\ \u2028 %(home) $(HOME) @(/etc/
 def test_gunicorn_file_is_only_literal_assignments(tmp_path: Path) -> None:
     adapter = get_adapter("gunicorn")
     folder = f"/tmp/we'ird\"\ndir{NASTY}"
-    text = adapter.render_config(
+    text = adapter.render_artifact(
         AppRef("app", "app", folder), "127.0.0.1", 8000, {}, header=f"study {NASTY}"
-    )
+    ).text
     tree = ast.parse(text)
     for node in tree.body:  # nothing runs but name = literal
         assert isinstance(node, ast.Assign), ast.dump(node)
@@ -140,10 +140,10 @@ def test_gunicorn_file_is_only_literal_assignments(tmp_path: Path) -> None:
 def test_uwsgi_file_refuses_values_it_cannot_write_safely() -> None:
     adapter = get_adapter("uwsgi")
     with pytest.raises(ConfigError, match="can be written to an ini file safely"):
-        adapter.render_config(AppRef("app", "app", f"/tmp/{NASTY}"), "127.0.0.1", 8000, {})
-    text = adapter.render_config(
+        adapter.render_artifact(AppRef("app", "app", f"/tmp/{NASTY}"), "127.0.0.1", 8000, {})
+    text = adapter.render_artifact(
         AppRef("app", "app", "/srv/app"), "127.0.0.1", 8000, {}, header=f"study {NASTY}"
-    )
+    ).text
     body = [line for line in text.splitlines() if line and not line.startswith(("#", ";"))]
     assert body[0] == "[uwsgi]"
     assert all(" = " in line and "\r" not in line for line in body[1:])

@@ -72,6 +72,7 @@ def test_load_drives_a_running_server(since, tmp_path):
         "127.0.0.1",
         port,
         adapter.resolve({"protocol": "http11-socket", "threads": 16}),
+        tmp_path,
     )
     with ServerProcess.start(
         spec, cpus=(0,), log_path=tmp_path / "u.log", host="127.0.0.1", port=port

@@ -184,7 +184,7 @@ def test_gunicorn_rejected_value_fails_fast_with_its_message(
 ) -> None:
     # Our table would refuse threads=-1; bypass it to see gunicorn's own validation.
     port = free_port()
-    spec = gunicorn.launch_spec(parse_app("apps.hello:app", cwd=ROOT), HOST, port, {})
+    spec = gunicorn.launch_spec(parse_app("apps.hello:app", cwd=ROOT), HOST, port, {}, ROOT)
     spec = replace(spec, argv=spec.argv[:-1] + ("--threads=-1", spec.argv[-1]))
     started = time.monotonic()
     with pytest.raises(ServerStartError) as caught:
@@ -210,11 +210,13 @@ def test_defaults_resolve_and_render(name: str) -> None:
     adapter = get_adapter(name)
     values = adapter.resolve({})
     assert values == adapter.table.defaults()
-    assert adapter.worker_count(values) == 1
-    assert adapter.worker_count(adapter.baseline_rule_values(4)) == 9
-    rule = adapter.baseline_rule_values(2)
-    assert {k for k, v in rule.items() if v != adapter.table.defaults()[k]} == {
-        adapter.worker_setting
+    assert adapter.processes(values) == 1
+    default, rule = adapter.baselines(4)
+    assert default.values == values
+    assert adapter.processes(rule.values) == 9
+    _, rule = adapter.baselines(2)
+    assert {k for k, v in rule.values.items() if v != adapter.table.defaults()[k]} == {
+        adapter.process_model.processes
     }
 
 
@@ -281,11 +283,12 @@ def test_gunicorn_config_checks_boots_and_round_trips(
 ) -> None:
     app = parse_app("apps.hello:app", cwd=ROOT)
     port = free_port()
-    path = tmp_path / gunicorn.config_filename
+    path = tmp_path / gunicorn.artifact_filename
     path.write_text(
-        gunicorn.render_config(app, HOST, port, GUNICORN_TUNED, header="tuned\nby a test")
+        gunicorn.render_artifact(app, HOST, port, GUNICORN_TUNED, header="tuned\nby a test").text
     )
-    argv = gunicorn.config_argv(path, app)
+    spec = gunicorn.artifact_launch(path, app, HOST, port, GUNICORN_TUNED)
+    argv = list(spec.argv)
 
     check = subprocess.run([*argv, "--check-config"], capture_output=True, text=True, cwd=tmp_path)
     assert check.returncode == 0, check.stderr
@@ -302,7 +305,6 @@ def test_gunicorn_config_checks_boots_and_round_trips(
     assert resolved["control_socket_disable"] == "True"
     assert resolved["bind"] == f"['{HOST}:{port}']"
 
-    spec = replace(gunicorn.launch_spec(app, HOST, port, GUNICORN_TUNED), argv=tuple(argv))
     with ServerProcess.start(spec, cpus=(), log_path=tmp_path / "g.log", host=HOST, port=port) as s:
         assert get(s).is_success
         assert len(wait_for_pids(s, 4)) == 4  # master + 3 workers
@@ -323,8 +325,8 @@ def test_uwsgi_ini_boots_and_round_trips(uwsgi: ServerAdapter, tmp_path: Path) -
     }
     app = parse_app("apps/hello.py:app", cwd=ROOT)
     port = free_port()
-    path = tmp_path / uwsgi.config_filename
-    path.write_text(uwsgi.render_config(app, HOST, port, tuned, header="tuned\nby a test"))
+    path = tmp_path / uwsgi.artifact_filename
+    path.write_text(uwsgi.render_artifact(app, HOST, port, tuned, header="tuned\nby a test").text)
 
     ini = configparser.ConfigParser(strict=True, interpolation=None)
     ini.read(path)
@@ -337,9 +339,7 @@ def test_uwsgi_ini_boots_and_round_trips(uwsgi: ServerAdapter, tmp_path: Path) -
     assert section["module"] == "hello:app"
     assert {"strict", "need-app", "die-on-term"} <= set(section)
 
-    spec = replace(
-        uwsgi.launch_spec(app, HOST, port, tuned), argv=tuple(uwsgi.config_argv(path, app))
-    )
+    spec = uwsgi.artifact_launch(path, app, HOST, port, tuned)
     with ServerProcess.start(spec, cpus=(), log_path=tmp_path / "u.log", host=HOST, port=port) as s:
         assert get(s).is_success
         assert len(wait_for_pids(s, 4)) == 4  # master + 2 workers + the http router
@@ -351,7 +351,7 @@ def test_gunicorn_config_escapes_text(gunicorn: ServerAdapter, tmp_path: Path) -
     folder = tmp_path / 'it\'s "odd"\nworkers = 99'
     folder.mkdir()
     app = AppRef("hello", "app", str(folder))
-    text = gunicorn.render_config(app, HOST, 8000, {}, header="line one\nworkers = 42")
+    text = gunicorn.render_artifact(app, HOST, 8000, {}, header="line one\nworkers = 42").text
     namespace: dict = {}
     exec(compile(text, "gunicorn.conf.py", "exec"), namespace)  # noqa: S102 - our own output
     assert namespace["chdir"] == str(folder)
@@ -361,10 +361,10 @@ def test_gunicorn_config_escapes_text(gunicorn: ServerAdapter, tmp_path: Path) -
 def test_uwsgi_ini_refuses_unsafe_text(uwsgi: ServerAdapter, tmp_path: Path) -> None:
     for pythonpath in ("/srv/app\nprocesses = 99", "/srv/%(home)", "/srv/$(HOME)", "/srv/a b"):
         with pytest.raises(ConfigError, match="chdir"):
-            uwsgi.render_config(AppRef("hello", "app", pythonpath), HOST, 8000, {})
-    text = uwsgi.render_config(
+            uwsgi.render_artifact(AppRef("hello", "app", pythonpath), HOST, 8000, {})
+    text = uwsgi.render_artifact(
         AppRef("hello", "app", "/srv/app"), HOST, 8000, {}, header="a\nprocesses = 99"
-    )
+    ).text
     assert "\nprocesses = 99" not in text
     assert all(line.startswith("#") for line in text.split("[uwsgi]")[0].splitlines())
 

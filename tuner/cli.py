@@ -41,9 +41,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="tuner", description="Find the best gunicorn / uWSGI config by measuring."
-    )
+    parser = _Parser(prog="tuner", description="Find the best WSGI server config by measuring.")
     parser.add_argument("--version", action="version", version=f"tuner {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:

@@ -25,7 +25,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)"
     )
-    parser.add_argument("--server", required=True, choices=SERVERS)
+    parser.add_argument(
+        "--server", required=True, metavar="NAME", help="one of: " + ", ".join(SERVERS)
+    )
     parser.add_argument(
         "--set",
         dest="settings",

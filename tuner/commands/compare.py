@@ -1,4 +1,4 @@
-"""`tuner compare APP --servers gunicorn,uwsgi`: tune each server, then measure them side by side.
+"""`tuner compare APP --servers A,B`: tune each server, then measure them side by side.
 
 Each server gets its own study (named COMPARE-SERVER) with exactly the options of `tuner tune`;
 the config files, compare.html, compare.png and compare.json go to one folder.
@@ -15,13 +15,14 @@ from rich.console import Console
 from tuner.apps import parse_app
 from tuner.commands.tune import STUDY_NAME, add_tune_options, build_setup, run_tune, study_workdir
 from tuner.errors import ConfigError
+from tuner.files import atomic_write
 from tuner.report.compare import compare_chart, compare_table
-from tuner.report.html import atomic_write, check_out_dir, render_page, write_report
+from tuner.report.html import check_out_dir, render_page, write_report
 from tuner.report.study_view import PlainListener, print_json
 from tuner.report.terminal import console as stdout_console
 from tuner.report.terminal import print_tables
 from tuner.search.study import StudySetup
-from tuner.servers import get_adapter
+from tuner.servers import SERVERS, get_adapter
 from tuner.workflow import compare
 from tuner.workflow.tune import TuneOutcome
 
@@ -34,7 +35,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         "app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)"
     )
     parser.add_argument(
-        "--servers", required=True, metavar="LIST", help="comma-separated, e.g. gunicorn,uwsgi"
+        "--servers",
+        required=True,
+        metavar="LIST",
+        help="comma-separated, e.g. " + ",".join(SERVERS),
     )
     parser.add_argument("--name", default=None, help="default: APP-compare-OBJECTIVE")
     parser.add_argument(
@@ -70,7 +74,8 @@ def handle(args: argparse.Namespace) -> int:
     outcomes: dict[str, TuneOutcome] = {}
     for setup in setups:
         server = setup.adapter.name
-        outcomes[server] = run_tune(setup, per_server[server], out / setup.adapter.config_filename)
+        artifact = out / setup.adapter.artifact_filename
+        outcomes[server] = run_tune(setup, per_server[server], artifact)
     listener = PlainListener({}, quiet=args.json)
     confirmed = compare.side_by_side(
         setups, outcomes, args.compare_rounds, out / "confirm", listener.on_confirm_run
@@ -92,7 +97,9 @@ def parse_servers(text: str) -> list[str]:
         if name not in servers:
             servers.append(name)
     if len(servers) < 2:
-        raise ConfigError(f"--servers {text!r}: name at least two servers, e.g. gunicorn,uwsgi")
+        raise ConfigError(
+            f"--servers {text!r}: name at least two servers, e.g. {','.join(SERVERS)}"
+        )
     return servers
 
 

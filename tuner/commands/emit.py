@@ -12,7 +12,7 @@ from tuner.commands.tune import DEFAULT_STORAGE
 from tuner.errors import ConfigError
 from tuner.search.study import load_records
 from tuner.servers import get_adapter
-from tuner.workflow.emit import write_config
+from tuner.workflow.emit import write_artifact
 from tuner.workflow.provenance import trial_header
 
 
@@ -39,7 +39,7 @@ def handle(args: argparse.Namespace) -> int:
     app = parse_app(setup["app"])
     settings = adapter.resolve(record.settings)
     header = trial_header(record, setup, study_name=args.study)
-    path = write_config(
+    path = write_artifact(
         adapter, app, settings, header, args.out, server_cpus=tuple(setup["server_cpus"])
     )
     console = Console(stderr=True)

@@ -35,7 +35,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)"
     )
-    parser.add_argument("--server", required=True, choices=SERVERS)
+    parser.add_argument(
+        "--server", required=True, metavar="NAME", help="one of: " + ", ".join(SERVERS)
+    )
     parser.add_argument("--study-name", default=None, help="default: APP-SERVER-OBJECTIVE")
     parser.add_argument(
         "--out",
@@ -102,7 +104,7 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     setup = build_setup(args)
-    out = args.out or setup.workdir / setup.adapter.config_filename
+    out = args.out or setup.workdir / setup.adapter.artifact_filename
     check_writable(out)  # before the study, not after minutes of measuring
     outcome = run_tune(setup, args, out)
     if args.json:
@@ -184,7 +186,8 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
     app = parse_app(args.app)
     server_cpus, load_cpus = cpu_split(args)
     load = load_spec_from(args, workload_from(args, args.path), load_cpus)
-    space = load_space(args.space or default_space_path(adapter.name), adapter.table, adapter.name)
+    space_path = args.space or adapter.space_file or default_space_path(adapter.name)
+    space = load_space(space_path, adapter.table, adapter.name)
     adapter.check_installed()
     check_app_imports(app)
     name = args.study_name or f"{app.module.rsplit('.', 1)[-1]}-{adapter.name}-{args.objective}"

@@ -1,8 +1,11 @@
-"""CPU sets: parse `0,2-3` lists, check they exist, split the machine between server and load."""
+"""CPU sets: parse `0,2-3` lists, check they exist, split the machine, pin a thread to them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import platform
+from collections.abc import Iterator, Sequence
 
 from tuner.errors import ConfigError
 
@@ -55,3 +58,43 @@ def check_disjoint(server: tuple[int, ...], load: tuple[int, ...]) -> None:
             f"--server-cpus and --load-cpus share CPU {shared[0]}; give them disjoint sets "
             "(a shared CPU would measure the load generator, not the server)"
         )
+
+
+@contextlib.contextmanager
+def pinned(cpus: Sequence[int]) -> Iterator[None]:
+    """Pin the calling thread to `cpus` for the block (empty = leave it), then restore it.
+
+    sched_setaffinity(0) applies to the calling thread only, so other tuner threads keep
+    running where they were, and a child forked inside the block inherits the set. The kernel
+    silently drops CPUs outside this cgroup's cpuset, so what was granted is checked.
+    """
+    if not cpus:
+        yield
+        return
+    wanted = set(cpus)
+    previous = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, wanted)
+        granted = os.sched_getaffinity(0)
+    except (OSError, ValueError):  # EINVAL: not one of them is available
+        granted = set()
+    try:
+        if granted != wanted:
+            raise ConfigError(
+                f"CPUs {sorted(wanted - granted)} are not available; "
+                f"CPUs available here: {sorted(previous)}"
+            )
+        yield
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tuner.errors import ConfigError
-from tuner.measure.runner import cpu_model
+from tuner.machine.cpus import cpu_model
 
 HARDWARE_KEYS = ("cpu_model", "cpus", "server_cpu_count", "load_cpu_count")
 

@@ -1,6 +1,7 @@
 """Run one server process tree: pinned to CPUs, ready-checked over HTTP, always fully stopped.
 
-Knows nothing about gunicorn or uWSGI: it runs the argv of a `LaunchSpec`.
+Knows no server: it runs the argv of a `LaunchSpec`, and reads the server's log only through
+the `StartupSigns` the spec carries.
 
 Every server runs in its own process group whose leader is a tiny watchdog process. The
 watchdog blocks reading a pipe that only the tuner holds open; when the tuner dies, even by
@@ -30,14 +31,14 @@ import psutil
 
 from tuner.errors import (
     AppBrokenError,
-    ConfigError,
     PortInUseError,
     ReadinessTimeout,
     ServerStartError,
     ToolMissingError,
     TunerError,
 )
-from tuner.servers.base import LaunchSpec
+from tuner.machine.cpus import pinned
+from tuner.servers.base import LaunchSpec, StartupSigns
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +54,13 @@ while os.read(0, 4096):
 os.killpg(0, signal.SIGKILL)
 """
 
+# Servers under test listen here only: every load run stays on this machine.
+LOOPBACK = "127.0.0.1"
 _READY_PROBE_TIMEOUT_S = 1.0
 _BACKOFF_FIRST_S = 0.01
 _BACKOFF_CAP_S = 0.25
 _VERIFY_TIMEOUT_S = 2.0
 _STOP_REPEAT_S = 0.5
-# How a server says its port is taken (uWSGI: "bind(): Address already in use"; gunicorn:
-# "Connection in use", then it retries for 5 s before giving up).
-_PORT_IN_USE = ("Address already in use", "Connection in use")
 # A Python exception line ("ModuleNotFoundError: No module named 'x'"): the best one-line
 # reason in a traceback.
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
@@ -70,7 +70,7 @@ class LeftoverProcessesError(TunerError):
     """stop() could not make every process of the server go away."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = LOOPBACK) -> int:
     """A TCP port nobody listens on right now (the kernel picks it; a race is still possible)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -89,35 +89,6 @@ def _attempts(deadline: float) -> Iterator[None]:
             return
         time.sleep(min(delay, remaining))
         delay = min(delay * 2, _BACKOFF_CAP_S)
-
-
-@contextlib.contextmanager
-def _calling_thread_pinned(cpus: Sequence[int]) -> Iterator[None]:
-    """Pin this thread while it forks, so the child (and every process it forks) inherits it.
-
-    sched_setaffinity(0) applies to the calling thread only, so other tuner threads keep
-    running where they were; the old mask is restored right after.
-    """
-    if not cpus:
-        yield
-        return
-    wanted = set(cpus)
-    previous = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, wanted)
-        # The kernel silently drops CPUs outside this cgroup's cpuset; check what we got.
-        granted = os.sched_getaffinity(0)
-    except (OSError, ValueError):  # EINVAL: not one of them is available
-        granted = set()
-    try:
-        if granted != wanted:
-            raise ConfigError(
-                f"CPUs {sorted(wanted - granted)} are not available to the server; "
-                f"CPUs available here: {sorted(previous)}"
-            )
-        yield
-    finally:
-        os.sched_setaffinity(0, previous)
 
 
 def _popen_in_group(argv: Sequence[str], pgid: int, **kwargs: object) -> subprocess.Popen:
@@ -153,11 +124,16 @@ def _describe(processes: Sequence[psutil.Process]) -> str:
     return ", ".join(parts)
 
 
-def key_line(log_text: str) -> str:
+def key_line(log_text: str, signs: StartupSigns | None = None) -> str:
     """The one log line that best says why a server failed: the last Python exception line,
-    else the last line naming an error, else the last line."""
+    else the last line with one of the server's own signs, else the last line naming an error,
+    else the last line."""
     lines = [line.strip() for line in log_text.splitlines() if line.strip()]
-    for pattern in (_EXCEPTION_LINE, re.compile(r"error|in use|greater than|invalid", re.I)):
+    own = (*signs.rejected_value, *signs.port_in_use) if signs else ()
+    patterns = [_EXCEPTION_LINE, re.compile(r"error|in use|invalid", re.I)]
+    if own:
+        patterns.insert(1, re.compile("|".join(re.escape(sign) for sign in own), re.I))
+    for pattern in patterns:
         for line in reversed(lines):
             if pattern.search(line):
                 return line[:300]
@@ -221,6 +197,7 @@ class ServerProcess:
         """
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        spec.write_files()
         watchdog = _popen_in_group(
             [sys.executable, "-I", "-S", "-c", _WATCHDOG],
             0,
@@ -230,7 +207,7 @@ class ServerProcess:
         )
         started_at = time.monotonic()
         try:
-            with _calling_thread_pinned(cpus), open(log_path, "wb") as log_file:
+            with pinned(cpus), open(log_path, "wb") as log_file:
                 process = _popen_in_group(
                     spec.argv,
                     watchdog.pid,
@@ -298,13 +275,14 @@ class ServerProcess:
 
     def _port_taken(self) -> bool:
         tail = self.log_tail(40)
-        return any(mark in tail for mark in _PORT_IN_USE)
+        return any(mark in tail for mark in self.spec.signs.port_in_use)
 
     def _port_in_use_error(self) -> PortInUseError:
         tail = self.log_tail()
         return PortInUseError(
             f"{self._program} could not listen on {self.host}:{self.port}: another process "
-            f"holds the port ({key_line(tail)}; log: {self.log_path})\nlast log lines:\n{tail}",
+            f"holds the port ({key_line(tail, self.spec.signs)}; log: {self.log_path})\n"
+            f"last log lines:\n{tail}",
             log_tail=tail,
         )
 
@@ -333,11 +311,12 @@ class ServerProcess:
         story (what happened, the log's key line, where the log is); the tail follows."""
         tail = self.log_tail()
         long_tail = self.log_tail(400)
-        reason = key_line(tail)
+        reason = key_line(tail, self.spec.signs)
         if self._port_taken():
             return self._port_in_use_error()
-        mark = self.spec.app_broken_if_logged.get(returncode)
-        if returncode in self.spec.app_broken_exit_codes or (mark and mark in long_tail):
+        signs = self.spec.signs
+        mark = signs.app_broken_if_logged.get(returncode)
+        if returncode in signs.app_broken_exit_codes or (mark and mark in long_tail):
             return AppBrokenError(
                 f"{self._program} could not load the app (exit code {returncode}): {reason}; "
                 f"no server setting can fix that (log: {self.log_path})\n"

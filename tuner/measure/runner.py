@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,12 @@ from tuner import __version__
 from tuner.apps import AppRef
 from tuner.errors import PortInUseError, ServerCrashed
 from tuner.loadgen import LoadSpec, WindowStats, run_load
-from tuner.measure.process import ServerProcess, free_port, key_line
+from tuner.machine.cpus import cpu_model, pinned
+from tuner.measure.process import LOOPBACK, ServerProcess, free_port, key_line
 from tuner.metrics.memory import MemorySampler
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
-LOOPBACK = "127.0.0.1"
 PORT_ATTEMPTS = 3
 
 
@@ -77,12 +76,13 @@ def run_bench(
         phase("measuring")
         # The tuner's own thread (and the memory sampler it starts) stays off the server's
         # CPUs while measuring; memory is sampled over warm-up and measurement.
-        with pinned_to(plan.load.load_cpus), MemorySampler(server.pids) as memory:
+        with pinned(plan.load.load_cpus), MemorySampler(server.pids) as memory:
             load = run_load(replace(plan.load, host=LOOPBACK, port=server.port), on_window)
         if not server.alive():
             tail = server.log_tail()
+            reason = key_line(tail, server.spec.signs)
             raise ServerCrashed(
-                f"{plan.adapter.name} died during the measurement: {key_line(tail)} "
+                f"{plan.adapter.name} died during the measurement: {reason} "
                 f"(log: {plan.log_path})\nlast log lines:\n{tail}"
             )
         phase("stopping")
@@ -101,7 +101,9 @@ def _start_server(plan: BenchPlan) -> ServerProcess:
     port is free when chosen, but anyone may bind it before the server does)."""
     for attempt in range(PORT_ATTEMPTS):
         port = free_port(LOOPBACK)
-        spec = plan.adapter.launch_spec(plan.app, LOOPBACK, port, plan.settings)
+        spec = plan.adapter.launch_spec(
+            plan.app, LOOPBACK, port, plan.settings, plan.log_path.parent
+        )
         try:
             return ServerProcess.start(
                 spec,
@@ -116,17 +118,6 @@ def _start_server(plan: BenchPlan) -> ServerProcess:
             if attempt == PORT_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
-
-
-@contextmanager
-def pinned_to(cpus: tuple[int, ...]) -> Iterator[None]:
-    """Pin the calling thread to `cpus` for the block, then restore its previous CPU set."""
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
 
 
 def run_context(plan: BenchPlan) -> dict[str, Any]:
@@ -147,14 +138,3 @@ def run_context(plan: BenchPlan) -> dict[str, Any]:
 
 def machine_info() -> dict[str, Any]:
     return {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "platform": sys.platform}
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"

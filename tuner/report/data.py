@@ -214,7 +214,7 @@ def worker_axes(server: str, settings: dict[str, Any]) -> tuple[int, str]:
     """(worker processes, concurrency model) of a config, for the workers figure."""
     adapter = get_adapter(server)
     values = {**adapter.table.defaults(), **settings}  # older records may lack new settings
-    return int(values[adapter.worker_setting] or 1), adapter.concurrency_model(values)
+    return adapter.processes(values), adapter.concurrency_model(values)
 
 
 def masked(storage_url: str) -> str:

@@ -190,9 +190,10 @@ def _workers(data: StudyData) -> Chart:
     for index, (kind, points) in enumerate(sorted(groups.items())):
         xs, ys = zip(*points, strict=True)
         ax.scatter(xs, ys, label=kind, color=palette(index % 10), s=40)
-    adapter = get_adapter(data.server)
-    count_name, kind_name = adapter.worker_setting, adapter.model_label
-    ax.set_xlabel(f"{count_name} (worker processes)")
+    model = get_adapter(data.server).process_model
+    count_name = model.processes or "processes"
+    kind_name = model.kind_label
+    ax.set_xlabel(f"{count_name} (worker processes)" if model.processes else "one process")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("req/s")
     ax.set_ylim(bottom=0)

@@ -11,11 +11,11 @@ import base64
 import html
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from tuner.errors import ConfigError
+from tuner.files import atomic_write
 from tuner.report.figures import Chart
 from tuner.report.tables import Table
 
@@ -93,16 +93,3 @@ def write_report(out: Path, page_name: str, page: str, charts: Sequence[Chart]) 
         return atomic_write(out / page_name, page.encode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"--out {str(out)!r}: cannot write the report ({exc.strerror})") from exc
-
-
-def atomic_write(path: Path, data: bytes) -> Path:
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
-    return path

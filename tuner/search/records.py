@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-BASELINE_DEFAULT = "default"
-BASELINE_RULE = "2*cpus+1"
+from tuner.servers.base import BASELINE_DEFAULT
+from tuner.servers.base import BASELINE_FORK_RULE as BASELINE_RULE
+
+__all__ = ["BASELINE_DEFAULT", "BASELINE_RULE", "TrialRecord"]
 
 
 @dataclass(frozen=True)
@@ -16,7 +18,7 @@ class TrialRecord:
     settings: dict[str, Any]
     metrics: dict[str, Any] = field(default_factory=dict)
     values: tuple[float, ...] = ()
-    baseline: str = ""  # "default", "2*cpus+1" or "" for a searched config
+    baseline: str = ""  # a Baseline.label ("default", "2*cpus+1"), "" for a searched config
     fail_reason: str = ""
     feasible: bool = True
     covers_for: int | None = None  # queued with a thread per connection after that trial starved

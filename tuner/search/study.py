@@ -31,12 +31,13 @@ from tuner.apps import AppRef
 from tuner.errors import AppBrokenError, ConfigError, InvalidMeasurement, TrialError, TunerError
 from tuner.loadgen import LoadSpec, WindowStats
 from tuner.machine import hosts
+from tuner.machine.cpus import cpu_model
 from tuner.machine.probe import cpu_probe_ms
-from tuner.measure.runner import BenchPlan, cpu_model, run_bench
+from tuner.measure.runner import BenchPlan, run_bench
 from tuner.search import objectives
 from tuner.search.covering import covering_config
 from tuner.search.objectives import Slo
-from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.records import TrialRecord
 from tuner.search.space import SearchSpace, bounds, suggest
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
@@ -318,11 +319,9 @@ def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
 
 
 def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> None:
-    defaults = setup.adapter.table.defaults()
-    rule = {**defaults, **setup.adapter.baseline_rule_values(len(setup.server_cpus))}
-    for label, settings in ((BASELINE_DEFAULT, defaults), (BASELINE_RULE, rule)):
-        params = {p.name: settings[p.setting] for p in setup.space.params}
-        study.enqueue_trial(params, user_attrs={"baseline": label}, skip_if_exists=False)
+    for baseline in setup.adapter.baselines(len(setup.server_cpus)):
+        params = {p.name: baseline.values[p.setting] for p in setup.space.params}
+        study.enqueue_trial(params, user_attrs={"baseline": baseline.label}, skip_if_exists=False)
 
 
 def run_search(

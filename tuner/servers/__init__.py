@@ -1,27 +1,67 @@
-"""The WSGI servers the tuner can run, by name; adapters are imported only when asked for."""
+"""The WSGI servers the tuner can run, by name; adapters are imported only when asked for.
+
+A server is one line below. Servers from elsewhere plug in the same way without a change
+here: a package declares an entry point in the `tuner.servers` group (`name =
+"module:Class"`), or `TUNER_SERVERS="name=module:Class,..."` names importable classes (how the
+test suite adds its minimal adapter).
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
+from functools import cache
+from importlib.metadata import entry_points
 
 from tuner.errors import ConfigError
 from tuner.servers.base import LaunchSpec, ServerAdapter
 
 # name -> "module:class", so `tuner --help` does not import every adapter.
-_REGISTRY = {
+_BUILT_IN = {
     "gunicorn": "tuner.servers.gunicorn:GunicornAdapter",
     "uwsgi": "tuner.servers.uwsgi:UwsgiAdapter",
 }
-SERVERS: tuple[str, ...] = tuple(_REGISTRY)
+ENTRY_POINT_GROUP = "tuner.servers"
+ENV_VAR = "TUNER_SERVERS"
+SERVERS: tuple[str, ...] = tuple(_BUILT_IN)
 
-__all__ = ["SERVERS", "LaunchSpec", "ServerAdapter", "get_adapter"]
+__all__ = ["SERVERS", "LaunchSpec", "ServerAdapter", "get_adapter", "server_names"]
+
+
+def _from_env() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in os.environ.get(ENV_VAR, "").split(","))):
+        name, sep, target = item.partition("=")
+        if not sep or ":" not in target:
+            raise ConfigError(f"{ENV_VAR} item {item!r}: expected name=module:Class")
+        found[name.strip().lower()] = target.strip()
+    return found
+
+
+@cache
+def _registry() -> dict[str, str]:
+    plugins = {ep.name.lower(): ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {**_BUILT_IN, **plugins, **_from_env()}
+
+
+def server_names() -> tuple[str, ...]:
+    """Every server name: built in, from entry points, and from TUNER_SERVERS."""
+    return tuple(_registry())
 
 
 def get_adapter(name: str) -> ServerAdapter:
+    registry = _registry()
     try:
-        target = _REGISTRY[name.strip().lower()]
+        target = registry[name.strip().lower()]
     except KeyError:
-        raise ConfigError(f"unknown server {name!r}; valid servers: {', '.join(SERVERS)}") from None
-    module_name, class_name = target.split(":")
-    adapter_class = getattr(importlib.import_module(module_name), class_name)
-    return adapter_class()
+        valid = ", ".join(registry)
+        raise ConfigError(f"unknown server {name!r}; valid servers: {valid}") from None
+    module_name, _, class_name = target.partition(":")
+    try:
+        adapter_class = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"server {name!r}: cannot load its adapter {target}: {exc}") from None
+    adapter = adapter_class()
+    if not isinstance(adapter, ServerAdapter):
+        raise ConfigError(f"server {name!r}: {target} is not a ServerAdapter")
+    return adapter

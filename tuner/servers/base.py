@@ -1,7 +1,15 @@
-"""What every server adapter provides: validate settings, build a command line, write a config.
+"""The adapter contract: everything the tuner needs to know about one WSGI server, as data.
 
-An adapter is the only place that knows a server's flags; `tuner.measure.process` only runs the
-`LaunchSpec` it returns.
+An adapter declares its settings table, how to launch the server (argv, environment, generated
+files), its process model (does it fork workers; which setting counts processes, which threads),
+its baselines, the deployable artifact it writes and how that artifact is booted, and how the
+server's log says that it did not start. Nothing outside `tuner/servers/` names a server: the
+rest of the tuner only reads these declarations, so adding a server is its module, its
+`search_spaces/NAME.toml` and one registry line.
+
+Shapes differ, so nothing here assumes a config file or pre-forking: gunicorn and uWSGI fork
+workers and read a config file; a one-process thread-pool server may be configured only on its
+command line, in its environment, or from a small Python launcher the adapter writes.
 """
 
 from __future__ import annotations
@@ -20,16 +28,35 @@ from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
 from tuner.settings import SettingsTable, Value
 
+BASELINE_DEFAULT = "default"
+# The folk rule for pre-forking servers ("2 x cores + 1 workers", gunicorn's docs).
+BASELINE_FORK_RULE = "2*cpus+1"
+
+
+@dataclass(frozen=True)
+class StartupSigns:
+    """How a server's own log and exit code say why it did not start.
+
+    `port_in_use`: log text meaning the address is taken (the trial retries on another port).
+    `rejected_value`: log text of a value the server refused, to pick the log's key line.
+    `app_broken_exit_codes`: exit codes meaning the app itself cannot be loaded (no setting can
+    fix that, so the study stops); `app_broken_if_logged` does the same for an exit code the
+    server also uses for other failures, when its log contains the given text.
+    """
+
+    port_in_use: tuple[str, ...] = ("Address already in use",)
+    rejected_value: tuple[str, ...] = ()
+    app_broken_exit_codes: frozenset[int] = frozenset()
+    app_broken_if_logged: Mapping[int, str] = field(default_factory=dict)
+
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """How to start one server: an argv list (never a shell) and how to stop it.
+    """How to start one server: an argv list (never a shell), files to write first, how to stop.
 
-    `env` holds only the variables to set on top of the tuner's own environment.
-    `app_broken_exit_codes` are exit codes by which the server says the app itself cannot be
-    loaded (no config can fix that), so a start failure with one becomes AppBrokenError.
-    `app_broken_if_logged` does the same for an exit code the server also uses for other
-    failures, when its log contains the given text.
+    `env` holds only the variables to set on top of the tuner's own environment. `files` maps
+    absolute paths to text that must exist before the argv runs (a generated launcher or config
+    file); they are written by whoever starts the process.
     """
 
     argv: tuple[str, ...]
@@ -37,77 +64,99 @@ class LaunchSpec:
     cwd: str
     stop_signal: signal.Signals
     stop_grace_s: float
-    app_broken_exit_codes: frozenset[int] = field(default_factory=frozenset)
-    app_broken_if_logged: Mapping[int, str] = field(default_factory=dict)
+    signs: StartupSigns = field(default_factory=StartupSigns)
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    def write_files(self) -> None:
+        for path, text in self.files.items():
+            target = Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class ProcessModel:
+    """How a server runs concurrent requests, for baselines, repairs and report axes.
+
+    `forks_workers`: the server itself starts several worker processes (a `2*cpus+1` rule means
+    something only then). `processes` / `threads`: the settings that count worker processes and
+    threads per process, or None where the server has no such setting (one process, or no
+    threads). `kind_label`: what `ServerAdapter.concurrency_model` names ("worker_class").
+    """
+
+    forks_workers: bool
+    processes: str | None
+    threads: str | None
+    kind_label: str
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A config every study measures next to its search: the default, or a documented rule."""
+
+    label: str
+    values: Mapping[str, Value]
+    why: str
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """The deployable file an adapter writes: a config file, an environment file or a launcher.
+
+    `text` is complete (header included); `mode` is its file mode (0o755 for a launcher).
+    `run_hint` is the one command that uses it, for the file's reader and the terminal.
+    """
+
+    filename: str
+    text: str
+    run_hint: str
+    mode: int = 0o644
 
 
 def bind_address(host: str, port: int) -> str:
-    """`host:port`, with IPv6 literals bracketed as both servers expect."""
+    """`host:port`, with IPv6 literals bracketed as servers expect."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class ServerAdapter(abc.ABC):
-    """One WSGI server: its settings table and how to run it with a set of values."""
+    """One WSGI server, declared: settings, launch, process model, baselines, artifact, signs.
+
+    Required: the class attributes below, `launch_spec`, `render_artifact`, `artifact_launch`,
+    `version` and `concurrency_model`. The other methods have defaults that fit most servers.
+    """
 
     name: str
-    config_filename: str
     table: SettingsTable
     binary: str
+    # One `pip install` (or apt) line that brings the server.
     install_hint: str
-    # The setting that counts worker processes ("workers" / "processes").
-    worker_setting: str
-    # What `concurrency_model` names, for report axes ("worker_class").
-    model_label: str
-    # The setting that counts threads per worker process.
-    thread_setting: str = "threads"
+    process_model: ProcessModel
+    # The name of the deployable file (`Artifact.filename`).
+    artifact_filename: str
+    # A search space shipped outside `search_spaces/` (a plugin's own); None = the shipped one.
+    space_file: Path | None = None
 
-    @abc.abstractmethod
-    def check_combination(self, values: Mapping[str, Value]) -> None:
+    # --- settings -------------------------------------------------------------------------
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:  # noqa: B027 - a hook
         """Raise ConfigError for a combination of values the server cannot run as meant."""
-
-    @abc.abstractmethod
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value]
-    ) -> LaunchSpec: ...
-
-    @abc.abstractmethod
-    def render_config(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-    ) -> str:
-        """A complete config file, from the same table as the command line."""
-
-    @abc.abstractmethod
-    def config_argv(self, config_path: Path, app: AppRef) -> list[str]:
-        """The command that boots the server from a file written by `render_config`."""
-
-    def config_check_argv(self, config_path: Path, app: AppRef) -> list[str] | None:
-        """A command that checks the file without serving (exit 0 = valid), if the server has
-        one; booting the file is the check either way."""
-        return None
-
-    @abc.abstractmethod
-    def version(self) -> str: ...
-
-    @abc.abstractmethod
-    def concurrency_model(self, values: Mapping[str, Value]) -> str:
-        """How a config serves concurrent requests, in a few words ("gthread"), for reports."""
-
-    def pins_connections(self, values: Mapping[str, Value]) -> bool:
-        """True when each open keep-alive connection holds a worker thread for as long as it
-        stays open: such a config answers at most workers x threads clients at a time and
-        leaves the others waiting, however idle the held connections are."""
-        return False
 
     def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
         """Every setting's value (server defaults + `values`), checked alone and together."""
         resolved = self.table.resolve(values)
         self.check_combination(resolved)
         return resolved
+
+    # --- running ----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        """How to start the server for one measurement; generated files go under `workdir`."""
+
+    @abc.abstractmethod
+    def version(self) -> str: ...
 
     def executable(self) -> str:
         """The server binary: the one installed next to this Python first, else from PATH.
@@ -137,12 +186,67 @@ class ServerAdapter(abc.ABC):
             ) from exc
         return (result.stdout + result.stderr).strip()
 
-    def worker_count(self, values: Mapping[str, object]) -> int:
-        return int(self.resolve(values)[self.worker_setting])
+    # --- process model ----------------------------------------------------------------------
 
-    def baseline_rule_values(self, cpus: int) -> dict[str, Value]:
-        """The folk rule "2 * cpus + 1 workers", every other setting at the server default."""
-        return self.resolve({self.worker_setting: 2 * cpus + 1})
+    @abc.abstractmethod
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        """How a config serves concurrent requests, in a few words ("gthread"), for reports."""
+
+    def pins_connections(self, values: Mapping[str, Value]) -> bool:
+        """True when each open keep-alive connection holds a worker thread for as long as it
+        stays open: such a config answers at most processes x threads clients at a time and
+        leaves the others waiting, however idle the held connections are."""
+        return False
+
+    def processes(self, values: Mapping[str, Value]) -> int:
+        """Worker processes a config runs (1 where the server has no such setting)."""
+        key = self.process_model.processes
+        return max(1, int(values[key])) if key else 1
+
+    def threads(self, values: Mapping[str, Value]) -> int:
+        """Threads per worker process (1 where the server has no such setting)."""
+        key = self.process_model.threads
+        return max(1, int(values[key])) if key else 1
+
+    # --- baselines --------------------------------------------------------------------------
+
+    def baselines(self, cpus: int) -> tuple[Baseline, ...]:
+        """The configs every study measures beside its search, the server's default first.
+
+        The `2*cpus+1` rule only where the server forks worker processes; a server whose docs
+        recommend another rule overrides this.
+        """
+        default = Baseline(BASELINE_DEFAULT, self.resolve({}), f"{self.name}'s own defaults")
+        key = self.process_model.processes
+        if not (self.process_model.forks_workers and key):
+            return (default,)
+        rule = Baseline(
+            BASELINE_FORK_RULE,
+            self.resolve({key: 2 * cpus + 1}),
+            f"{key} = 2 x {cpus} CPUs + 1, the folk rule for pre-forking servers",
+        )
+        return (default, rule)
+
+    # --- the deployable artifact -----------------------------------------------------------
+
+    @abc.abstractmethod
+    def render_artifact(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        """The file a user deploys, from the same table as the command line; `header` goes
+        first, as comments."""
+
+    @abc.abstractmethod
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        """How to boot the artifact written at `path` (rendered for `host`:`port`), exactly as
+        its `run_hint` tells a user to: this is how the tuner proves the file works."""
+
+    def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        """A command that checks the artifact without serving (exit 0 = valid), if the server
+        has one; booting it is the check either way."""
+        return None
 
 
 def comment_block(header: str, prefix: str) -> list[str]:

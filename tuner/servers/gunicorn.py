@@ -1,4 +1,7 @@
-"""gunicorn: its tunable settings as one table, and how to run it or write gunicorn.conf.py."""
+"""gunicorn: its tunable settings as one table, and how to run it or write gunicorn.conf.py.
+
+Pre-forking: a master forks `workers` processes, each sync, gthread (a thread pool) or gevent.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,11 @@ from pathlib import Path
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.servers.base import (
+    Artifact,
     LaunchSpec,
+    ProcessModel,
     ServerAdapter,
+    StartupSigns,
     bind_address,
     comment_block,
     first_version_number,
@@ -26,6 +32,14 @@ APP_LOAD_ERROR = 4
 # module itself, which no setting changes.
 WORKER_BOOT_ERROR = 3
 APP_IMPORT_TRACE = "in import_app"
+
+SIGNS = StartupSigns(
+    # "Connection in use" comes first; gunicorn then retries for 5 s before giving up.
+    port_in_use=("Address already in use", "Connection in use"),
+    rejected_value=("error: argument", "Invalid value for", "Entry point"),
+    app_broken_exit_codes=frozenset({APP_LOAD_ERROR}),
+    app_broken_if_logged={WORKER_BOOT_ERROR: APP_IMPORT_TRACE},
+)
 
 
 def _int_setting(name: str, flag: str, default: int, doc: str, minimum: int) -> Setting:
@@ -111,12 +125,13 @@ SETTINGS = SettingsTable(
 
 class GunicornAdapter(ServerAdapter):
     name = "gunicorn"
-    config_filename = "gunicorn.conf.py"
+    artifact_filename = "gunicorn.conf.py"
     table = SETTINGS
     binary = "gunicorn"
     install_hint = "pip install gunicorn"
-    worker_setting = "workers"
-    model_label = "worker_class"
+    process_model = ProcessModel(
+        forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
+    )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["worker_class"])
@@ -150,7 +165,7 @@ class GunicornAdapter(ServerAdapter):
         ]
 
     def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         resolved = self.resolve(values)
         argv = [
@@ -163,6 +178,9 @@ class GunicornAdapter(ServerAdapter):
             *self.table.argv(resolved),
             app.spec,
         ]
+        return self._spec(argv, app)
+
+    def _spec(self, argv: list[str], app: AppRef) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1"},
@@ -171,18 +189,12 @@ class GunicornAdapter(ServerAdapter):
             # (30 s) for in-flight requests of a server we are done measuring.
             stop_signal=signal.SIGINT,
             stop_grace_s=5.0,
-            app_broken_exit_codes=frozenset({APP_LOAD_ERROR}),
-            app_broken_if_logged={WORKER_BOOT_ERROR: APP_IMPORT_TRACE},
+            signs=SIGNS,
         )
 
-    def render_config(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-    ) -> str:
+    def render_artifact(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
         resolved = self.resolve(values)
         lines = comment_block(header, "#")
         if lines:
@@ -195,13 +207,23 @@ class GunicornAdapter(ServerAdapter):
         for setting in self.table.settings:
             for key, text in setting.config(resolved[setting.name]):
                 lines.append(f"{key} = {text}  # {setting.doc}")
-        return "\n".join(lines) + "\n"
+        return Artifact(
+            self.artifact_filename,
+            "\n".join(lines) + "\n",
+            run_hint=f"gunicorn --config {self.artifact_filename}",
+        )
 
-    def config_argv(self, config_path: Path, app: AppRef) -> list[str]:
-        return [self.executable(), "--config", str(config_path), app.spec]
+    def _file_argv(self, path: Path, app: AppRef) -> list[str]:
+        # -c always: without it gunicorn reads ./gunicorn.conf.py from its working folder.
+        return [self.executable(), "--config", str(path)]
 
-    def config_check_argv(self, config_path: Path, app: AppRef) -> list[str] | None:
-        return [*self.config_argv(config_path, app), "--check-config"]
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self._spec(self._file_argv(path, app), app)
+
+    def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return [*self._file_argv(path, app), "--check-config"]
 
     def version(self) -> str:
         return first_version_number(self._version_output("--version"))

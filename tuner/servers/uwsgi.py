@@ -1,4 +1,8 @@
-"""uWSGI: its tunable settings as one table, and how to run it or write uwsgi.ini."""
+"""uWSGI: its tunable settings as one table, and how to run it or write uwsgi.ini.
+
+Pre-forking (with or without its master): `processes` workers, each sync, threaded or a gevent
+loop, speaking HTTP itself (http-socket, http11-socket) or behind uWSGI's HTTP router (http).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,11 @@ from pathlib import Path
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.servers.base import (
+    Artifact,
     LaunchSpec,
+    ProcessModel,
     ServerAdapter,
+    StartupSigns,
     bind_address,
     comment_block,
     first_version_number,
@@ -21,6 +28,13 @@ from tuner.settings import Setting, SettingsTable, Value
 # With need-app, uWSGI exits 22 (UWSGI_FAILED_APP_CODE) when the app cannot be imported or
 # the callable is missing. An unknown option exits 1; a value the kernel refuses exits 1.
 FAILED_APP_CODE = 22
+
+SIGNS = StartupSigns(
+    port_in_use=("Address already in use",),
+    # e.g. "Listen queue size is greater than the system max net.core.somaxconn (4096)."
+    rejected_value=("greater than", "unrecognized option", "invalid"),
+    app_broken_exit_codes=frozenset({FAILED_APP_CODE}),
+)
 
 # Not tuned, always on: what makes a uWSGI instance safe to run and to stop.
 ALWAYS_ON = (
@@ -172,12 +186,13 @@ def _ini_value(key: str, text: str) -> str:
 
 class UwsgiAdapter(ServerAdapter):
     name = "uwsgi"
-    config_filename = "uwsgi.ini"
+    artifact_filename = "uwsgi.ini"
     table = SETTINGS
     binary = "uwsgi"
     install_hint = "pip install pyuwsgi"
-    worker_setting = "processes"
-    model_label = "protocol / mode"
+    process_model = ProcessModel(
+        forks_workers=True, processes="processes", threads="threads", kind_label="protocol / mode"
+    )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         if int(values["gevent"]) > 0:
@@ -229,13 +244,16 @@ class UwsgiAdapter(ServerAdapter):
         ]
 
     def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         resolved = self.resolve(values)
         argv = [self.executable(), *(f"--{option}" for option in ALWAYS_ON)]
         for key, text in self._wiring(app, host, port, str(resolved["protocol"])):
             argv += [f"--{key}", text]
         argv += self.table.argv(resolved)
+        return self._spec(argv, app)
+
+    def _spec(self, argv: list[str], app: AppRef) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1"},
@@ -244,17 +262,12 @@ class UwsgiAdapter(ServerAdapter):
             # same with die-on-term, but SIGINT also works for a worker signalled directly).
             stop_signal=signal.SIGINT,
             stop_grace_s=5.0,
-            app_broken_exit_codes=frozenset({FAILED_APP_CODE}),
+            signs=SIGNS,
         )
 
-    def render_config(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-    ) -> str:
+    def render_artifact(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
         resolved = self.resolve(values)
         lines = comment_block(header, "#")
         lines.append("[uwsgi]")
@@ -268,10 +281,16 @@ class UwsgiAdapter(ServerAdapter):
         lines.append("; Tuned settings (switches that are off, uWSGI's default, are left out).")
         for key, text in self.table.config_lines(resolved):
             lines.append(f"{key} = {_ini_value(key, text)}")
-        return "\n".join(lines) + "\n"
+        return Artifact(
+            self.artifact_filename,
+            "\n".join(lines) + "\n",
+            run_hint=f"uwsgi --ini {self.artifact_filename}",
+        )
 
-    def config_argv(self, config_path: Path, app: AppRef) -> list[str]:
-        return [self.executable(), "--ini", str(config_path)]
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self._spec([self.executable(), "--ini", str(path)], app)
 
     def version(self) -> str:
         return first_version_number(self._version_output("--version"))

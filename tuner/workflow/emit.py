@@ -1,31 +1,31 @@
-"""Write a server config file that is known to boot: render, boot it once, then move it in place.
+"""Write a server's deployable artifact that is known to boot: render, boot it, then move it in.
 
-The file is rendered from the adapter's settings table, written to a temporary file beside the
-target, booted with the real server (gunicorn also `--check-config`) and smoke-tested with a
-real request. Only then is it renamed over the target, so a file that does not boot is never
-written and a half-written file never exists.
+The artifact (a config file, an environment file or a launcher script, whatever the adapter
+declares) is rendered from the adapter's settings table, a copy is written to a temporary
+folder beside the target and booted exactly as its `run_hint` tells a user (with the server's
+own check first, where it has one), and smoke-tested with a real request. Only then is it
+renamed over the target, so a file that does not boot is never written and a half-written file
+never exists.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, TrialError, TunerError
-from tuner.measure.process import ServerProcess, free_port
+from tuner.files import atomic_write
+from tuner.measure.process import LOOPBACK, ServerProcess, free_port
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
-LOOPBACK = "127.0.0.1"
 DEPLOY_PORT = 8000
 
 
-def write_config(
+def write_artifact(
     adapter: ServerAdapter,
     app: AppRef,
     settings: Mapping[str, Value],
@@ -34,8 +34,10 @@ def write_config(
     *,
     server_cpus: tuple[int, ...],
     ready_path: str = "/",
+    deploy_host: str = LOOPBACK,
+    deploy_port: int = DEPLOY_PORT,
 ) -> Path:
-    """Render, validate by booting, and atomically write the config file; returns its path.
+    """Render, validate by booting, and atomically write the artifact; returns its path.
 
     The booted copy differs from the written file only in its port (a free one, so validation
     never collides with a server already on the deploy port).
@@ -44,31 +46,24 @@ def write_config(
     if out_path.is_dir():
         raise ConfigError(
             f"--out {str(out_path)!r} is a folder; give a file name such as "
-            f"{out_path / adapter.config_filename}"
+            f"{out_path / adapter.artifact_filename}"
         )
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    text = adapter.render_config(app, LOOPBACK, DEPLOY_PORT, settings, header="\n".join(header))
+    text = "\n".join(header)
+    artifact = adapter.render_artifact(app, deploy_host, deploy_port, settings, header=text)
     port = free_port(LOOPBACK)
-    boot_text = adapter.render_config(app, LOOPBACK, port, settings, header="\n".join(header))
+    boot = adapter.render_artifact(app, LOOPBACK, port, settings, header=text)
     with tempfile.TemporaryDirectory(prefix=".tuner-check-", dir=out_path.parent) as check_dir:
         boot_path = Path(check_dir) / out_path.name
-        boot_path.write_text(boot_text, encoding="utf-8")
-        validate_config(
+        atomic_write(boot_path, boot.text.encode("utf-8"), boot.mode)
+        boot_artifact(
             adapter, app, settings, boot_path, port, server_cpus=server_cpus, ready_path=ready_path
         )
-        fd, temp_name = tempfile.mkstemp(prefix=f".{out_path.name}.", dir=out_path.parent)
-        temp = Path(temp_name)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.chmod(temp, 0o644)
-            os.replace(temp, out_path)
-        finally:
-            temp.unlink(missing_ok=True)
+        atomic_write(out_path, artifact.text.encode("utf-8"), artifact.mode)
     return out_path
 
 
-def validate_config(
+def boot_artifact(
     adapter: ServerAdapter,
     app: AppRef,
     settings: Mapping[str, Value],
@@ -78,13 +73,12 @@ def validate_config(
     server_cpus: tuple[int, ...],
     ready_path: str = "/",
 ) -> None:
-    """Boot the server from the file and check that it answers 2xx."""
-    argv = adapter.config_argv(path, app)
-    check = adapter.config_check_argv(path, app)
+    """Boot the server from the artifact at `path` (rendered for `port`) and check that it
+    answers 2xx; raises TunerError saying why it did not."""
+    check = adapter.artifact_check_argv(path, app)
     if check is not None:
-        _run_config_check(adapter.name, check, app)
-    # Same environment and stop rules as a measured run, but started from the file.
-    spec = replace(adapter.launch_spec(app, LOOPBACK, port, settings), argv=tuple(argv))
+        _run_check(adapter.name, check, app)
+    spec = adapter.artifact_launch(path, app, LOOPBACK, port, settings)
     log_path = path.with_name(path.name + ".boot.log")
     try:
         with ServerProcess.start(
@@ -97,13 +91,15 @@ def validate_config(
         ):
             pass
     except TrialError as exc:
-        raise TunerError(f"the config file did not boot, so it was not written: {exc}") from exc
+        raise TunerError(
+            f"the {path.name} file did not boot, so it was not written: {exc}"
+        ) from exc
 
 
-def _run_config_check(server: str, argv: list[str], app: AppRef) -> None:
+def _run_check(server: str, argv: list[str], app: AppRef) -> None:
     done = subprocess.run(  # noqa: S603 - argv list from the adapter, no shell
         argv, capture_output=True, text=True, timeout=60, cwd=app.pythonpath
     )
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise TunerError(f"{server}'s config check rejected the config file: {tail[0]}")
+        raise TunerError(f"{server}'s config check rejected the file: {tail[0]}")

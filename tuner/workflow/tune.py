@@ -11,7 +11,7 @@ from typing import Any
 from tuner.measure.runner import BenchPlan, run_bench, run_context
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
-from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.records import TrialRecord
 from tuner.search.study import (
     StudyListener,
     StudySetup,
@@ -23,7 +23,7 @@ from tuner.search.study import (
     trial_metrics,
 )
 from tuner.workflow.confirm import Candidate, Confirmed, Verdict, confirm, decide
-from tuner.workflow.emit import write_config
+from tuner.workflow.emit import write_artifact
 from tuner.workflow.provenance import header_lines
 
 
@@ -88,7 +88,7 @@ def tune(
             workload=describe_workload(setup),
             noise=noise,
         )
-        written = write_config(
+        written = write_artifact(
             setup.adapter,
             setup.app,
             chosen.candidate.settings,
@@ -117,15 +117,9 @@ def pick_candidates(
         ranked = sorted(usable, key=lambda r: r.p99_ms)
     else:
         ranked = sorted(usable, key=lambda r: -r.rps)
-    adapter = setup.adapter
-    defaults = adapter.table.defaults()
     baselines = [
-        Candidate(BASELINE_DEFAULT, _baseline_trial(records, BASELINE_DEFAULT), defaults),
-        Candidate(
-            BASELINE_RULE,
-            _baseline_trial(records, BASELINE_RULE),
-            {**defaults, **adapter.baseline_rule_values(len(setup.server_cpus))},
-        ),
+        Candidate(b.label, _baseline_trial(records, b.label), dict(b.values))
+        for b in setup.adapter.baselines(len(setup.server_cpus))
     ]
     chosen = [Candidate(r.label, r.number, r.settings) for r in ranked[:top_k]]
     unique: list[Candidate] = []
