@@ -304,3 +304,9 @@ def _cmdline(process: psutil.Process) -> list[str]:
         return process.cmdline()
     except psutil.Error:
         return []
+
+
+def test_hand_grid_points_are_valid_and_distinct(server: ServerAdapter) -> None:
+    points = [server.resolve(values) for values in server.hand_grid(2)]
+    assert len(points) >= 2
+    assert len({tuple(sorted(p.items())) for p in points}) == len(points)

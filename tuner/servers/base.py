@@ -227,6 +227,27 @@ class ServerAdapter(abc.ABC):
         )
         return (default, rule)
 
+    # --- a hand grid, for the benchmark that checks the tuner --------------------------------
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        """The configs a careful engineer would try by hand on `cpus` CPUs (about 40-64):
+        `benchmarks/grid_vs_tuner.py` measures them all to see whether the tuner finds as good
+        a config. By default every process count of `worker_counts` (if the server forks) by
+        1, 4, 16 and 64 threads (if it has threads); servers with other levers override it."""
+        model = self.process_model
+        counts = worker_counts(cpus) if model.forks_workers and model.processes else [1]
+        threads = [1, 2, 4, 8, 16, 32, 64] if model.threads else [1]
+        grid: list[dict[str, Value]] = []
+        for count in counts:
+            for thread_count in threads:
+                values: dict[str, Value] = {}
+                if model.forks_workers and model.processes:
+                    values[model.processes] = count
+                if model.threads:
+                    values[model.threads] = thread_count
+                grid.append(values)
+        return grid
+
     # --- the deployable artifact -----------------------------------------------------------
 
     @abc.abstractmethod
@@ -247,6 +268,15 @@ class ServerAdapter(abc.ABC):
         """A command that checks the artifact without serving (exit 0 = valid), if the server
         has one; booting it is the check either way."""
         return None
+
+
+def worker_counts(cpus: int) -> list[int]:
+    """Eight worker-process counts from 1 to past 4*cpus+1, denser at the low end."""
+    top = 4 * cpus + 4
+    counts = sorted({1, 2, cpus, cpus + 1, 2 * cpus + 1, 3 * cpus, 4 * cpus + 1, top})
+    while len(counts) < 8:
+        counts = sorted(set(counts) | {max(counts) + 1})
+    return counts[:8]
 
 
 def comment_block(header: str, prefix: str) -> list[str]:

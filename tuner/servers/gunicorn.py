@@ -20,6 +20,7 @@ from tuner.servers.base import (
     bind_address,
     comment_block,
     first_version_number,
+    worker_counts,
 )
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -135,6 +136,12 @@ class GunicornAdapter(ServerAdapter):
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["worker_class"])
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        modes: list[dict[str, Value]] = [{"worker_class": "sync"}]
+        modes += [{"worker_class": "gthread", "threads": t} for t in (2, 4, 8, 16)]
+        modes += [{"worker_class": "gevent", "worker_connections": c} for c in (100, 1000, 2000)]
+        return [{"workers": n, **mode} for n in worker_counts(cpus) for mode in modes]
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
         threads = int(values["threads"])
