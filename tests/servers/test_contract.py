@@ -310,3 +310,14 @@ def test_hand_grid_points_are_valid_and_distinct(server: ServerAdapter) -> None:
     points = [server.resolve(values) for values in server.hand_grid(2)]
     assert len(points) >= 2
     assert len({tuple(sorted(p.items())) for p in points}) == len(points)
+
+
+def test_requirements_pin_the_measured_distribution(server: ServerAdapter) -> None:
+    lines = server.requirements(server.resolve({}))
+    if server.distribution is None:
+        assert lines == ()
+        return
+    from importlib.metadata import version
+
+    assert lines[0].startswith(server.distribution)
+    assert lines[0].endswith(f"=={version(server.distribution)}")

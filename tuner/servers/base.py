@@ -135,6 +135,8 @@ class ServerAdapter(abc.ABC):
     artifact_filename: str
     # A search space shipped outside `search_spaces/` (a plugin's own); None = the shipped one.
     space_file: Path | None = None
+    # The PyPI distribution that brings the server (None: nothing to install, e.g. stdlib).
+    distribution: str | None = None
 
     # --- settings -------------------------------------------------------------------------
 
@@ -207,6 +209,26 @@ class ServerAdapter(abc.ABC):
         """Threads per worker process (1 where the server has no such setting)."""
         key = self.process_model.threads
         return max(1, int(values[key])) if key else 1
+
+    # --- what a host needs to run a config -------------------------------------------------
+
+    def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        """The distribution's extras a config needs (gunicorn's `gevent` for gevent workers)."""
+        return ()
+
+    def requirements(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        """pip requirement lines that run this config: the server's distribution with the
+        extras the config needs, pinned to the version installed here (the one measured)."""
+        if self.distribution is None:
+            return ()
+        from importlib.metadata import PackageNotFoundError, version
+
+        extras = sorted(set(self.extras(values)))
+        name = self.distribution + (f"[{','.join(extras)}]" if extras else "")
+        try:
+            return (f"{name}=={version(self.distribution)}",)
+        except PackageNotFoundError:
+            return (name,)
 
     # --- baselines --------------------------------------------------------------------------
 

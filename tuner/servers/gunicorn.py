@@ -130,12 +130,17 @@ class GunicornAdapter(ServerAdapter):
     table = SETTINGS
     binary = "gunicorn"
     install_hint = "pip install gunicorn"
+    distribution = "gunicorn"
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
     )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["worker_class"])
+
+    def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        # gunicorn's gevent worker imports `packaging`, declared only in its gevent extra.
+        return ("gevent",) if values["worker_class"] == "gevent" else ()
 
     def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
         modes: list[dict[str, Value]] = [{"worker_class": "sync"}]

@@ -191,6 +191,8 @@ class UwsgiAdapter(ServerAdapter):
     table = SETTINGS
     binary = "uwsgi"
     install_hint = "pip install pyuwsgi"
+    # The prebuilt wheel, with the gevent loop built in (distribution builds need a plugin).
+    distribution = "pyuwsgi"
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="protocol / mode"
     )
