@@ -232,11 +232,12 @@ class ServerAdapter(abc.ABC):
 
     # --- baselines --------------------------------------------------------------------------
 
-    def baselines(self, cpus: int) -> tuple[Baseline, ...]:
+    def baselines(self, cpus: float) -> tuple[Baseline, ...]:
         """The configs every study measures beside its search, the server's default first.
 
         The `2*cpus+1` rule only where the server forks worker processes; a server whose docs
-        recommend another rule overrides this.
+        recommend another rule overrides this. `cpus` may be a fraction (a container's CPU
+        quota): 2 x 1.5 + 1 = 4 workers, 2 x 0.5 + 1 = 2.
         """
         default = Baseline(BASELINE_DEFAULT, self.resolve({}), f"{self.name}'s own defaults")
         key = self.process_model.processes
@@ -244,8 +245,8 @@ class ServerAdapter(abc.ABC):
             return (default,)
         rule = Baseline(
             BASELINE_FORK_RULE,
-            self.resolve({key: 2 * cpus + 1}),
-            f"{key} = 2 x {cpus} CPUs + 1, the folk rule for pre-forking servers",
+            self.resolve({key: max(1, round(2 * cpus + 1))}),
+            f"{key} = 2 x {cpus:g} CPUs + 1, the folk rule for pre-forking servers",
         )
         return (default, rule)
 
