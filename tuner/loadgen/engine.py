@@ -15,6 +15,7 @@ from multiprocessing.connection import Connection, wait
 
 from tuner.errors import TunerError
 from tuner.loadgen.http import request_sequence
+from tuner.loadgen.messages import Done, Failed, FromWorker, Go, Ready, Stop, WindowReport
 from tuner.loadgen.result import PERCENTILES, LoadResult, assess, fairness_index
 from tuner.loadgen.spec import LoadSpec
 from tuner.loadgen.worker import ERROR_KINDS, TIMEOUT, WorkerConfig, worker_main
@@ -49,14 +50,13 @@ class _Window:
         self.errors = 0
         self.hist = Histogram()
 
-    def add(self, snap: tuple) -> None:
-        _, length_s, elapsed_s, requests, errors, *_rest, sparse = snap
+    def add(self, report: WindowReport) -> None:
         self.reports += 1
-        self.length_s = max(self.length_s, length_s)
-        self.elapsed_s = max(self.elapsed_s, elapsed_s)
-        self.requests += requests
-        self.errors += sum(errors)
-        self.hist.merge(Histogram.from_sparse(sparse))
+        self.length_s = max(self.length_s, report.length_s)
+        self.elapsed_s = max(self.elapsed_s, report.elapsed_s)
+        self.requests += report.requests
+        self.errors += sum(report.errors)
+        self.hist.merge(Histogram.from_sparse(report.histogram))
 
     def stats(self, index: int) -> WindowStats:
         rps = self.requests / self.length_s if self.length_s > 0 else 0.0
@@ -109,7 +109,7 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
         _await_ready(pipes)
         start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
         for pipe in pipes:
-            pipe.send(("go", start_ns))
+            pipe.send(Go(start_ns))
         deadline = (
             time.monotonic()
             + START_DELAY_S
@@ -132,18 +132,17 @@ def _await_ready(pipes: list[Connection]) -> None:
         if left <= 0:
             raise TunerError(f"load generator: workers not ready after {READY_TIMEOUT_S:.0f} s")
         for pipe in wait(list(waiting), timeout=left):
-            message = _receive(pipe)
-            if message[0] == "ready":
+            if isinstance(_receive(pipe), Ready):  # type: ignore[arg-type]
                 waiting.discard(pipe)  # type: ignore[arg-type]
 
 
-def _receive(pipe: Connection) -> tuple:
+def _receive(pipe: Connection) -> FromWorker:
     try:
         message = pipe.recv()
     except EOFError:
         raise TunerError("load generator: a worker process died unexpectedly") from None
-    if message[0] == "error":
-        raise TunerError(f"load generator: a worker failed:\n{message[1]}")
+    if isinstance(message, Failed):
+        raise TunerError(f"load generator: a worker failed:\n{message.traceback}")
     return message
 
 
@@ -151,10 +150,10 @@ def _collect(
     pipes: list[Connection],
     deadline: float,
     on_window: Callable[[WindowStats], bool] | None,
-) -> tuple[list[tuple], list[dict]]:
-    """Receive window snapshots and final reports; call `on_window` as windows complete."""
-    snaps: list[tuple] = []
-    finals: list[dict] = []
+) -> tuple[list[WindowReport], list[Done]]:
+    """Receive window reports and final reports; call `on_window` as windows complete."""
+    snaps: list[WindowReport] = []
+    finals: list[Done] = []
     windows: dict[int, _Window] = {}
     next_window = 0
     stopped = False
@@ -165,12 +164,11 @@ def _collect(
             raise TunerError("load generator: workers did not finish in time (killed)")
         for pipe in wait(list(running), timeout=left):
             message = _receive(pipe)  # type: ignore[arg-type]
-            if message[0] == "window":
-                snap = message[1]
-                snaps.append(snap)
-                windows.setdefault(snap[0], _Window()).add(snap)
-            elif message[0] == "done":
-                finals.append(message[1])
+            if isinstance(message, WindowReport):
+                snaps.append(message)
+                windows.setdefault(message.index, _Window()).add(message)
+            elif isinstance(message, Done):
+                finals.append(message)
                 running.discard(pipe)  # type: ignore[arg-type]
         # Hand complete windows to the caller in order.
         while not stopped and next_window in windows and windows[next_window].reports == len(pipes):
@@ -180,7 +178,7 @@ def _collect(
                 stopped = True
                 for pipe in pipes:
                     with contextlib.suppress(OSError):  # that worker already finished
-                        pipe.send(("stop",))
+                        pipe.send(Stop())
     return snaps, finals
 
 
@@ -197,21 +195,20 @@ def _reap(procs: list, pipes: list[Connection]) -> None:
         pipe.close()
 
 
-def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult:
+def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> LoadResult:
     hist = Histogram()
     errors = [0] * len(ERROR_KINDS)
     requests = bytes_ = late = completed_us = 0
     windows: dict[int, _Window] = {}
     for snap in snaps:
-        index, _len, _el, w_requests, w_errors, w_bytes, w_late, w_completed, sparse = snap
-        requests += w_requests
-        bytes_ += w_bytes
-        late += w_late
-        completed_us += w_completed
-        errors = [a + b for a, b in zip(errors, w_errors, strict=True)]
-        hist.merge(Histogram.from_sparse(sparse))
-        windows.setdefault(index, _Window()).add(snap)
-    duration = sum(f["measure_s"] for f in finals) / len(finals)
+        requests += snap.requests
+        bytes_ += snap.response_bytes
+        late += snap.late
+        completed_us += snap.completed_us
+        errors = [a + b for a, b in zip(errors, snap.errors, strict=True)]
+        hist.merge(Histogram.from_sparse(snap.histogram))
+        windows.setdefault(snap.index, _Window()).add(snap)
+    duration = sum(f.measure_s for f in finals) / len(finals)
     rps = requests / duration if duration > 0 else 0.0
     # Requests answered with 4xx/5xx are in `requests`; the others never got an answer.
     unanswered = errors[0] + errors[1] + errors[TIMEOUT]
@@ -222,12 +219,10 @@ def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult
     latency = dict(zip(names, _ms(hist, [q for _, q in PERCENTILES]), strict=True))
     latency["max"] = hist.max_us / 1000
     latency["mean"] = hist.mean_us() / 1000
-    starved = sum(f["starved"] for f in finals)
-    fairness = (
-        None if spec.open_loop else fairness_index([n for f in finals for n in f["completed"]])
-    )
-    busiest = max(finals, key=lambda f: f["cpu_pct"])
-    loadgen_cpu = busiest["cpu_pct"]
+    starved = sum(f.starved for f in finals)
+    fairness = None if spec.open_loop else fairness_index([n for f in finals for n in f.completed])
+    busiest = max(finals, key=lambda f: f.cpu_pct)
+    loadgen_cpu = busiest.cpu_pct
     ratio, reasons, client_bound, notes = assess(
         rps=rps,
         mean_completed_ms=mean_completed_ms,
@@ -255,11 +250,11 @@ def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult
         unfair=bool(reasons),
         unfair_reasons=reasons,
         loadgen_cpu=loadgen_cpu,
-        loadgen_cpu_kernel=busiest["cpu_kernel_pct"],
+        loadgen_cpu_kernel=busiest.cpu_kernel_pct,
         client_bound=client_bound,
         late_requests=late,
         target_rps=spec.rate_rps,
-        total_responses=sum(f["total_responses"] for f in finals),
+        total_responses=sum(f.total_responses for f in finals),
         windows_rps=[windows[i].stats(i).rps for i in sorted(windows)],
         notes=notes,
     )

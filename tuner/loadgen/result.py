@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuner.metrics.measurement import Errors, Latency, Measurement, Memory, median_of_windows
+
 # The load generator's own CPU above this (% of its core during the window) means the
 # measured rate is the client's limit, not the server's.
 CLIENT_BOUND_CPU_PCT = 90.0
@@ -30,6 +32,9 @@ PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
 
 @dataclass(frozen=True)
 class LoadResult:
+    """The load generator's own figures, like wrk's: `rps` is the overall rate. Everything
+    past the load generator reads a `Measurement` (see `measurement`)."""
+
     rps: float
     duration_s: float
     requests: int  # responses completed in the measurement window (any status)
@@ -57,6 +62,45 @@ class LoadResult:
         data["latency_ms"] = dict(self.latency_ms)
         data["errors"] = dict(self.errors)
         return data
+
+    def measurement(
+        self, memory: Memory | None = None, startup_s: float | None = None
+    ) -> Measurement:
+        """These figures as the typed measurement the rest of the tuner reads."""
+        windows = tuple(self.windows_rps)
+        latency = self.latency_ms
+        return Measurement(
+            median_rps=median_of_windows(windows, self.rps),
+            overall_rps=self.rps,
+            window_rps=windows,
+            duration_s=self.duration_s,
+            requests=self.requests,
+            total_responses=self.total_responses,
+            response_bytes=self.bytes,
+            latency=Latency(
+                p50_ms=latency["p50"],
+                p90_ms=latency["p90"],
+                p99_ms=latency["p99"],
+                p999_ms=latency["p999"],
+                max_ms=latency["max"],
+                mean_ms=latency["mean"],
+            ),
+            errors=Errors(**self.errors),
+            error_rate=self.error_rate,
+            connections=self.connections,
+            starved_connections=self.starved_connections,
+            fairness_index=self.fairness,
+            littles_law_ratio=self.littles_law_ratio,
+            unfair_reasons=tuple(self.unfair_reasons),
+            late_requests=self.late_requests,
+            target_rps=self.target_rps,
+            loadgen_cpu_pct=self.loadgen_cpu,
+            loadgen_kernel_cpu_pct=self.loadgen_cpu_kernel,
+            client_bound=self.client_bound,
+            notes=tuple(self.notes),
+            memory=memory,
+            startup_s=startup_s,
+        )
 
 
 def assess(
