@@ -108,3 +108,15 @@ def test_show_and_report_read_an_old_study(
     assert main(args) == 0
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "Baselines and ratios" in page and "closed loop" in page
+
+
+def test_show_leaves_out_a_confirmation_round_the_study_never_reached(
+    old_storage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = sqlite3.connect(old_storage.removeprefix("sqlite:///"))
+    with db:
+        db.execute("DELETE FROM study_user_attributes WHERE key = 'result'")
+    db.close()
+    assert main(["show", "--study", "old-throughput", "--storage", old_storage]) == 0
+    shown = capsys.readouterr().out
+    assert "Top trials" in shown and "Confirmation" not in shown and "Verdict" not in shown

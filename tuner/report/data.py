@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ class StudyData:
     def objective(self) -> Objective:
         return objective_named(str(self.setup.get("objective", "throughput")))
 
-    @property
+    @cached_property
     def result(self) -> StoredResult:
         return StoredResult.from_json(self.attrs.get("result"))
 
@@ -181,7 +182,7 @@ def contenders(data: StudyData) -> list[Contender]:
         chosen = [c for c in result.confirmation if c.label in baselines or c.label == winner]
         searched = [c for c in result.confirmation if c.label not in baselines and c.rps]
         if winner in (None, *baselines) and searched:  # show the best searched config too
-            chosen.append(max(searched, key=lambda c: c.rps.median if c.rps else 0.0))
+            chosen.append(data.objective.rank(searched, ConfirmedSummary.median_figures)[0])
         return [_from_confirmation(c, data) for c in chosen]
     wanted = [r for r in data.complete if r.baseline]
     best = data.winner_trial()

@@ -18,6 +18,7 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -492,16 +493,17 @@ _CONTEXT_KEYS = ("server", "app", "server_cpus", "load_cpus", "versions", "machi
 
 
 def _measurement(metrics: object) -> Measurement | None:
-    if not metrics:
+    """The trial's figures, in whichever version they were stored (see Measurement)."""
+    if not isinstance(metrics, Mapping) or not metrics:
         return None
     try:
-        return Measurement.from_json(metrics)  # type: ignore[arg-type]
+        return Measurement.from_json(metrics)
     except InvalidMeasurement:
         return None  # a damaged record: shown as unmeasured, never ranked
 
 
 def _old_context(metrics: object) -> dict[str, Any]:
-    if not isinstance(metrics, dict):
+    if not isinstance(metrics, Mapping):
         return {}
     return {key: metrics[key] for key in _CONTEXT_KEYS if key in metrics}
 

@@ -127,6 +127,19 @@ class ConfirmedSummary:
     server: str = ""
     latency_ms_median: dict[str, float] = field(default_factory=dict)
 
+    def median_figures(self) -> Figures:
+        """The medians, as an objective ranks them (the error rate is not kept: nan)."""
+
+        def median(spread: Spread | None, missing: float) -> float:
+            return spread.median if spread else missing
+
+        return Figures(
+            rps=median(self.rps, 0.0),
+            p99_ms=median(self.p99_ms, math.inf),
+            pss_mb=median(self.pss_mb, math.inf),
+            error_rate=math.nan,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "label": self.label,
