@@ -33,8 +33,7 @@ def handle(args: argparse.Namespace) -> int:
     console = display.console(args.json)
     with display.load_progress(console, spec.warmup_s, spec.duration_s) as on_window:
         result = run_load(spec, on_window)
-    measurement = result.measurement()
     display.emit_result(
-        console, measurement, measurement.to_json(), title=f"load {args.url}", as_json=args.json
+        console, result, result.to_json(), title=f"load {args.url}", as_json=args.json
     )
     return 0

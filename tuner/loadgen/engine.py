@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from tuner.errors import TunerError
+from tuner.loadgen.checks import PERCENTILES, assess, fairness_index
 from tuner.loadgen.http import request_sequence
 from tuner.loadgen.messages import Done, Failed, FromWorker, Go, Ready, Stop, WindowReport
-from tuner.loadgen.result import PERCENTILES, LoadResult, assess, fairness_index
 from tuner.loadgen.spec import LoadSpec
 from tuner.loadgen.worker import ERROR_KINDS, TIMEOUT, WorkerConfig, worker_main
 from tuner.metrics.histogram import Histogram
+from tuner.metrics.measurement import Errors, Latency, Measurement, median_of_windows
 
 # Spawning a worker re-imports Python and the tuner: allow for a slow, busy machine.
 READY_TIMEOUT_S = 30.0
@@ -69,10 +70,10 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = None) -> LoadResult:
-    """Send `spec`'s load and measure it. `on_window` sees each merged one-second window of
-    the measurement phase; returning False stops the run early (the result then covers the
-    part measured)."""
+def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = None) -> Measurement:
+    """Send `spec`'s load and measure it (no memory or startup: the caller adds those when it
+    started the server). `on_window` sees each merged one-second window of the measurement
+    phase; returning False stops the run early (the result then covers the part measured)."""
     spec.validate()
     host = spec.connect_host()
     requests = request_sequence(spec.workload, spec.host, spec.port, spec.keepalive)
@@ -195,7 +196,7 @@ def _reap(procs: list, pipes: list[Connection]) -> None:
         pipe.close()
 
 
-def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> LoadResult:
+def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Measurement:
     hist = Histogram()
     errors = [0] * len(ERROR_KINDS)
     requests = bytes_ = late = completed_us = 0
@@ -215,10 +216,8 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Loa
     error_rate = sum(errors) / (requests + unanswered) if requests + unanswered else 0.0
     completed = requests  # completed responses have latency sums in completed_us
     mean_completed_ms = completed_us / completed / 1000 if completed else 0.0
-    names = [name for name, _ in PERCENTILES]
-    latency = dict(zip(names, _ms(hist, [q for _, q in PERCENTILES]), strict=True))
-    latency["max"] = hist.max_us / 1000
-    latency["mean"] = hist.mean_us() / 1000
+    p50, p90, p99, p999 = (us / 1000 for us in hist.percentiles(list(PERCENTILES)))
+    latency = Latency(p50, p90, p99, p999, hist.max_us / 1000, hist.mean_us() / 1000)
     starved = sum(f.starved for f in finals)
     fairness = None if spec.open_loop else fairness_index([n for f in finals for n in f.completed])
     busiest = max(finals, key=lambda f: f.cpu_pct)
@@ -235,30 +234,27 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Loa
         late_requests=late,
         requests=requests,
     )
-    return LoadResult(
-        rps=rps,
+    window_rps = tuple(windows[i].stats(i).rps for i in sorted(windows))
+    return Measurement(
+        median_rps=median_of_windows(window_rps, rps),
+        overall_rps=rps,
+        window_rps=window_rps,
         duration_s=duration,
         requests=requests,
-        latency_ms=latency,
-        errors=dict(zip(ERROR_KINDS, errors, strict=True)),
+        total_responses=sum(f.total_responses for f in finals),
+        response_bytes=bytes_,
+        latency=latency,
+        errors=Errors(*errors),
         error_rate=error_rate,
-        bytes=bytes_,
         connections=spec.connections,
         starved_connections=starved,
+        fairness_index=fairness,
         littles_law_ratio=ratio,
-        fairness=fairness,
-        unfair=bool(reasons),
-        unfair_reasons=reasons,
-        loadgen_cpu=loadgen_cpu,
-        loadgen_cpu_kernel=busiest.cpu_kernel_pct,
-        client_bound=client_bound,
+        unfair_reasons=tuple(reasons),
         late_requests=late,
         target_rps=spec.rate_rps,
-        total_responses=sum(f.total_responses for f in finals),
-        windows_rps=[windows[i].stats(i).rps for i in sorted(windows)],
-        notes=notes,
+        loadgen_cpu_pct=loadgen_cpu,
+        loadgen_kernel_cpu_pct=busiest.cpu_kernel_pct,
+        client_bound=client_bound,
+        notes=tuple(notes),
     )
-
-
-def _ms(hist: Histogram, quantiles: list[float]) -> list[float]:
-    return [v / 1000 for v in hist.percentiles(quantiles)]

@@ -83,7 +83,7 @@ def run_bench(
         phase("stopping")
         startup_s = server.startup_s
     return BenchResult(
-        measurement=load.measurement(Memory.from_json(memory.summary()), startup_s),
+        measurement=replace(load, memory=Memory.from_json(memory.summary()), startup_s=startup_s),
         settings=dict(plan.settings),
         context=run_context(plan),
     )
