@@ -177,3 +177,14 @@ def test_pick_is_always_pareto_optimal() -> None:
         ]
         chosen = points[pick_pareto_point(points)]
         assert not any(_dominates(p, chosen) for p in points)
+
+
+def test_shortlist_is_the_ranking_or_the_front_with_its_pick_first() -> None:
+    fat = metrics(1000.0, 40.0, 400.0)
+    lean = metrics(970.0, 42.0, 150.0)
+    slow = metrics(500.0, 40.0, 50.0)
+    points = [slow, fat, lean]
+    assert THROUGHPUT.shortlist(points, lambda f: f, lambda f: False) == [fat, lean, slow]
+    on_front = [fat, lean]  # as Optuna's best_trials would say
+    assert MULTI.shortlist(points, lambda f: f, lambda f: f in on_front) == [lean, fat]
+    assert MULTI.shortlist(points, lambda f: f, lambda f: False) == []

@@ -24,6 +24,7 @@ than failed trials lets the sampler learn where the boundary lies.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -121,11 +122,14 @@ class Versus:
         )
 
 
-class Objective:
-    """What "best" means for a study. Subclasses: one figure, or a Pareto trade-off."""
+class Objective(ABC):
+    """What "best" means for a study: its figures and their directions (Optuna's study
+    directions), how configs rank, which one is recommended, whether a running trial can be
+    pruned, and how the verdict reads. Subclasses: one figure, or a Pareto trade-off."""
 
     name: str
     headlines: tuple[Headline, ...]
+    default_wins: str  # the verdict when the server's default config is the pick
     # True when the study keeps a Pareto front (several figures at once).
     trade_off: bool = False
     # A winner with a much worse tail than the default gets a warning (not for the trade-off
@@ -172,8 +176,22 @@ class Objective:
         """The configs worth re-measuring, best first."""
         return self.rank(items, figures)
 
+    @abstractmethod
     def summary(self, label: str, versus: Sequence[Versus], beats: bool) -> str:
-        """The verdict of `label` against the default, in words."""
+        """The verdict of `label` against the default (`versus`: one entry per headline that
+        both have), in words; `beats` says whether it is better beyond the noise."""
+
+
+class SingleObjective(Objective):
+    """One figure: the best config is the one with the best value of it."""
+
+    default_wins = "the server's default config measured best; keep it"
+
+    def __init__(self, name: str, headline: Headline) -> None:
+        self.name = name
+        self.headlines = (headline,)
+
+    def summary(self, label: str, versus: Sequence[Versus], beats: bool) -> str:
         (figure,) = versus
         h, b, d = figure.headline, figure.mine, figure.default
         change = ratio(b.median, d.median)
@@ -188,14 +206,6 @@ class Objective:
             f"is not measurably better than the default: the ranges overlap ({ranges}); expect "
             "about the default's figures"
         )
-
-    default_wins = "the server's default config measured best; keep it"
-
-
-class SingleObjective(Objective):
-    def __init__(self, name: str, headline: Headline) -> None:
-        self.name = name
-        self.headlines = (headline,)
 
     def window_value(self, window: WindowLike) -> float | None:
         live = self.headlines[0].window
