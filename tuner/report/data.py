@@ -1,7 +1,8 @@
 """A stored study as plain data for reports: setup, trials, Pareto front, importances, result.
 
 Reports read studies the way Optuna's own tools do (load_study, param importances); this module
-turns them into TrialRecords and dicts so the figure, table and HTML modules need no Optuna.
+turns them into typed values (TrialRecords with their Measurement, the StoredResult of the
+confirmation round) so the figure, table and HTML modules need no Optuna and no string keys.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class StoredVerdict:
 
 @dataclass(frozen=True)
 class StoredResult:
-    """What `tune` kept of its confirmation round and verdict (the study's `result`)."""
+    """What `tune` kept of its confirmation round and verdict (the study's `result`, written
+    by TuneOutcome.to_json), read back."""
 
     confirmation: list[ConfirmedSummary] = field(default_factory=list)
     verdict: StoredVerdict | None = None

@@ -2,7 +2,7 @@
 
 One search trial is one noisy sample. Before anything is recommended, the top configs and the
 baselines are measured again as A B C D, A B C D, ... so that drift of the machine hits all of
-them alike, and the winner is chosen by its median. No Optuna here.
+them alike, and the objective picks the winner by the medians. No Optuna here.
 """
 
 from __future__ import annotations
