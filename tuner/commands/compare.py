@@ -83,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
     rows = compare.rows(setups, outcomes, confirmed)
     _write(out, name, setups, rows)
     if args.json:
-        print_json({"compare": name, "folder": str(out), "servers": [r.to_dict() for r in rows]})
+        print_json({"compare": name, "folder": str(out), "servers": [r.to_json() for r in rows]})
     else:
         print_tables(stdout_console(), [compare_table(rows)])
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
@@ -115,7 +115,7 @@ def _write(out: Path, name: str, setups: list[StudySetup], rows: list[compare.Se
     ]
     page = render_page(f"tuner compare: {name}", summary, [chart], [compare_table(rows)])
     write_report(out, "compare.html", page, [chart])
-    summary_json = {"compare": name, "servers": [r.to_dict() for r in rows]}
+    summary_json = {"compare": name, "servers": [r.to_json() for r in rows]}
     atomic_write(out / "compare.json", (json.dumps(summary_json, indent=1) + "\n").encode())
 
 
