@@ -116,13 +116,14 @@ def result_table(
     if m.startup_s is not None:
         table.add_row("startup", f"{m.startup_s:.2f} s")
     if context.get("limits"):
+        limits = Limits.from_dict(context["limits"])
         used = context.get("cgroup") or {}
-        table.add_row(
-            "container limits",
-            f"{Limits.from_dict(context['limits']).describe()}; CPU-throttled in "
-            f"{used.get('throttled_fraction', 0.0):.0%} of periods, memory peak "
-            f"{used.get('memory_peak_mb', 0.0):.0f} MB",
-        )
+        seen = []
+        if limits.cpus is not None:
+            seen.append(f"CPU-throttled in {used.get('throttled_fraction', 0.0):.0%} of periods")
+        if limits.memory_bytes is not None:
+            seen.append(f"memory peak {used.get('memory_peak_mb', 0.0):.0f} MB")
+        table.add_row("container limits", "; ".join([limits.describe(), *seen]))
     table.add_row(
         "load generator CPU",
         f"{m.loadgen_cpu_pct:.0f}% (kernel {m.loadgen_kernel_cpu_pct:.0f}%)",
