@@ -32,14 +32,51 @@ def test_clear_winner_replaces_default():
     assert "beats the default beyond the noise" in verdict.summary
 
 
-def test_overlapping_ranges_pick_by_median_and_say_it_is_within_the_noise():
+def test_overlapping_ranges_write_the_default_and_say_it_is_within_the_noise():
     default = entry("default", [run(100), run(140), run(105)])
     best = entry("trial 7", [run(130), run(150), run(135)])
     verdict = decide([default, best], THROUGHPUT, Slo())
     assert verdict is not None
-    assert verdict.winner is best and not verdict.beats_default
+    assert verdict.winner is default and not verdict.beats_default
     assert "not measurably better than the default" in verdict.summary
+    assert "the default is written" in verdict.summary
     assert "x1.29" in verdict.summary and "100.0-140.0" in verdict.summary
+
+
+def settled(label: str, rps: list[float], pss: float, p99: float = 10.0, **settings) -> Confirmed:
+    runs = [run(r, p99=p99, pss=pss) for r in rps]
+    return Confirmed(Candidate(label, None, {"workers": 1, "accesslog": False, **settings}), runs)
+
+
+DEFAULTS = {"workers": 1, "accesslog": False, "worker_class": "sync"}
+
+
+def test_among_configs_the_noise_cannot_separate_the_leanest_is_written():
+    default = settled("default", [100, 102, 101], pss=30)
+    fat = settled("trial 5", [160, 171, 165], pss=85, workers=5, worker_class="gevent")
+    lean = settled("trial 9", [158, 169, 162], pss=47, workers=2, worker_class="gevent")
+    verdict = decide([default, fat, lean], THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.beats_default
+    assert verdict.winner is lean  # the best median (fat) ties with it within the noise
+    assert verdict.tied_with == ("trial 5",)
+    assert "PSS 47.0 vs 85.0 MB for trial 5" in verdict.summary
+
+
+def test_a_config_clearly_faster_is_not_traded_for_memory():
+    default = settled("default", [100, 102, 101], pss=30)
+    fat = settled("trial 5", [200, 205, 210], pss=85, workers=5)
+    lean = settled("trial 9", [150, 155, 160], pss=47, workers=2)
+    verdict = decide([default, fat, lean], THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner is fat and verdict.tied_with == ()
+
+
+def test_among_equals_fewer_changes_from_the_default_win():
+    default = settled("default", [100, 102, 101], pss=30)
+    logged_off = settled("trial 4", [150, 161, 155], pss=40, workers=3, accesslog=True)
+    as_default = settled("trial 4, default logging", [149, 160, 154], pss=40, workers=3)
+    verdict = decide([default, logged_off, as_default], THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner is as_default
+    assert "1 setting(s) changed from the default instead of 2" in verdict.summary
 
 
 def test_default_with_the_best_median_is_the_pick():

@@ -57,6 +57,8 @@ GRACE_S = 30
 # Environment overrides (whole seconds), so tests need not wait 30 s for a dead tuner's trial.
 HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"
 GRACE_ENV = "TUNER_HEARTBEAT_GRACE_S"
+# A baseline the search space cannot express is measured from these settings, as it is.
+BASELINE_SETTINGS = "baseline_settings"
 # A tuner that loses the race to create a study waits this long for the winner's setup.
 SETUP_WAIT_S = 15.0
 
@@ -347,9 +349,27 @@ def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
 
 
 def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> None:
+    """Queue the server's baselines as the first trials. A baseline the search space can
+    express goes in as the space's params, so the sampler learns from it; one it cannot (a
+    default outside a range or a choice list the user narrowed) is measured as it is, outside
+    the sampler's params (`BASELINE_SETTINGS`), rather than failing the study."""
     for baseline in setup.adapter.baselines(setup.cpus):
         params = {p.name: baseline.values[p.setting] for p in setup.space.params}
-        study.enqueue_trial(params, user_attrs={"baseline": baseline.label}, skip_if_exists=False)
+        attrs: dict[str, Any] = {"baseline": baseline.label}
+        if not _expressible(setup, params):
+            params, attrs[BASELINE_SETTINGS] = {}, dict(baseline.values)
+        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+
+
+def _expressible(setup: StudySetup, params: dict[str, Any]) -> bool:
+    """Whether the space can draw exactly `params` (each active one in its range or choices)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Optuna only warns of a fixed int out of its range
+        try:
+            suggest(setup.space, optuna.trial.FixedTrial(params), setup.space_cpus)
+        except (ValueError, UserWarning, ConfigError):
+            return False
+    return True
 
 
 def run_search(
@@ -385,7 +405,10 @@ class _TrialObjective:
         setup = self.setup
         self._maybe_probe(trial.number)
         try:
-            settings = setup.adapter.resolve(suggest(setup.space, trial, setup.space_cpus))
+            if BASELINE_SETTINGS in trial.user_attrs:
+                settings = setup.adapter.resolve(trial.user_attrs[BASELINE_SETTINGS])
+            else:
+                settings = setup.adapter.resolve(suggest(setup.space, trial, setup.space_cpus))
         except ConfigError as exc:
             _fail(trial, "invalid_combination", str(exc))
             raise InvalidMeasurement(str(exc)) from exc

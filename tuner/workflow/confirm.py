@@ -19,6 +19,7 @@ from tuner.metrics.stats import Spread
 from tuner.search import objectives
 from tuner.search.objectives import P99, PSS, RPS, Figures, Headline, Objective, Slo, Versus
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE
+from tuner.workflow.equals import cheapest_among_equals, settings_changed
 
 # A recommended config whose p99 is this many times the default's gets a warning.
 TAIL_WARNING_FACTOR = 5.0
@@ -219,6 +220,9 @@ class Verdict:
     rule: Confirmed | None
     beats_default: bool
     summary: str
+    # The configs the noise could not separate from the winner (labels), when it was chosen
+    # among equals as the cheapest.
+    tied_with: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -226,16 +230,23 @@ class Verdict:
             "winner_trial": self.winner.candidate.trial_number,
             "beats_default_beyond_noise": self.beats_default,
             "summary": self.summary,
+            "tied_with": list(self.tied_with),
         }
 
 
-def decide(confirmed: Sequence[Confirmed], objective: Objective, slo: Slo) -> Verdict | None:
-    """Pick the usable candidate the objective ranks best by its medians, and say whether it
-    beats the default beyond the noise (every one of its runs better than every run of the
-    default, on a figure the objective is about).
+def decide(
+    confirmed: Sequence[Confirmed],
+    objective: Objective,
+    slo: Slo,
+    defaults: Mapping[str, Any] | None = None,
+) -> Verdict | None:
+    """Pick the config to write, and say whether it beats the default beyond the noise (every
+    one of its runs better than every run of the default, on a figure the objective is about).
 
-    The median is the best estimate there is, so it picks; the noise verdict tells the reader
-    how much to trust the difference (and goes into the emitted file's header).
+    The objective ranks the usable candidates by their medians. A difference inside the noise
+    is no difference: when the best median does not beat the default beyond the noise, the
+    default is written; when it does, the cheapest of the configs that tie with it is (see
+    `tuner.workflow.equals`; `defaults` are the server's defaults, to count changes).
     """
     by_label = {entry.candidate.label: entry for entry in confirmed}
     default, rule = by_label.get(BASELINE_DEFAULT), by_label.get(BASELINE_RULE)
@@ -245,18 +256,60 @@ def decide(confirmed: Sequence[Confirmed], objective: Objective, slo: Slo) -> Ve
     best = objective.pick(usable, Confirmed.median_figures, slo)
     if best is default:
         return Verdict(best, default, rule, False, objective.default_wins)
-    label = best.candidate.label
     if default is None or not default.usable(_ANY_ERRORS):
-        summary = f"{label} is the best usable config (the default could not be used)"
-        return Verdict(best, default, rule, True, summary)
+        best, tied, why = _among_equals(best, usable, objective, defaults)
+        label = best.candidate.label
+        summary = f"{label} is the best usable config (the default could not be used)" + why
+        return Verdict(best, default, rule, True, summary, tied)
+    if default.usable(slo):
+        versus = _versus(best, default, objective)
+        if not any(figure.better for figure in versus):
+            summary = (
+                objective.summary(best.candidate.label, versus, False)
+                + "; a difference inside the noise is no difference, so the default is written"
+            )
+            return Verdict(default, default, rule, False, summary)
+    best, tied, why = _among_equals(best, usable, objective, defaults)
+    label = best.candidate.label
     versus = _versus(best, default, objective)
     if not default.usable(slo):  # the default breaks an SLO: anything usable beats it
-        return Verdict(best, default, rule, True, objective.summary(label, versus, True))
+        return Verdict(
+            best, default, rule, True, objective.summary(label, versus, True) + why, tied
+        )
     beats = any(figure.better for figure in versus)
-    summary = objective.summary(label, versus, beats)
+    summary = objective.summary(label, versus, beats) + why
     if objective.warns_of_tail:
         summary += _tail_warning(best, default)
-    return Verdict(best, default, rule, beats, summary)
+    return Verdict(best, default, rule, beats, summary, tied)
+
+
+def _among_equals(
+    best: Confirmed,
+    usable: Sequence[Confirmed],
+    objective: Objective,
+    defaults: Mapping[str, Any] | None,
+) -> tuple[Confirmed, tuple[str, ...], str]:
+    """The cheapest config that ties with `best`, the labels it tied with, and the words that
+    say so (empty when `best` stays). A trade-off objective already weighs memory and p99 in
+    its pick, so it keeps its pick."""
+    if objective.trade_off or defaults is None:
+        return best, (), ""
+    choice = cheapest_among_equals(
+        best,
+        [entry for entry in usable if entry.candidate.label != BASELINE_DEFAULT],
+        objective,
+        lambda entry: settings_changed(entry.candidate.settings, defaults),
+        lambda entry: entry.candidate.label,
+    )
+    tied = tuple(entry.candidate.label for entry in choice.tied)
+    if choice.chosen is best:
+        return best, tied, ""
+    why = (
+        f"; chosen among {len(tied) + 1} configs the noise cannot separate on "
+        f"{'/'.join(h.short for h in objective.headlines)} ({', '.join(tied)}), as the "
+        f"cheapest: {choice.why}"
+    )
+    return choice.chosen, tied, why
 
 
 def _versus(best: Confirmed, default: Confirmed, objective: Objective) -> list[Versus]:

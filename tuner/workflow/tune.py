@@ -74,7 +74,7 @@ def tune(
     pareto = pareto_numbers(study)
     candidates = pick_candidates(setup, records, top_k, pareto=pareto)
     confirmed = confirm(candidates, confirm_rounds, _measurer(setup), on_confirm_run)
-    verdict = decide(confirmed, setup.objective, setup.slo)
+    verdict = decide(confirmed, setup.objective, setup.slo, setup.adapter.resolve({}))
     noise = noise_summary(study.user_attrs.get("cpu_probe_ms", []), confirmed)
     written = None
     if verdict is not None:
@@ -115,6 +115,7 @@ def pick_candidates(
         for b in setup.adapter.baselines(setup.cpus)
     ]
     chosen = [Candidate(r.label, r.number, r.settings) for r in ranked[:top_k]]
+    chosen += _default_logging_variant(setup, chosen[:1])
     unique: list[Candidate] = []
     seen: list[dict[str, Any]] = []
     for candidate in baselines + chosen:
@@ -122,6 +123,22 @@ def pick_candidates(
             seen.append(candidate.settings)
             unique.append(candidate)
     return unique
+
+
+def _default_logging_variant(setup: StudySetup, top: Sequence[Candidate]) -> list[Candidate]:
+    """The top config with logging as the server's default, if the search changed it: logging
+    changes what an operator sees, so it stays as shipped unless turning it off (or on) is
+    measurably better, which the interleaved rounds then show (the tie goes to fewer changes)."""
+    defaults = setup.adapter.resolve({})
+    variants = []
+    for candidate in top:
+        reset = {name: defaults[name] for name in setup.adapter.logging_settings}
+        if any(candidate.settings.get(name) != value for name, value in reset.items()):
+            settings = setup.adapter.resolve({**candidate.settings, **reset})
+            variants.append(
+                Candidate(f"{candidate.label}, default logging", candidate.trial_number, settings)
+            )
+    return variants
 
 
 def _figures(record: TrialRecord) -> Figures:
