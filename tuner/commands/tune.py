@@ -126,6 +126,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     console.print(f"verdict: {outcome.verdict.summary}", highlight=False)
     console.print(f"noise: {outcome.noise}", highlight=False)
+    console.print(outcome.searched_line(), highlight=False)
     console.print(f"wrote {outcome.out_path}", highlight=False)
     return 0
 

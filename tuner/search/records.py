@@ -26,6 +26,7 @@ class TrialRecord:
     fail_reason: str = ""
     feasible: bool = True
     covers_for: int | None = None  # queued with a thread per connection after that trial starved
+    duplicate_of: int | None = None  # the same config as that trial: its result, not measured
 
     @property
     def origin(self) -> str:
@@ -34,6 +35,8 @@ class TrialRecord:
             return self.baseline
         if self.covers_for is not None:
             return f"a thread per connection, after trial {self.covers_for}"
+        if self.duplicate_of is not None:
+            return f"same config as trial {self.duplicate_of}, not measured again"
         return ""
 
     @property

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import optuna
-from optuna.trial import FrozenTrial, Trial
+from optuna.trial import FrozenTrial, Trial, TrialState
 
 from tuner.apps import AppRef
 from tuner.errors import AppBrokenError, ConfigError, InvalidMeasurement, TrialError, TunerError
@@ -57,6 +57,8 @@ GRACE_S = 30
 # Environment overrides (whole seconds), so tests need not wait 30 s for a dead tuner's trial.
 HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"
 GRACE_ENV = "TUNER_HEARTBEAT_GRACE_S"
+# A trial whose config an earlier trial measured: it reuses that result (user attr: number).
+DUPLICATE_OF = "duplicate_of"
 # A baseline the search space cannot express is measured from these settings, as it is.
 BASELINE_SETTINGS = "baseline_settings"
 # A tuner that loses the race to create a study waits this long for the winner's setup.
@@ -386,13 +388,27 @@ def run_search(
     every completed trial stays, and KeyboardInterrupt reaches the caller.
     """
     objective = _TrialObjective(setup, study, listener)
-    study.optimize(
-        objective,
-        n_trials=n_trials,
-        timeout=timeout_s,
-        catch=(TrialError,),
-        callbacks=[lambda _study, frozen: listener.on_trial_end(to_record(frozen))],
-    )
+    deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+    remaining, spare = n_trials, n_trials or 0
+    while remaining is None or remaining > 0:
+        before = len(study.get_trials(deepcopy=False))
+        left_s = None if deadline is None else deadline - time.monotonic()
+        if left_s is not None and left_s <= 0:
+            return
+        study.optimize(
+            objective,
+            n_trials=remaining,
+            timeout=left_s,
+            catch=(TrialError,),
+            callbacks=[lambda _study, frozen: listener.on_trial_end(to_record(frozen))],
+        )
+        if remaining is None:
+            return
+        # A config measured before cost no measurement: give its slot back (at most n_trials
+        # times), so the budget buys distinct configs.
+        repeats = sum(DUPLICATE_OF in t.user_attrs for t in study.get_trials()[before:])
+        remaining = min(repeats, spare)
+        spare -= remaining
 
 
 class _TrialObjective:
@@ -415,6 +431,9 @@ class _TrialObjective:
         trial.set_user_attr("settings", settings)
         trial.set_user_attr("host", setup.host())
         self.listener.on_trial_start(trial.number, settings)
+        twin = self._measured_twin(trial.number, settings)
+        if twin is not None:
+            return self._reuse(trial, twin)
         plan = setup.plan(settings, setup.workdir / "trials" / str(trial.number) / "server.log")
         pruning = _Pruning(trial, setup.objective, self.listener)
         try:
@@ -437,6 +456,14 @@ class _TrialObjective:
         if pruning.pruned:
             trial.set_user_attr("fail_reason", "pruned: throughput clearly below the others")
             raise optuna.TrialPruned()
+        values = self._judge(trial, measurement)
+        if measurement.starved_connections:
+            self._try_covering_config(trial.number, settings)
+        return values
+
+    def _judge(self, trial: Trial, measurement: Measurement) -> list[float]:
+        """The trial's objective values, with its SLO constraints and why it cannot win."""
+        setup = self.setup
         figures = Figures.of(measurement)
         named = objectives.named_constraints(setup.slo, figures)
         for name, excess in named.items():
@@ -444,9 +471,25 @@ class _TrialObjective:
         trial.set_user_attr("constraints", list(named.values()))
         if reason := objectives.infeasible_reason(setup.slo, measurement):
             trial.set_user_attr("fail_reason", reason)
-        if measurement.starved_connections:
-            self._try_covering_config(trial.number, settings)
         return setup.objective.values(figures)
+
+    def _measured_twin(self, number: int, settings: dict[str, Value]) -> FrozenTrial | None:
+        """An earlier complete trial of exactly these settings (what the server runs, with
+        conditions applied and inactive settings at their defaults), if there is one."""
+        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            same = frozen.number != number and frozen.user_attrs.get("settings") == settings
+            if same and _measurement(frozen.user_attrs.get("metrics")) is not None:
+                return frozen
+        return None
+
+    def _reuse(self, trial: Trial, twin: FrozenTrial) -> list[float]:
+        """Tell the sampler the twin's result again instead of measuring the same config."""
+        measurement = _measurement(twin.user_attrs["metrics"])
+        assert measurement is not None
+        trial.set_user_attr(DUPLICATE_OF, twin.number)
+        trial.set_user_attr("metrics", twin.user_attrs["metrics"])
+        trial.set_user_attr("context", twin.user_attrs.get("context") or {})
+        return self._judge(trial, measurement)
 
     def _try_covering_config(self, number: int, settings: dict[str, Value]) -> None:
         """Queue the nearest config with a thread for every connection (see tuner.search.covering),
@@ -525,6 +568,7 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
         fail_reason=fail_reason,
         feasible=objectives.satisfied(constraints),
         covers_for=frozen.user_attrs.get("covers_for"),
+        duplicate_of=frozen.user_attrs.get(DUPLICATE_OF),
     )
 
 

@@ -54,7 +54,22 @@ class TuneOutcome:
             "verdict": self.verdict.to_json() if self.verdict else None,
             "config_file": str(self.out_path) if self.out_path else None,
             "noise": self.noise,
+            "distinct_configs": self.distinct_configs,
+            "repeats_not_measured": sum(r.duplicate_of is not None for r in self.records),
         }
+
+    @property
+    def distinct_configs(self) -> int:
+        """How many different configs the study measured (a repeat reuses its twin's result)."""
+        measured = [r for r in self.records if r.measured and r.duplicate_of is None]
+        return len({tuple(sorted(r.settings.items())) for r in measured})
+
+    def searched_line(self) -> str:
+        repeats = sum(r.duplicate_of is not None for r in self.records)
+        return (
+            f"searched: {self.distinct_configs} distinct configs in {len(self.records)} trials"
+            + (f" ({repeats} repeats reused an earlier result)" if repeats else "")
+        )
 
 
 def tune(
