@@ -40,16 +40,12 @@ from tuner.metrics.measurement import Measurement
 from tuner.search import objectives
 from tuner.search.covering import covering_config
 from tuner.search.objectives import Figures, Objective, Slo
+from tuner.search.pruning import NoiseAwarePruner
 from tuner.search.records import TrialRecord
 from tuner.search.space import SearchSpace, bounds, suggest
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
-# A trial whose running figure is in the worst quarter of the others at the same second is
-# stopped early: only clearly hopeless configs, since one-second windows are noisy. (Optuna's
-# PercentilePruner takes the share it *keeps*: 75 keeps the best 75% in either direction.)
-KEEP_BEST_PERCENT = 75.0
-PRUNE_WARMUP_WINDOWS = 2
 # Configs queued per study because a config starved connections it had no thread for.
 MAX_COVERING_TRIES = 2
 HEARTBEAT_S = 10
@@ -250,31 +246,6 @@ def redact(url: str) -> str:
     return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
-class FeasiblePercentilePruner(optuna.pruners.PercentilePruner):
-    """Optuna's PercentilePruner, comparing a trial only with trials that could win.
-
-    An unfair config often looks fast (it serves a few clients and ignores the rest), and an
-    SLO violator may too: neither may raise the bar that a sound config is pruned against.
-    """
-
-    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        return super().prune(_FeasibleTrialsOnly(study), trial)  # type: ignore[arg-type]
-
-
-class _FeasibleTrialsOnly:
-    """A view of a study whose get_trials() leaves out trials that violate a constraint."""
-
-    def __init__(self, study: optuna.Study) -> None:
-        self._study = study
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._study, name)
-
-    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
-        trials = self._study.get_trials(deepcopy=deepcopy, states=states)
-        return [t for t in trials if objectives.satisfied(t.constraints.values())]
-
-
 def open_study(setup: StudySetup) -> optuna.Study:
     """Create the study (enqueueing both baselines), or load it to add trials.
 
@@ -288,9 +259,7 @@ def open_study(setup: StudySetup) -> optuna.Study:
         multivariate=True,
         group=True,  # conditional parameters (threads only with gthread) need grouped TPE
     )
-    pruner = FeasiblePercentilePruner(
-        KEEP_BEST_PERCENT, n_startup_trials=4, n_warmup_steps=PRUNE_WARMUP_WINDOWS
-    )
+    pruner = NoiseAwarePruner()
     store = storage(setup.storage_url)
     mine = hosts.hardware(setup.server_cpus, setup.load.load_cpus)
     try:
@@ -435,7 +404,7 @@ class _TrialObjective:
         if twin is not None:
             return self._reuse(trial, twin)
         plan = setup.plan(settings, setup.workdir / "trials" / str(trial.number) / "server.log")
-        pruning = _Pruning(trial, setup.objective, self.listener)
+        pruning = _Pruning(trial, self.study, setup.objective, self.listener)
         try:
             result = run_bench(plan, on_window=pruning.on_window, on_phase=self.listener.on_phase)
         except TrialError as exc:
@@ -454,7 +423,7 @@ class _TrialObjective:
         trial.set_user_attr("metrics", measurement.to_json())
         trial.set_user_attr("context", result.context)
         if pruning.pruned:
-            trial.set_user_attr("fail_reason", "pruned: throughput clearly below the others")
+            trial.set_user_attr("fail_reason", pruning.reason)
             raise optuna.TrialPruned()
         values = self._judge(trial, measurement)
         if measurement.starved_connections:
@@ -520,13 +489,19 @@ class _TrialObjective:
 
 
 class _Pruning:
-    """Reports each one-second window to Optuna and stops hopeless trials early."""
+    """Reports each one-second window to Optuna and stops trials that are behind beyond the
+    noise (see tuner.search.pruning); `reason` says by how much, with the margin used."""
 
-    def __init__(self, trial: Trial, objective: Objective, listener: StudyListener) -> None:
+    def __init__(
+        self, trial: Trial, study: optuna.Study, objective: Objective, listener: StudyListener
+    ) -> None:
         self.trial = trial
+        self.study = study
         self.objective = objective
         self.listener = listener
         self.pruned = False
+        self.reason = ""
+        self.windows: dict[int, float] = {}
 
     def on_window(self, window: WindowStats) -> bool:
         self.listener.on_window(window)
@@ -534,8 +509,14 @@ class _Pruning:
         if value is None:  # Optuna cannot prune multi-objective trials
             return True
         self.trial.report(value, window.index)
-        if self.trial.should_prune():
+        self.windows[window.index] = value
+        pruner = self.study.pruner
+        if not isinstance(pruner, NoiseAwarePruner):
+            return True
+        call = pruner.judge(self.study, self.windows)
+        if call.prune:
             self.pruned = True
+            self.reason = call.reason(self.objective.headlines[0].unit)
             return False
         return True
 

@@ -66,10 +66,12 @@ class TuneOutcome:
 
     def searched_line(self) -> str:
         repeats = sum(r.duplicate_of is not None for r in self.records)
-        return (
-            f"searched: {self.distinct_configs} distinct configs in {len(self.records)} trials"
-            + (f" ({repeats} repeats reused an earlier result)" if repeats else "")
-        )
+        pruned = sum(r.state == "PRUNED" for r in self.records)
+        notes = [f"{repeats} repeats reused an earlier result"] if repeats else []
+        if pruned:
+            notes.append(f"{pruned} pruned as behind beyond the noise")
+        line = f"searched: {self.distinct_configs} distinct configs in {len(self.records)} trials"
+        return line + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def tune(
