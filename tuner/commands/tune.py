@@ -94,6 +94,12 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=None, help="sampler seed")
     parser.add_argument(
+        "--no-branch-starts",
+        action="store_true",
+        help="do not start with one config per concurrency model (gthread, gevent, ...): "
+        "only the baselines come before the sampler",
+    )
+    parser.add_argument(
         "--allow-mixed-hosts",
         action="store_true",
         help="let this host join a shared study measured on different hardware",
@@ -215,6 +221,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         workdir=study_workdir(args.storage, name),
         seed=args.seed,
         allow_mixed_hosts=getattr(args, "allow_mixed_hosts", False),
+        branch_starts=not args.no_branch_starts,
         limits=limits,
     )
 

@@ -27,6 +27,7 @@ class TrialRecord:
     feasible: bool = True
     covers_for: int | None = None  # queued with a thread per connection after that trial starved
     duplicate_of: int | None = None  # the same config as that trial: its result, not measured
+    branch_start: bool = False  # queued at the start to measure one concurrency model
 
     @property
     def origin(self) -> str:
@@ -37,6 +38,8 @@ class TrialRecord:
             return f"a thread per connection, after trial {self.covers_for}"
         if self.duplicate_of is not None:
             return f"same config as trial {self.duplicate_of}, not measured again"
+        if self.branch_start:
+            return "a start in its concurrency model"
         return ""
 
     @property

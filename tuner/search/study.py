@@ -38,6 +38,7 @@ from tuner.machine.probe import cpu_probe_ms
 from tuner.measure.runner import BenchPlan, run_bench
 from tuner.metrics.measurement import Measurement
 from tuner.search import objectives
+from tuner.search.branches import branch_starts
 from tuner.search.covering import covering_config
 from tuner.search.objectives import Figures, Objective, Slo
 from tuner.search.pruning import NoiseAwarePruner
@@ -53,6 +54,8 @@ GRACE_S = 30
 # Environment overrides (whole seconds), so tests need not wait 30 s for a dead tuner's trial.
 HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"
 GRACE_ENV = "TUNER_HEARTBEAT_GRACE_S"
+# A trial queued at the study's start to measure one concurrency model (user attr: True).
+BRANCH_START = "branch_start"
 # A trial whose config an earlier trial measured: it reuses that result (user attr: number).
 DUPLICATE_OF = "duplicate_of"
 # A baseline the search space cannot express is measured from these settings, as it is.
@@ -80,6 +83,8 @@ class StudySetup:
     seed: int | None = None
     probe_every: int = 5
     allow_mixed_hosts: bool = False
+    # One start per concurrency model before the sampler takes over (tuner.search.branches).
+    branch_starts: bool = True
     limits: Limits = Limits()
 
     @property
@@ -286,8 +291,18 @@ def open_study(setup: StudySetup) -> optuna.Study:
     study.set_user_attr("hardware", mine)
     study.set_user_attr("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     if not any(t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)):
-        _enqueue_baselines(study, setup)
+        covered = _enqueue_baselines(study, setup)
+        if setup.branch_starts:
+            _enqueue_branch_starts(study, setup, covered)
     return study
+
+
+def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list[str]) -> None:
+    """One start per concurrency model the baselines do not cover (see tuner.search.branches)."""
+    for params in branch_starts(
+        setup.space, setup.adapter, setup.space_cpus, seed=setup.seed, covered=covered
+    ):
+        study.enqueue_trial(params, user_attrs={BRANCH_START: True}, skip_if_exists=False)
 
 
 def _wait_for_setup(study: optuna.Study) -> dict[str, Any] | None:
@@ -319,17 +334,21 @@ def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
             )
 
 
-def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> None:
+def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> list[str]:
     """Queue the server's baselines as the first trials. A baseline the search space can
     express goes in as the space's params, so the sampler learns from it; one it cannot (a
     default outside a range or a choice list the user narrowed) is measured as it is, outside
-    the sampler's params (`BASELINE_SETTINGS`), rather than failing the study."""
+    the sampler's params (`BASELINE_SETTINGS`), rather than failing the study. Returns the
+    concurrency models the baselines measure."""
+    models = []
     for baseline in setup.adapter.baselines(setup.cpus):
+        models.append(setup.adapter.concurrency_model(baseline.values))
         params = {p.name: baseline.values[p.setting] for p in setup.space.params}
         attrs: dict[str, Any] = {"baseline": baseline.label}
         if not _expressible(setup, params):
             params, attrs[BASELINE_SETTINGS] = {}, dict(baseline.values)
         study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+    return models
 
 
 def _expressible(setup: StudySetup, params: dict[str, Any]) -> bool:
@@ -550,6 +569,7 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
         feasible=objectives.satisfied(constraints),
         covers_for=frozen.user_attrs.get("covers_for"),
         duplicate_of=frozen.user_attrs.get(DUPLICATE_OF),
+        branch_start=bool(frozen.user_attrs.get(BRANCH_START)),
     )
 
 

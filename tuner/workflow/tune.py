@@ -87,7 +87,8 @@ def tune(
 ) -> TuneOutcome:
     study = open_study(setup)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
-    records = [to_record(t) for t in study.get_trials(deepcopy=False)]
+    # Queued trials not yet run (branch starts past a small --trials) are the plan, not results.
+    records = [to_record(t) for t in study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
     pareto = pareto_numbers(study)
     candidates = pick_candidates(setup, records, top_k, pareto=pareto)
     confirmed = confirm(candidates, confirm_rounds, _measurer(setup), on_confirm_run)
