@@ -74,13 +74,6 @@ def handle(args: argparse.Namespace) -> int:
     path: Path = args.access_log
     log = read_access_log(path, unsafe=args.unsafe, keep_query=not args.drop_query)
     _check_usable(path, log)
-    if log.malformed:
-        _note(
-            f"warning: {log.malformed} of {log.lines} lines of {path} are not in {FORMATS} "
-            f"(first: line {log.first_malformed}); they were left out"
-        )
-    if log.skipped:
-        _note(f"note: not replayed: {_skipped(log)}")
     result = workload_from_log(log, sample=args.sample, max_values=args.max_values)
     text = render_toml(result, str(path))
     if args.out is None:
@@ -90,6 +83,13 @@ def handle(args: argparse.Namespace) -> int:
             atomic_write(args.out, text.encode("ascii"))
         except OSError as exc:
             raise ConfigError(f"--out {args.out}: cannot write it ({exc.strerror})") from None
+    if log.malformed:
+        _note(
+            f"warning: {log.malformed} of {log.lines} lines of {path} are not in {FORMATS} "
+            f"(first: line {log.first_malformed}); they were left out"
+        )
+    if log.skipped:
+        _note(f"note: not replayed: {_skipped(log)}")
     _note(_summary(result, args.out))
     return 0
 
