@@ -180,6 +180,7 @@ def test_paths_are_sent_in_their_entry_turns_by_weight() -> None:
     sent = [r.split(b" ")[1].decode() for r in sequence]
     assert (sent.count("/items/1"), sent.count("/items/2"), sent.count("/b")) == (500, 250, 250)
     assert "/items/{int}" not in sent  # the template names the entry; it is never sent
+    assert workload.probe_path == "/items/1"  # nor is it the readiness probe's path
     assert set(sent[:6]) == {"/items/1", "/items/2", "/b"}  # interleaved, not in runs
 
 

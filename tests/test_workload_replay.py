@@ -78,3 +78,22 @@ def test_gunicorn_access_log_round_trip(since, gunicorn, tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["requests"] > 100 and sum(result["errors"].values()) == 0
+
+
+def test_bench_probes_readiness_on_a_concrete_path(since, gunicorn, tmp_path) -> None:
+    # fib answers /<int> and /, so the template `/{int}` itself would be a 404.
+    workload = tmp_path / "fib.toml"
+    workload.write_text('[[requests]]\npath = "/{int}"\n[requests.paths]\n"/9000" = 3\n"/10" = 1\n')
+    done = tuner(
+        "bench",
+        "apps/fib.py",
+        "--server",
+        "gunicorn",
+        "--workload",
+        str(workload),
+        "--json",
+        *SHORT,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["requests"] > 100 and sum(result["errors"].values()) == 0

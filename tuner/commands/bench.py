@@ -64,7 +64,7 @@ def handle(args: argparse.Namespace) -> int:
         load=load,
         server_cpus=server_cpus,
         log_path=log_dir / f"{adapter.name}.log",
-        ready_path=load.workload.requests[0].path,
+        ready_path=load.workload.probe_path,
     )
     console = display.console(args.json)
     with display.load_progress(console, load.warmup_s, load.duration_s) as on_window:

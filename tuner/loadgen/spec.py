@@ -89,6 +89,12 @@ class Workload:
     def single(cls, path: str = "/", method: str = "GET") -> Workload:
         return cls((RequestSpec(method=method, path=path),))
 
+    @property
+    def probe_path(self) -> str:
+        """A path this workload sends, for the readiness probe (an entry's `path` may only
+        name a template like `/items/{int}`)."""
+        return self.requests[0].targets[0][0]
+
     def problem(self) -> str | None:
         if not self.requests:
             return "the workload has no requests"
