@@ -121,6 +121,7 @@ def test_workload_file_toml_and_json(tmp_path) -> None:
         ("[[requests]\n", "not valid TOML"),
         ("[[requests]]\npaths = []", "request 1: paths \\[\\]: expected a non-empty list"),
         ("[[requests]]\npaths = 3", "request 1: paths 3: expected a non-empty list"),
+        ('[[requests]]\npaths = ["/a", 2]', "request 1: paths: 2 is not a path; expected a"),
         ('[[requests]]\npaths = ["/a", "b"]', "request 1: paths: 'b': expected an absolute path"),
         ('[[requests]]\npaths = ["/a", "/a"]', "request 1: paths: '/a' is listed twice"),
         ('[[requests]]\npaths = { "/a" = 0 }', "request 1: paths: '/a' has weight 0"),

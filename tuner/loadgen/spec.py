@@ -191,7 +191,10 @@ def _parse_paths(paths: Any, bad: Callable[[str], ConfigError]) -> tuple[tuple[s
     expected = "expected a non-empty list of paths or a table of path = weight"
     if paths is None:
         return ()
-    if isinstance(paths, list) and paths and all(isinstance(p, str) for p in paths):
+    if isinstance(paths, list) and paths:
+        odd = next((p for p in paths if not isinstance(p, str)), None)
+        if odd is not None:
+            raise bad(f"paths: {odd!r} is not a path; {expected}")
         if len(set(paths)) != len(paths):
             twice = next(p for p in paths if paths.count(p) > 1)
             raise bad(f"paths: {twice!r} is listed twice; give it a weight in a table instead")
@@ -201,7 +204,7 @@ def _parse_paths(paths: Any, bad: Callable[[str], ConfigError]) -> tuple[tuple[s
             if isinstance(weight, bool) or not isinstance(weight, (int, float)):
                 raise bad(f"paths: {path!r} has weight {weight!r}: expected a number > 0")
         return tuple((p, float(w)) for p, w in paths.items())
-    raise bad(f"paths {paths!r}: {expected}")
+    raise bad(f"paths {str(paths)[:60]}: {expected}")
 
 
 @dataclass(frozen=True)
