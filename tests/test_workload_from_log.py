@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import gzip
+
 import pytest
 
 from tuner.cli import main
@@ -221,3 +223,14 @@ def test_bad_options_are_one_line_exit_2(tmp_path, capsys, args, message) -> Non
     code, stdout, stderr = run(capsys, str(log), *args)
     assert code == 2 and stdout == ""
     assert stderr.count("\n") == 1 and message in stderr
+
+
+def test_gzipped_log(tmp_path, capsys) -> None:
+    log = tmp_path / "access.log.2.gz"
+    log.write_bytes(gzip.compress(GUNICORN.encode()))
+    code, stdout, _ = run(capsys, str(log))
+    assert code == 0 and 'path = "/orders/{slug}"' in stdout
+    log.write_bytes(gzip.compress(GUNICORN.encode())[:40])
+    code, _, stderr = run(capsys, str(log))
+    assert code == 2 and stderr.startswith(f"error: access log {log}: cannot read it (")
+    assert stderr.count("\n") == 1

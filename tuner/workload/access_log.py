@@ -11,11 +11,13 @@ user agent (nginx formats that append e.g. `$request_time`) are read too. nginx 
 bytes `"`, `\\` and non-printable ones in the request line as `\\xHH`; they are decoded.
 
 A line that is not in this format is malformed: counted, never fatal. A line in the format
-whose request the load generator should not or cannot send is skipped, with the reason.
+whose request the load generator should not or cannot send is skipped, with the reason. A
+file ending in `.gz` is read through gzip.
 """
 
 from __future__ import annotations
 
+import gzip
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -72,10 +74,13 @@ class AccessLog:
 def read_access_log(path: Path, *, unsafe: bool = False, keep_query: bool = True) -> AccessLog:
     """Count the requests of the access log at `path` (see the module docstring)."""
     try:
-        with path.open(encoding="utf-8", errors="surrogateescape") as handle:
+        # Rotated logs are often gzipped (access.log.2.gz).
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8", errors="surrogateescape") as handle:
             return count_requests(handle, unsafe=unsafe, keep_query=keep_query)
-    except OSError as exc:
-        raise ConfigError(f"access log {path}: cannot read it ({exc.strerror})") from None
+    except (OSError, EOFError) as exc:  # EOFError: a gzip file cut short
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"access log {path}: cannot read it ({reason})") from None
 
 
 def count_requests(
