@@ -66,7 +66,7 @@ def handle(args: argparse.Namespace) -> int:
         load=load,
         server_cpus=server_cpus,
         log_path=log_dir / f"{adapter.name}.log",
-        ready_path=load.workload.requests[0].path,
+        ready_path=load.workload.probe_path,
         limits=limits,
     )
     console = display.console(args.json)

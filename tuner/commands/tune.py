@@ -217,7 +217,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         ),
         load=load,
         server_cpus=server_cpus,
-        ready_path=load.workload.requests[0].path,
+        ready_path=load.workload.probe_path,
         workdir=study_workdir(args.storage, name),
         seed=args.seed,
         allow_mixed_hosts=getattr(args, "allow_mixed_hosts", False),
