@@ -186,10 +186,14 @@ def test_tuned_artifact_is_written_boots_as_its_hint_says_and_answers(
         out,
         server_cpus=(SERVER_CPU,),
         deploy_port=port,
+        # Booted in a clean venv holding only what its header names (one per requirement set
+        # per test session), so an adapter whose requirements() miss a package fails here.
+        check_clean_venv=True,
     )
     assert written == out.resolve()
     text = out.read_text()
     assert "tuned by the contract suite" in text
+    assert "booted in a clean virtual environment" in text
     assert str(port) in text
     assert server.artifact_filename in server.render_artifact(app, HOST, port, values).run_hint
     assert [p.name for p in out.parent.iterdir()] == [out.name]  # no temporary left over

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -114,3 +115,20 @@ def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: s
     if record.fail_reason:
         lines.append(f"WARNING: this trial cannot be recommended: {record.fail_reason}")
     return lines
+
+
+def install_command(requirements: Sequence[str]) -> str:
+    """One `pip install` line for `requirements`, each quoted for a POSIX shell."""
+    return " ".join(["pip install", *(shlex.quote(line) for line in requirements)])
+
+
+def install_lines(requirements: Sequence[str], *, checked: bool) -> list[str]:
+    """What a host needs to run the file, and whether that was proven in a clean environment."""
+    if not requirements:
+        return ["", "needs: nothing beyond Python itself"]
+    proof = (
+        "booted in a clean virtual environment holding only these before it was written"
+        if checked
+        else "not booted in a clean virtual environment (--no-clean-venv-check)"
+    )
+    return ["", f"needs: {install_command(requirements)}", f"({proof})"]

@@ -67,6 +67,8 @@ def tune(
     out_path: Path,
     listener: StudyListener,
     on_confirm_run: Callable[[Candidate, int, dict[str, Any] | None], None] | None = None,
+    app_requirements: Sequence[str] = (),
+    check_clean_venv: bool = True,
 ) -> TuneOutcome:
     study = open_study(setup)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
@@ -96,6 +98,8 @@ def tune(
             out_path,
             server_cpus=setup.server_cpus,
             ready_path=setup.ready_path,
+            app_requirements=app_requirements,
+            check_clean_venv=check_clean_venv,
         )
     outcome = TuneOutcome(records, confirmed, verdict, written, noise)
     save_summary(study, "result", outcome.to_dict())
