@@ -124,11 +124,10 @@ def install_command(requirements: Sequence[str]) -> str:
 
 def install_lines(requirements: Sequence[str], *, checked: bool) -> list[str]:
     """What a host needs to run the file, and whether that was proven in a clean environment."""
-    if not requirements:
-        return ["", "needs: nothing beyond Python itself"]
     proof = (
         "booted in a clean virtual environment holding only these before it was written"
         if checked
         else "not booted in a clean virtual environment (--no-clean-venv-check)"
     )
-    return ["", f"needs: {install_command(requirements)}", f"({proof})"]
+    needs = install_command(requirements) if requirements else "nothing beyond Python itself"
+    return ["", f"needs: {needs}", f"({proof})"]
