@@ -8,9 +8,9 @@ renamed over the target, so a file that does not boot is never written and a hal
 never exists.
 
 The header names what the file needs as one `pip install` line: the adapter's requirements
-for these settings (pinned to the versions measured) and the app's own. With `clean_venv`, the
-copy is also booted in a virtual environment holding only those (`tuner/workflow/cleanvenv.py`),
-so a file that needs more than it says is never written either.
+for these settings (pinned to the versions measured) and the app's own. With `check_clean_venv`,
+the copy is also booted in a virtual environment holding only those
+(`tuner/workflow/cleanvenv.py`), so a file that needs more than it says is never written either.
 """
 
 from __future__ import annotations
@@ -124,19 +124,23 @@ def boot_artifact(
             ready_path=ready_path,
         ):
             pass
-    except TunerError as exc:
+    except (TrialError, CheckRejected) as exc:
         if venv is None:
-            if isinstance(exc, TrialError):
-                raise TunerError(
-                    f"the {path.name} file did not boot, so it was not written: {exc}"
-                ) from exc
-            raise
+            if isinstance(exc, CheckRejected):
+                raise
+            raise TunerError(
+                f"the {path.name} file did not boot, so it was not written: {exc}"
+            ) from exc
         # One line: what the file claims, and the server's own reason (the log's key line).
         raise TunerError(
             f"the {path.name} file needs more than its requirement line says, so it was not "
             f"written: with only `{install_command(venv.requirements)}` in a clean virtual "
             f"environment, {_first_line(exc)}"
         ) from exc
+
+
+class CheckRejected(TunerError):
+    """The server's own config check refused the artifact."""
 
 
 def _in_venv(adapter: ServerAdapter, spec: LaunchSpec, venv: CleanVenv) -> LaunchSpec:
@@ -161,4 +165,4 @@ def _run_check(
     )
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise TunerError(f"{server}'s config check rejected the file: {tail[0]}")
+        raise CheckRejected(f"{server}'s config check rejected the file: {tail[0]}")
