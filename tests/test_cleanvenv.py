@@ -90,6 +90,8 @@ def test_the_fast_parser_is_named_with_the_version_measured(gunicorn: ServerAdap
     assert lines == (f"gunicorn=={GUNICORN}", f"gunicorn_h1c=={version('gunicorn_h1c')}")
     python_only = gunicorn.requirements(gunicorn.resolve({"http_parser": "python"}))
     assert python_only == (f"gunicorn=={GUNICORN}",)
+    # `auto` (the default) measured the C parser here, since the tuner installs it.
+    assert gunicorn.requirements(gunicorn.resolve({})) == lines
 
 
 def test_a_fast_parser_config_boots_in_a_clean_venv(
