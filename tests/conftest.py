@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -23,9 +26,17 @@ from tuner.measure import process as process_module  # noqa: E402
 from tuner.measure.process import ServerProcess, free_port  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 from tuner.servers.base import ServerAdapter  # noqa: E402
+from tuner.workflow.cleanvenv import CACHE_ENV  # noqa: E402
 
 HOST = "127.0.0.1"
 SERVER_CPU = min(os.sched_getaffinity(0))
+
+# One clean virtual environment per requirement set per test session (the clean-venv check of
+# written files builds them), shared by the tests and the tuner subprocesses they start.
+if CACHE_ENV not in os.environ:
+    _VENV_CACHE = tempfile.mkdtemp(prefix="tuner-test-venvs-")
+    atexit.register(shutil.rmtree, _VENV_CACHE, True)
+    os.environ[CACHE_ENV] = _VENV_CACHE
 
 # Process groups of every ServerProcess the tests created (its watchdog leads the group).
 _STARTED_GROUPS: list[int] = []

@@ -110,6 +110,16 @@ def test_table_space_and_process_model_agree(server: ServerAdapter) -> None:
     assert space.params, f"{server.name}'s search space tunes nothing"
 
 
+def test_every_baseline_can_be_drawn_from_the_space(server: ServerAdapter) -> None:
+    # Baselines are enqueued as trials of the study: a value outside a choice list that is
+    # always sampled makes the study fail before its first trial.
+    space = load_space(space_path(server), server.table, server.name)
+    for baseline in server.baselines(2):
+        for param in space.params:
+            if param.choices and not param.when:
+                assert baseline.values[param.setting] in param.choices, (baseline.label, param)
+
+
 def test_baselines_are_the_default_first_and_a_rule_only_for_forking_servers(
     server: ServerAdapter,
 ) -> None:
@@ -186,10 +196,14 @@ def test_tuned_artifact_is_written_boots_as_its_hint_says_and_answers(
         out,
         server_cpus=(SERVER_CPU,),
         deploy_port=port,
+        # Booted in a clean venv holding only what its header names (one per requirement set
+        # per test session), so an adapter whose requirements() miss a package fails here.
+        check_clean_venv=True,
     )
     assert written == out.resolve()
     text = out.read_text()
     assert "tuned by the contract suite" in text
+    assert "booted in a clean virtual environment" in text
     assert str(port) in text
     assert server.artifact_filename in server.render_artifact(app, HOST, port, values).run_hint
     assert [p.name for p in out.parent.iterdir()] == [out.name]  # no temporary left over

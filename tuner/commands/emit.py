@@ -8,10 +8,11 @@ from pathlib import Path
 from rich.console import Console
 
 from tuner.apps import parse_app
-from tuner.commands.tune import DEFAULT_STORAGE
+from tuner.commands.tune import DEFAULT_STORAGE, add_requirement_options
 from tuner.errors import ConfigError
 from tuner.search.study import load_records
 from tuner.servers import get_adapter
+from tuner.workflow.cleanvenv import app_requirements_for
 from tuner.workflow.emit import write_artifact
 from tuner.workflow.provenance import trial_header
 
@@ -22,6 +23,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--trial", required=True, type=int, help="trial number")
     parser.add_argument("--out", required=True, type=Path, help="file to write")
     parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL")
+    add_requirement_options(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -40,7 +42,14 @@ def handle(args: argparse.Namespace) -> int:
     settings = adapter.resolve(record.settings)
     header = trial_header(record, setup, study_name=args.study)
     path = write_artifact(
-        adapter, app, settings, header, args.out, server_cpus=tuple(setup["server_cpus"])
+        adapter,
+        app,
+        settings,
+        header,
+        args.out,
+        server_cpus=tuple(setup["server_cpus"]),
+        app_requirements=app_requirements_for(app.pythonpath, args.app_requirements),
+        check_clean_venv=args.clean_venv_check,
     )
     console = Console(stderr=True)
     if record.fail_reason:  # written on request, but the reader must know why it never won

@@ -24,6 +24,7 @@ from tuner.search.objectives import OBJECTIVES, Slo, objective_named
 from tuner.search.space import default_space_path, load_space
 from tuner.search.study import StudySetup, load_records
 from tuner.servers import SERVERS, get_adapter
+from tuner.workflow.cleanvenv import app_requirements_for, clean_venv
 from tuner.workflow.tune import TuneOutcome, tune
 
 DEFAULT_STORAGE = "sqlite:///studies/tuner.db"
@@ -104,8 +105,38 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let this host join a shared study measured on different hardware",
     )
+    add_requirement_options(parser)
     add_server_cpu_option(parser)
     add_load_options(parser, duration_s=5.0, warmup_s=1.0)
+
+
+def add_requirement_options(parser: argparse.ArgumentParser) -> None:
+    """What the written file says it needs, and the proof that it needs no more."""
+    parser.add_argument(
+        "--app-requirements",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the app's own requirements (one package per line), named in the written file "
+        "and installed in its clean-venv check (default: requirements.txt beside the app)",
+    )
+    parser.add_argument(
+        "--no-clean-venv-check",
+        dest="clean_venv_check",
+        action="store_false",
+        help="do not boot the written file in a clean virtual environment holding only what "
+        "its header names (for machines without access to the package index)",
+    )
+
+
+def app_requirements(setup: StudySetup, args: argparse.Namespace) -> tuple[str, ...]:
+    """The app's requirements (checked now, before any measurement) and, with the clean-venv
+    check on, a clean environment for the default config built now: an offline machine or a
+    requirement pip cannot find fails here, not after the study."""
+    wanted = app_requirements_for(setup.app.pythonpath, args.app_requirements)
+    if args.clean_venv_check:
+        clean_venv((*setup.adapter.requirements(setup.adapter.resolve({})), *wanted))
+    return wanted
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -162,18 +193,23 @@ def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutc
         if live
         else PlainListener(defaults)  # one line per trial on stderr; --json owns stdout
     )
+    requirements = app_requirements(setup, args)
     try:
         if isinstance(listener, LiveListener):
             with listener:
-                return _tune(setup, args, out, listener)
-        return _tune(setup, args, out, listener)
+                return _tune(setup, args, out, listener, requirements)
+        return _tune(setup, args, out, listener, requirements)
     except KeyboardInterrupt:
         _print_best_so_far(console, setup)
         raise
 
 
 def _tune(
-    setup: StudySetup, args: argparse.Namespace, out: Path, listener: PlainListener
+    setup: StudySetup,
+    args: argparse.Namespace,
+    out: Path,
+    listener: PlainListener,
+    requirements: tuple[str, ...],
 ) -> TuneOutcome:
     return tune(
         setup,
@@ -184,6 +220,8 @@ def _tune(
         out_path=out,
         listener=listener,
         on_confirm_run=listener.on_confirm_run,
+        app_requirements=requirements,
+        check_clean_venv=args.clean_venv_check,
     )
 
 

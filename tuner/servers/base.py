@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tuner.apps import AppRef
@@ -219,19 +219,43 @@ class ServerAdapter(abc.ABC):
         """The distribution's extras a config needs (gunicorn's `gevent` for gevent workers)."""
         return ()
 
+    def extra_distributions(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        """Other distributions a config needs that no extra of the server's brings: uWSGI's
+        gevent loop imports `gevent`, which the `pyuwsgi` wheel does not declare. Names only;
+        `requirements` pins each to the version installed here."""
+        return ()
+
     def requirements(self, values: Mapping[str, Value]) -> tuple[str, ...]:
         """pip requirement lines that run this config: the server's distribution with the
-        extras the config needs, pinned to the version installed here (the one measured)."""
+        extras the config needs, then its extra distributions, each pinned to the version
+        installed here (the one measured). A written artifact is booted in a clean virtual
+        environment holding only these (and the app's own requirements) before it is written,
+        so a line missing here is a file that is refused."""
         if self.distribution is None:
-            return ()
-        from importlib.metadata import PackageNotFoundError, version
-
+            return tuple(_pinned(name) for name in self.extra_distributions(values))
         extras = sorted(set(self.extras(values)))
-        name = self.distribution + (f"[{','.join(extras)}]" if extras else "")
-        try:
-            return (f"{name}=={version(self.distribution)}",)
-        except PackageNotFoundError:
-            return (name,)
+        server = _pinned(self.distribution, f"[{','.join(extras)}]" if extras else "")
+        return (server, *(_pinned(name) for name in self.extra_distributions(values)))
+
+    def launch_in(self, spec: LaunchSpec, bin_dir: Path) -> LaunchSpec:
+        """`spec` run by the programs of another environment (a clean venv's `bin` folder):
+        its Python for a spec that starts this Python, else the server's own binary there.
+        An adapter whose argv starts otherwise overrides this."""
+        return replace(spec, argv=tuple(self.argv_in(list(spec.argv), bin_dir)))
+
+    def argv_in(self, argv: list[str], bin_dir: Path) -> list[str]:
+        """`argv` (a launch or check command) with its program taken from `bin_dir`."""
+        program = argv[0]
+        if program == sys.executable:
+            replacement = bin_dir / "python"
+        elif Path(program).name == self.binary:
+            replacement = bin_dir / self.binary
+        else:
+            raise ToolMissingError(
+                f"{self.name}: cannot tell which program of a clean environment replaces "
+                f"{program!r}; the adapter must override launch_in"
+            )
+        return [str(replacement), *argv[1:]]
 
     # --- baselines --------------------------------------------------------------------------
 
@@ -294,6 +318,16 @@ class ServerAdapter(abc.ABC):
         """A command that checks the artifact without serving (exit 0 = valid), if the server
         has one; booting it is the check either way."""
         return None
+
+
+def _pinned(distribution: str, extras: str = "") -> str:
+    """`name[extras]==version` with the version installed here, or unpinned if it is not."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{distribution}{extras}=={version(distribution)}"
+    except PackageNotFoundError:
+        return f"{distribution}{extras}"
 
 
 def worker_counts(cpus: int) -> list[int]:

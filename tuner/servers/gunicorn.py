@@ -5,8 +5,10 @@ Pre-forking: a master forks `workers` processes, each sync, gthread (a thread po
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 
 from tuner.apps import AppRef
@@ -33,6 +35,16 @@ APP_LOAD_ERROR = 4
 # module itself, which no setting changes.
 WORKER_BOOT_ERROR = 3
 APP_IMPORT_TRACE = "in import_app"
+
+# The C HTTP parser behind http_parser=fast (and auto, where it is installed).
+FAST_PARSER = "gunicorn_h1c"
+
+
+@cache
+def fast_parser_installed() -> bool:
+    """gunicorn_h1c importable by this Python, so by the gunicorn the tuner runs."""
+    return importlib.util.find_spec(FAST_PARSER) is not None
+
 
 SIGNS = StartupSigns(
     # "Connection in use" comes first; gunicorn then retries for 5 s before giving up.
@@ -113,6 +125,35 @@ SETTINGS = SettingsTable(
             0,
         ),
         Setting(
+            "http_parser",
+            "choice",
+            "auto",
+            "python: gunicorn's pure-Python HTTP parser; fast: the gunicorn_h1c C parser "
+            "(picohttpparser); auto: fast where gunicorn_h1c is installed, else python",
+            lambda v: ["--http-parser", str(v)],
+            lambda v: [("http_parser", repr(v))],
+            choices=("auto", "fast", "python"),
+        ),
+        Setting(
+            "reuse_port",
+            "bool",
+            False,
+            "SO_REUSEPORT: each worker opens its own listening socket and the kernel spreads "
+            "new connections over them (instead of workers racing on one shared socket)",
+            lambda v: ["--reuse-port"] if v else [],
+            lambda v: [("reuse_port", repr(bool(v)))],
+        ),
+        Setting(
+            "protocol",
+            "choice",
+            "http",
+            "http: clients speak HTTP to gunicorn; uwsgi: uWSGI's binary protocol, for "
+            "nginx's uwsgi_pass in front (not tuned: the tuner has no such front yet)",
+            lambda v: ["--protocol", str(v)],
+            lambda v: [("protocol", repr(v))],
+            choices=("http", "uwsgi"),
+        ),
+        Setting(
             "preload_app",
             "bool",
             False,
@@ -143,6 +184,17 @@ class GunicornAdapter(ServerAdapter):
         # gunicorn's gevent worker imports `packaging`, declared only in its gevent extra.
         return ("gevent",) if values["worker_class"] == "gevent" else ()
 
+    def extra_distributions(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        # The C parser is named as its own distribution, pinned to the version measured, not
+        # as gunicorn's `fast` extra: gunicorn 27.0.1's extra asks for gunicorn_h1c>=0.6.14,
+        # newer than the one measured (and than the newest our package index carries, 0.6.10,
+        # so `pip install 'gunicorn[fast]==27.0.1'` fails there). `auto` measured here used
+        # the C parser whenever it is installed, so a host needs it to run as measured.
+        parser = values["http_parser"]
+        if parser == "fast" or (parser == "auto" and fast_parser_installed()):
+            return (FAST_PARSER,)
+        return ()
+
     def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
         modes: list[dict[str, Value]] = [{"worker_class": "sync"}]
         modes += [{"worker_class": "gthread", "threads": t} for t in (2, 4, 8, 16)]
@@ -150,6 +202,18 @@ class GunicornAdapter(ServerAdapter):
         return [{"workers": n, **mode} for n in worker_counts(cpus) for mode in modes]
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
+        if values["protocol"] != "http":
+            raise ConfigError(
+                f"gunicorn protocol={values['protocol']}: clients must speak uWSGI's binary "
+                "protocol (nginx uwsgi_pass), and the tuner has no such front yet; use "
+                "protocol=http"
+            )
+        if values["http_parser"] == "fast" and not fast_parser_installed():
+            raise ConfigError(
+                f"gunicorn http_parser=fast: the C parser ({FAST_PARSER}) is not installed "
+                f"here, so gunicorn would fail every request; pip install {FAST_PARSER}, or "
+                "use http_parser=python"
+            )
         threads = int(values["threads"])
         worker_class = values["worker_class"]
         if worker_class == "gevent" and threads > 1:

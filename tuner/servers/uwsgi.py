@@ -151,6 +151,16 @@ SETTINGS = SettingsTable(
             _keepalive_config,
             minimum=0,
         ),
+        Setting(
+            "http-processes",
+            "int",
+            1,
+            "HTTP router processes in front of the workers (protocol=http only); one router "
+            "is one CPU at most",
+            lambda v: ["--http-processes", str(v)] if int(v) > 1 else [],
+            lambda v: [("http-processes", str(v))] if int(v) > 1 else [],
+            minimum=1,
+        ),
         _flag_setting("disable-logging", "no request log line per request"),
         _int_setting(
             "max-worker-lifetime",
@@ -207,6 +217,11 @@ class UwsgiAdapter(ServerAdapter):
             mode = "processes"
         return f"{values['protocol']} / {mode}"
 
+    def extra_distributions(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        # The pyuwsgi wheel has the gevent loop built in but does not declare gevent itself:
+        # without it the loop cannot start.
+        return ("gevent",) if int(values["gevent"]) > 0 else ()
+
     def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
         modes: list[dict[str, Value]] = [
             {"protocol": "http-socket", "threads": t} for t in (1, 4, 16)
@@ -239,6 +254,13 @@ class UwsgiAdapter(ServerAdapter):
                 f"uwsgi gevent={gevent} with threads={threads}: threads replace the gevent "
                 "async cores (uWSGI falls back to threaded mode); use threads=1 with gevent, "
                 "or gevent=0 with threads"
+            )
+        routers = int(values["http-processes"])
+        if routers > 1 and values["protocol"] != "http":
+            raise ConfigError(
+                f"uwsgi http-processes={routers} with protocol={values['protocol']}: only "
+                "uWSGI's HTTP router (protocol=http) has router processes; use protocol=http "
+                "or http-processes=1"
             )
         for recycling in ("max-requests", "max-worker-lifetime"):
             if int(values[recycling]) and not values["master"]:
@@ -295,6 +317,10 @@ class UwsgiAdapter(ServerAdapter):
         lines.append("; 127.0.0.1 accepts connections from this machine only.")
         for key, text in self._wiring(app, host, port, str(resolved["protocol"])):
             lines.append(f"{key} = {_ini_value(key, text)}")
+        if int(resolved["gevent"]) > 0:
+            lines.append("; Needs a uWSGI build with the gevent loop: the pyuwsgi wheel has it")
+            lines.append("; built in; a distribution's uwsgi needs its gevent plugin (e.g.")
+            lines.append("; uwsgi-plugin-gevent-python3, plus `plugins = python3,gevent`).")
         lines.append("; Tuned settings (switches that are off, uWSGI's default, are left out).")
         for key, text in self.table.config_lines(resolved):
             lines.append(f"{key} = {_ini_value(key, text)}")

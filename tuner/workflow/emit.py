@@ -6,21 +6,30 @@ folder beside the target and booted exactly as its `run_hint` tells a user (with
 own check first, where it has one), and smoke-tested with a real request. Only then is it
 renamed over the target, so a file that does not boot is never written and a half-written file
 never exists.
+
+The header names what the file needs as one `pip install` line: the adapter's requirements
+for these settings (pinned to the versions measured) and the app's own. With `check_clean_venv`,
+the copy is also booted in a virtual environment holding only those
+(`tuner/workflow/cleanvenv.py`), so a file that needs more than it says is never written either.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, TrialError, TunerError
 from tuner.files import atomic_write
 from tuner.measure.process import LOOPBACK, ServerProcess, free_port
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import LaunchSpec, ServerAdapter
 from tuner.settings import Value
+from tuner.workflow.cleanvenv import CleanVenv, clean_venv
+from tuner.workflow.provenance import install_command, install_lines
 
 DEPLOY_PORT = 8000
 
@@ -36,11 +45,16 @@ def write_artifact(
     ready_path: str = "/",
     deploy_host: str = LOOPBACK,
     deploy_port: int = DEPLOY_PORT,
+    app_requirements: Sequence[str] = (),
+    check_clean_venv: bool = False,
+    venv_cache: Path | None = None,
 ) -> Path:
     """Render, validate by booting, and atomically write the artifact; returns its path.
 
     The booted copy differs from the written file only in its port (a free one, so validation
-    never collides with a server already on the deploy port).
+    never collides with a server already on the deploy port). `check_clean_venv` also boots it
+    in a clean virtual environment with only the header's requirements (cached in
+    `venv_cache`, default `cleanvenv.cache_dir()`).
     """
     out_path = out_path.resolve()
     if out_path.is_dir():
@@ -49,7 +63,8 @@ def write_artifact(
             f"{out_path / adapter.artifact_filename}"
         )
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    text = "\n".join(header)
+    requirements = (*adapter.requirements(adapter.resolve(settings)), *app_requirements)
+    text = "\n".join([*header, *install_lines(requirements, checked=check_clean_venv)])
     artifact = adapter.render_artifact(app, deploy_host, deploy_port, settings, header=text)
     port = free_port(LOOPBACK)
     boot = adapter.render_artifact(app, LOOPBACK, port, settings, header=text)
@@ -59,6 +74,17 @@ def write_artifact(
         boot_artifact(
             adapter, app, settings, boot_path, port, server_cpus=server_cpus, ready_path=ready_path
         )
+        if check_clean_venv:
+            boot_artifact(
+                adapter,
+                app,
+                settings,
+                boot_path,
+                port,
+                server_cpus=server_cpus,
+                ready_path=ready_path,
+                venv=clean_venv(requirements, venv_cache),
+            )
         atomic_write(out_path, artifact.text.encode("utf-8"), artifact.mode)
     return out_path
 
@@ -72,15 +98,23 @@ def boot_artifact(
     *,
     server_cpus: tuple[int, ...],
     ready_path: str = "/",
+    venv: CleanVenv | None = None,
 ) -> None:
     """Boot the server from the artifact at `path` (rendered for `port`) and check that it
-    answers 2xx; raises TunerError saying why it did not."""
-    check = adapter.artifact_check_argv(path, app)
-    if check is not None:
-        _run_check(adapter.name, check, app)
+    answers 2xx; raises TunerError saying why it did not. With `venv`, the server and its
+    check run from that environment, and its log stays there (the artifact's folder is
+    temporary)."""
+    env: Mapping[str, str] = venv.environ() if venv else {}
     spec = adapter.artifact_launch(path, app, LOOPBACK, port, settings)
     log_path = path.with_name(path.name + ".boot.log")
+    if venv is not None:
+        spec = _in_venv(adapter, spec, venv)
+        log_path = venv.path / f"{path.name}.boot.log"
     try:
+        check = adapter.artifact_check_argv(path, app)
+        if check is not None:
+            argv = adapter.argv_in(check, venv.bin_dir) if venv else check
+            _run_check(adapter.name, argv, app, env)
         with ServerProcess.start(
             spec,
             cpus=server_cpus,
@@ -90,16 +124,45 @@ def boot_artifact(
             ready_path=ready_path,
         ):
             pass
-    except TrialError as exc:
+    except (TrialError, CheckRejected) as exc:
+        if venv is None:
+            if isinstance(exc, CheckRejected):
+                raise
+            raise TunerError(
+                f"the {path.name} file did not boot, so it was not written: {exc}"
+            ) from exc
+        # One line: what the file claims, and the server's own reason (the log's key line).
         raise TunerError(
-            f"the {path.name} file did not boot, so it was not written: {exc}"
+            f"the {path.name} file needs more than its requirement line says, so it was not "
+            f"written: with only `{install_command(venv.requirements)}` in a clean virtual "
+            f"environment, {_first_line(exc)}"
         ) from exc
 
 
-def _run_check(server: str, argv: list[str], app: AppRef) -> None:
+class CheckRejected(TunerError):
+    """The server's own config check refused the artifact."""
+
+
+def _in_venv(adapter: ServerAdapter, spec: LaunchSpec, venv: CleanVenv) -> LaunchSpec:
+    moved = adapter.launch_in(spec, venv.bin_dir)
+    return replace(moved, env={**moved.env, **venv.environ()})
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or ["no reason given"])[0]
+
+
+def _run_check(
+    server: str, argv: list[str], app: AppRef, env: Mapping[str, str] | None = None
+) -> None:
     done = subprocess.run(  # noqa: S603 - argv list from the adapter, no shell
-        argv, capture_output=True, text=True, timeout=60, cwd=app.pythonpath
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=app.pythonpath,
+        env={**os.environ, **(env or {})},
     )
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise TunerError(f"{server}'s config check rejected the file: {tail[0]}")
+        raise CheckRejected(f"{server}'s config check rejected the file: {tail[0]}")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -123,3 +124,19 @@ def _limits_line(context: Mapping[str, Any]) -> list[str]:
     if not limits:
         return []
     return [f"tuned for a container limited to {limits.describe()}: deploy it with the same"]
+
+
+def install_command(requirements: Sequence[str]) -> str:
+    """One `pip install` line for `requirements`, each quoted for a POSIX shell."""
+    return " ".join(["pip install", *(shlex.quote(line) for line in requirements)])
+
+
+def install_lines(requirements: Sequence[str], *, checked: bool) -> list[str]:
+    """What a host needs to run the file, and whether that was proven in a clean environment."""
+    proof = (
+        "booted in a clean virtual environment holding only these before it was written"
+        if checked
+        else "not booted in a clean virtual environment (--no-clean-venv-check)"
+    )
+    needs = install_command(requirements) if requirements else "nothing beyond Python itself"
+    return ["", f"needs: {needs}", f"({proof})"]

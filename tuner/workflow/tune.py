@@ -84,6 +84,8 @@ def tune(
     out_path: Path,
     listener: StudyListener,
     on_confirm_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
+    app_requirements: Sequence[str] = (),
+    check_clean_venv: bool = True,
 ) -> TuneOutcome:
     study = open_study(setup)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
@@ -114,6 +116,8 @@ def tune(
             out_path,
             server_cpus=setup.server_cpus,
             ready_path=setup.ready_path,
+            app_requirements=app_requirements,
+            check_clean_venv=check_clean_venv,
         )
     outcome = TuneOutcome(records, confirmed, verdict, written, noise)
     save_summary(study, "result", outcome.to_json())
