@@ -19,6 +19,7 @@ from tuner.apps import AppRef
 from tuner.errors import PortInUseError, ServerCrashed
 from tuner.loadgen import LoadSpec, WindowStats, run_load
 from tuner.machine.cpus import cpu_model, pinned
+from tuner.measure.logsigns import load_sign_lines
 from tuner.measure.process import LOOPBACK, ServerProcess, free_port, key_line
 from tuner.metrics.memory import MemorySampler
 from tuner.servers.base import ServerAdapter
@@ -50,6 +51,8 @@ class BenchResult:
     startup_s: float
     settings: dict[str, Value]
     context: dict[str, Any] = field(default_factory=dict)
+    # The server's own log lines saying it fell behind (its LoadSigns), one line per sign.
+    server_log: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +60,7 @@ class BenchResult:
             "memory_mb": self.memory_mb,
             "startup_s": round(self.startup_s, 3),
             "settings": self.settings,
+            **({"server_log": list(self.server_log)} if self.server_log else {}),
             **self.context,
         }
 
@@ -87,12 +91,14 @@ def run_bench(
             )
         phase("stopping")
         startup_s = server.startup_s
+        load_signs = server.spec.load_signs
     return BenchResult(
         load=load.to_dict(),
         memory_mb=memory.summary(),
         startup_s=startup_s,
         settings=dict(plan.settings),
         context=run_context(plan),
+        server_log=load_sign_lines(plan.log_path, load_signs),
     )
 
 

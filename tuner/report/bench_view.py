@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -107,6 +108,8 @@ def result_table(result: dict[str, Any], title: str) -> Table:
         "load generator CPU",
         f"{result['loadgen_cpu']:.0f}% (kernel {result['loadgen_cpu_kernel']:.0f}%)",
     )
+    for line in result.get("server_log", []):
+        table.add_row("server log", f"[yellow]{escape(line)}[/]")
     table.add_row(
         "verdict", "[red]" + ", ".join(flags) + "[/]" if flags else "[green]trustworthy[/]"
     )

@@ -33,6 +33,8 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
     if record.state == "COMPLETE":
         flags = [f for f in ("client_bound",) if record.metrics.get(f)]
         flags += [] if record.feasible else [record.fail_reason or "violates SLO"]
+        if record.feasible:  # an infeasible trial's reason already quotes the server's log
+            flags += [f"server log: {line}" for line in record.metrics.get("server_log", [])]
         return (
             f"{label}: {record.rps:,.0f} req/s  p99 {record.p99_ms:.2f} ms  "
             f"PSS {record.pss_mb:.0f} MB  {what}" + (f"  ({', '.join(flags)})" if flags else "")

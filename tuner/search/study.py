@@ -467,10 +467,14 @@ def trial_metrics(result: dict[str, Any]) -> dict[str, Any]:
 def infeasible_reason(slo: Slo, metrics: dict[str, Any]) -> str:
     """Why a measured trial cannot win, as one line ("" when it can): unfair first (its
     figures describe only the clients the server chose to serve), then the SLOs it breaks."""
+    # The server's own log lines about falling behind often say why (waitress: every thread
+    # busy), so they follow the reason.
+    said = "".join(f"; server log: {line}" for line in metrics.get("server_log", []))
     if metrics.get("unfair"):
-        return "unfair: " + ("; ".join(metrics.get("unfair_reasons", [])) or "uneven service")
+        unfair = "; ".join(metrics.get("unfair_reasons", [])) or "uneven service"
+        return f"unfair: {unfair}{said}"
     violations = slo_violations(slo, metrics)
-    return f"violates SLO: {violations}" if violations else ""
+    return f"violates SLO: {violations}{said}" if violations else ""
 
 
 def slo_violations(slo: Slo, metrics: dict[str, Any]) -> str:

@@ -51,12 +51,26 @@ class StartupSigns:
 
 
 @dataclass(frozen=True)
+class LoadSign:
+    """A line a running server logs when it falls behind under load, and what it means.
+
+    The server keeps serving, so nothing fails; but the figures are explained by it (e.g.
+    waitress's "Task queue depth is N": every thread was busy and requests waited), so the
+    runner counts these lines after each measurement and the trial shows them.
+    """
+
+    text: str
+    meaning: str
+
+
+@dataclass(frozen=True)
 class LaunchSpec:
     """How to start one server: an argv list (never a shell), files to write first, how to stop.
 
     `env` holds only the variables to set on top of the tuner's own environment. `files` maps
     absolute paths to text that must exist before the argv runs (a generated launcher or config
-    file); they are written by whoever starts the process.
+    file); they are written by whoever starts the process. `load_signs` are the log lines that
+    say the server fell behind while serving.
     """
 
     argv: tuple[str, ...]
@@ -66,6 +80,7 @@ class LaunchSpec:
     stop_grace_s: float
     signs: StartupSigns = field(default_factory=StartupSigns)
     files: Mapping[str, str] = field(default_factory=dict)
+    load_signs: tuple[LoadSign, ...] = ()
 
     def write_files(self) -> None:
         for path, text in self.files.items():
