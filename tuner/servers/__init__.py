@@ -21,6 +21,7 @@ _BUILT_IN = {
     "gunicorn": "tuner.servers.gunicorn:GunicornAdapter",
     "uwsgi": "tuner.servers.uwsgi:UwsgiAdapter",
     "waitress": "tuner.servers.waitress:WaitressAdapter",
+    "cheroot": "tuner.servers.cheroot:CherootAdapter",
 }
 ENTRY_POINT_GROUP = "tuner.servers"
 ENV_VAR = "TUNER_SERVERS"

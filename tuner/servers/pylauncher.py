@@ -14,6 +14,7 @@ import importlib.metadata
 import importlib.util
 import signal
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -71,7 +72,9 @@ class PythonLauncherAdapter(ServerAdapter):
     module: str
     distribution: str
     binary = "python"
-    stop_signal: signal.Signals = signal.SIGINT
+    # Most servers set no SIGTERM handler, so the process ends at once: all a measured server
+    # needs. A server that handles it (Twisted) stops cleanly and quickly.
+    stop_signal: signal.Signals = signal.SIGTERM
     load_signs: tuple[LoadSign, ...] = ()
 
     @abc.abstractmethod
@@ -133,8 +136,8 @@ class PythonLauncherAdapter(ServerAdapter):
         lines.append("")
         lines.append("# Tuned settings (every one listed, defaults included).")
         for setting in self.table.settings:
-            for key, text in setting.config(resolved[setting.name]):
-                lines.append(f"{key} = {text}  # {setting.doc}")
+            lines += [f"# {part}" for part in textwrap.wrap(setting.doc, 94)]
+            lines += [f"{key} = {text}" for key, text in setting.config(resolved[setting.name])]
         lines.append("")
         lines += self.server_code(resolved)
         return Artifact(
