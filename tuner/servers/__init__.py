@@ -22,6 +22,7 @@ _BUILT_IN = {
     "uwsgi": "tuner.servers.uwsgi:UwsgiAdapter",
     "waitress": "tuner.servers.waitress:WaitressAdapter",
     "cheroot": "tuner.servers.cheroot:CherootAdapter",
+    "twisted": "tuner.servers.twisted:TwistedAdapter",
 }
 ENTRY_POINT_GROUP = "tuner.servers"
 ENV_VAR = "TUNER_SERVERS"
