@@ -23,6 +23,7 @@ _BUILT_IN = {
     "waitress": "tuner.servers.waitress:WaitressAdapter",
     "cheroot": "tuner.servers.cheroot:CherootAdapter",
     "twisted": "tuner.servers.twisted:TwistedAdapter",
+    "werkzeug": "tuner.servers.werkzeug:WerkzeugAdapter",
 }
 ENTRY_POINT_GROUP = "tuner.servers"
 ENV_VAR = "TUNER_SERVERS"

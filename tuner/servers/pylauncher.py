@@ -76,6 +76,8 @@ class PythonLauncherAdapter(ServerAdapter):
     # needs. A server that handles it (Twisted) stops cleanly and quickly.
     stop_signal: signal.Signals = signal.SIGTERM
     load_signs: tuple[LoadSign, ...] = ()
+    # Lines the launcher states first, before the evidence header (e.g. "not for production").
+    notice: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def server_code(self, values: Mapping[str, Value]) -> list[str]:
@@ -122,7 +124,8 @@ class PythonLauncherAdapter(ServerAdapter):
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
     ) -> Artifact:
         resolved = self.resolve(values)
-        lines = ["#!/usr/bin/env python3", *comment_block(header, "#")]
+        lines = ["#!/usr/bin/env python3", *(f"# {line}" for line in self.notice)]
+        lines += comment_block(header, "#")
         lines.append(f"# Run: python3 {self.artifact_filename}  (with {self.install_hint}).")
         lines.append(
             _PROLOGUE.format(
