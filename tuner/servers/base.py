@@ -41,13 +41,14 @@ class StartupSigns:
     `rejected_value`: log text of a value the server refused, to pick the log's key line.
     `app_broken_exit_codes`: exit codes meaning the app itself cannot be loaded (no setting can
     fix that, so the study stops); `app_broken_if_logged` does the same for an exit code the
-    server also uses for other failures, when its log contains the given text.
+    server also uses for other failures, when its log contains the given text (or any of the
+    given texts).
     """
 
     port_in_use: tuple[str, ...] = ("Address already in use",)
     rejected_value: tuple[str, ...] = ()
     app_broken_exit_codes: frozenset[int] = frozenset()
-    app_broken_if_logged: Mapping[int, str] = field(default_factory=dict)
+    app_broken_if_logged: Mapping[int, str | tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,10 @@ from tuner.servers.base import (
 )
 from tuner.settings import Setting, SettingsTable, Value
 
-# waitress-serve exits 1 for a bad option and for an app it cannot import; only the second
-# prints this line (waitress.runner.show_exception).
-APP_IMPORT_TEXT = "importing your module"
+# waitress-serve exits 1 for a bad option and for an app it cannot import. It prints the
+# first line for an ImportError/AttributeError (waitress.runner.show_exception); any other
+# exception raised while importing the app escapes as a traceback through resolve_name.
+APP_IMPORT_TEXTS = ("importing your module", "in resolve_name")
 # asyncore's select() cannot watch a file descriptor past FD_SETSIZE (1024 on Linux): past
 # about that many connections waitress fails with "filedescriptor out of range in select()".
 SELECT_FD_LIMIT = 1024
@@ -46,7 +47,7 @@ SIGNS = StartupSigns(
     port_in_use=("Address already in use",),
     # int("x") in Adjustments, or getopt's "option --x not recognized".
     rejected_value=("invalid literal", "not recognized", "Unknown adjustment"),
-    app_broken_if_logged={1: APP_IMPORT_TEXT},
+    app_broken_if_logged={1: APP_IMPORT_TEXTS},
 )
 
 LOAD_SIGNS = (
