@@ -54,33 +54,6 @@ TARGET = 0.95
 GRID_FINALISTS = 3
 
 
-def worker_counts(cpus: int) -> list[int]:
-    """Eight worker counts from 1 to past 4*cpus+1, denser at the low end."""
-    top = 4 * cpus + 4
-    counts = sorted({1, 2, cpus, cpus + 1, 2 * cpus + 1, 3 * cpus, 4 * cpus + 1, top})
-    while len(counts) < 8:
-        counts = sorted(set(counts) | {max(counts) + 1})
-    return counts[:8]
-
-
-def grid(server: str, cpus: int) -> list[dict[str, Any]]:
-    """64 configs a careful engineer would try by hand, per server."""
-    counts = worker_counts(cpus)
-    if server == "gunicorn":
-        modes: list[dict[str, Any]] = [{"worker_class": "sync"}]
-        modes += [{"worker_class": "gthread", "threads": t} for t in (2, 4, 8, 16)]
-        modes += [{"worker_class": "gevent", "worker_connections": c} for c in (100, 1000, 2000)]
-        return [{"workers": n, **mode} for n, mode in itertools.product(counts, modes)]
-    modes = [{"protocol": "http-socket", "threads": t} for t in (1, 4, 16)]
-    modes += [{"protocol": "http11-socket", "threads": t} for t in (4, 16)]
-    modes += [{"protocol": "http-socket", "gevent": g} for g in (100, 1000)]
-    modes += [{"protocol": "http", "threads": 1}]
-    return [
-        {"processes": n, "master": True, "disable-logging": True, **mode}
-        for n, mode in itertools.product(counts, modes)
-    ]
-
-
 def measure(plan_for, settings: dict[str, Any], index: int) -> dict[str, Any] | None:
     try:
         return trial_metrics(run_bench(plan_for(settings, index)).to_dict())
@@ -116,7 +89,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
         )
 
     started = time.monotonic()
-    points = grid(server, len(server_cpus))
+    points = adapter.hand_grid(len(server_cpus))
     grid_runs = []
     for index, settings in enumerate(points):
         metrics = measure(plan_for, settings, index)

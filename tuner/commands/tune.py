@@ -14,6 +14,7 @@ from tuner.commands.options import (
     add_load_options,
     add_server_cpu_option,
     cpu_split,
+    limits_from,
     load_spec_from,
     workload_from,
 )
@@ -185,6 +186,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
     adapter = get_adapter(args.server)
     app = parse_app(args.app)
     server_cpus, load_cpus = cpu_split(args)
+    limits = limits_from(args, server_cpus)
     load = load_spec_from(args, workload_from(args, args.path), load_cpus)
     space_path = args.space or adapter.space_file or default_space_path(adapter.name)
     space = load_space(space_path, adapter.table, adapter.name)
@@ -213,6 +215,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         workdir=study_workdir(args.storage, name),
         seed=args.seed,
         allow_mixed_hosts=getattr(args, "allow_mixed_hosts", False),
+        limits=limits,
     )
 
 

@@ -16,9 +16,10 @@ from typing import Any
 
 from tuner import __version__
 from tuner.apps import AppRef
-from tuner.errors import PortInUseError, ServerCrashed
+from tuner.errors import OutOfMemory, PortInUseError, ServerCrashed
 from tuner.loadgen import LoadSpec, WindowStats, run_load
 from tuner.machine.cpus import cpu_model, pinned
+from tuner.machine.limits import Limits, Usage
 from tuner.measure.logsigns import load_sign_lines
 from tuner.measure.process import LOOPBACK, ServerProcess, free_port, key_line
 from tuner.metrics.memory import MemorySampler
@@ -40,6 +41,8 @@ class BenchPlan:
     log_path: Path
     ready_path: str = "/"
     ready_timeout_s: float = 60.0
+    # Container limits for the server's tree (a cgroup per trial); empty = none.
+    limits: Limits = Limits()
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,13 @@ def run_bench(
         # CPUs while measuring; memory is sampled over warm-up and measurement.
         with pinned(plan.load.load_cpus), MemorySampler(server.pids) as memory:
             load = run_load(replace(plan.load, host=LOOPBACK, port=server.port), on_window)
+        usage = server.cgroup.usage() if server.cgroup else None
+        if usage is not None and usage.oom_kills:
+            raise OutOfMemory(
+                f"{plan.adapter.name} was OOM-killed during the measurement "
+                f"({usage.oom_kills} process(es) killed under {plan.limits.describe()}; peak "
+                f"{usage.memory_peak_bytes / 2**20:.0f} MB)"
+            )
         if not server.alive():
             tail = server.log_tail()
             reason = key_line(tail, server.spec.signs)
@@ -97,9 +107,23 @@ def run_bench(
         memory_mb=memory.summary(),
         startup_s=startup_s,
         settings=dict(plan.settings),
-        context=run_context(plan),
+        context={**run_context(plan), **limits_context(plan.limits, usage)},
         server_log=load_sign_lines(plan.log_path, load_signs),
     )
+
+
+def limits_context(limits: Limits, usage: Usage | None) -> dict[str, Any]:
+    """The container limits a figure was measured under, and what the kernel counted."""
+    if not limits:
+        return {}
+    measured: dict[str, Any] = {"limits": limits.to_dict()}
+    if usage is not None:
+        measured["cgroup"] = {
+            "throttled_fraction": round(usage.throttled_fraction, 4),
+            "throttled_s": round(usage.throttled_s, 3),
+            "memory_peak_mb": round(usage.memory_peak_bytes / 2**20, 2),
+        }
+    return measured
 
 
 def _start_server(plan: BenchPlan) -> ServerProcess:
@@ -119,6 +143,7 @@ def _start_server(plan: BenchPlan) -> ServerProcess:
                 port=port,
                 ready_path=plan.ready_path,
                 ready_timeout_s=plan.ready_timeout_s,
+                limits=plan.limits,
             )
         except PortInUseError:
             if attempt == PORT_ATTEMPTS - 1:

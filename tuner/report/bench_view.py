@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tuner.loadgen import WindowStats
+from tuner.machine.limits import Limits
 
 
 def console(as_json: bool = False) -> Console:
@@ -104,6 +105,14 @@ def result_table(result: dict[str, Any], title: str) -> Table:
         )
     if "startup_s" in result:
         table.add_row("startup", f"{result['startup_s']:.2f} s")
+    if result.get("limits"):
+        used = result.get("cgroup") or {}
+        table.add_row(
+            "container limits",
+            f"{Limits.from_dict(result['limits']).describe()}; CPU-throttled in "
+            f"{used.get('throttled_fraction', 0.0):.0%} of periods, memory peak "
+            f"{used.get('memory_peak_mb', 0.0):.0f} MB",
+        )
     table.add_row(
         "load generator CPU",
         f"{result['loadgen_cpu']:.0f}% (kernel {result['loadgen_cpu_kernel']:.0f}%)",

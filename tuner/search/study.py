@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import statistics
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +34,7 @@ from tuner.errors import AppBrokenError, ConfigError, InvalidMeasurement, TrialE
 from tuner.loadgen import LoadSpec, WindowStats
 from tuner.machine import hosts
 from tuner.machine.cpus import cpu_model
+from tuner.machine.limits import Limits
 from tuner.machine.probe import cpu_probe_ms
 from tuner.measure.runner import BenchPlan, run_bench
 from tuner.search import objectives
@@ -77,6 +80,17 @@ class StudySetup:
     seed: int | None = None
     probe_every: int = 5
     allow_mixed_hosts: bool = False
+    limits: Limits = Limits()
+
+    @property
+    def cpus(self) -> float:
+        """CPUs the server can use: its pinned cores, or the --cpu-limit quota if lower."""
+        return self.limits.effective_cpus(len(self.server_cpus))
+
+    @property
+    def space_cpus(self) -> int:
+        """`cpus` in search-space ranges (`4*cpus+1`): whole CPUs, a fraction rounded up."""
+        return max(1, math.ceil(self.cpus))
 
     def metadata(self) -> dict[str, Any]:
         """What identifies the study; a resumed study must match it."""
@@ -87,10 +101,24 @@ class StudySetup:
             "server_cpus": list(self.server_cpus),
             "load_cpus": list(self.load.load_cpus),
             "cpu_model": cpu_model(),
+            "limits": self.limits.to_dict() if self.limits else None,
         }
 
     def host(self) -> dict[str, Any]:
         return hosts.this_host(self.server_cpus, self.load.load_cpus)
+
+    def plan(self, settings: Mapping[str, Value], log_path: Path) -> BenchPlan:
+        """One measurement of `settings` under this study's app, load, CPUs and limits."""
+        return BenchPlan(
+            adapter=self.adapter,
+            app=self.app,
+            settings=settings,
+            load=self.load,
+            server_cpus=self.server_cpus,
+            log_path=log_path,
+            ready_path=self.ready_path,
+            limits=self.limits,
+        )
 
 
 class StudyListener(Protocol):
@@ -310,7 +338,7 @@ def fail_stale_trials(study: optuna.Study) -> None:
 
 def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
     mine = setup.metadata()
-    for key in ("server", "app", "objective"):
+    for key in ("server", "app", "objective", "limits"):
         if known.get(key) != mine[key]:
             raise ConfigError(
                 f"study {setup.name!r} exists with {key}={known.get(key)!r}, not {mine[key]!r}; "
@@ -319,7 +347,7 @@ def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
 
 
 def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> None:
-    for baseline in setup.adapter.baselines(len(setup.server_cpus)):
+    for baseline in setup.adapter.baselines(setup.cpus):
         params = {p.name: baseline.values[p.setting] for p in setup.space.params}
         study.enqueue_trial(params, user_attrs={"baseline": baseline.label}, skip_if_exists=False)
 
@@ -357,22 +385,14 @@ class _TrialObjective:
         setup = self.setup
         self._maybe_probe(trial.number)
         try:
-            settings = setup.adapter.resolve(suggest(setup.space, trial, len(setup.server_cpus)))
+            settings = setup.adapter.resolve(suggest(setup.space, trial, setup.space_cpus))
         except ConfigError as exc:
             _fail(trial, "invalid_combination", str(exc))
             raise InvalidMeasurement(str(exc)) from exc
         trial.set_user_attr("settings", settings)
         trial.set_user_attr("host", setup.host())
         self.listener.on_trial_start(trial.number, settings)
-        plan = BenchPlan(
-            adapter=setup.adapter,
-            app=setup.app,
-            settings=settings,
-            load=setup.load,
-            server_cpus=setup.server_cpus,
-            log_path=setup.workdir / "trials" / str(trial.number) / "server.log",
-            ready_path=setup.ready_path,
-        )
+        plan = setup.plan(settings, setup.workdir / "trials" / str(trial.number) / "server.log")
         pruning = _Pruning(trial, setup.objective, self.listener)
         try:
             result = run_bench(plan, on_window=pruning.on_window, on_phase=self.listener.on_phase)
@@ -410,8 +430,7 @@ class _TrialObjective:
         tried = [t for t in self.study.get_trials(deepcopy=False) if "covers_for" in t.user_attrs]
         if len(tried) >= MAX_COVERING_TRIES:
             return
-        cpus = len(setup.server_cpus)
-        ranges = bounds(setup.space, cpus)
+        ranges = bounds(setup.space, setup.space_cpus)
         limits = {
             p.setting: (int(ranges[p.name][0]), int(ranges[p.name][1]))
             for p in setup.space.params

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.measure.runner import BenchPlan, run_bench
+from tuner.measure.runner import run_bench
 from tuner.search.records import BASELINE_DEFAULT
 from tuner.search.study import StudySetup, trial_metrics
 from tuner.workflow.confirm import Candidate, Confirmed, confirm
@@ -60,14 +60,9 @@ def side_by_side(
 
     def measure(candidate: Candidate, round_index: int) -> dict[str, Any]:
         setup = by_server[candidate.server]
-        plan = BenchPlan(
-            adapter=setup.adapter,
-            app=setup.app,
-            settings=candidate.settings,
-            load=setup.load,
-            server_cpus=setup.server_cpus,
-            log_path=log_dir / f"{candidate.label.replace(' ', '-')}-round{round_index}.log",
-            ready_path=setup.ready_path,
+        plan = setup.plan(
+            candidate.settings,
+            log_dir / f"{candidate.label.replace(' ', '-')}-round{round_index}.log",
         )
         return trial_metrics(run_bench(plan).to_dict())
 

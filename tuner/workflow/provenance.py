@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from tuner.machine.limits import Limits
 from tuner.metrics.stats import Spread, ratio
 from tuner.search.records import TrialRecord
 from tuner.workflow.confirm import Confirmed, Verdict
@@ -33,6 +34,7 @@ def header_lines(
         f"{len(context.get('server_cpus', []))} CPU(s) {context.get('server_cpus')}, load on "
         f"{context.get('load_cpus')}",
         "versions: " + ", ".join(f"{name} {version}" for name, version in versions.items()),
+        *_limits_line(context),
         "",
     ]
     if verdict is not None:
@@ -114,3 +116,11 @@ def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: s
     if record.fail_reason:
         lines.append(f"WARNING: this trial cannot be recommended: {record.fail_reason}")
     return lines
+
+
+def _limits_line(context: Mapping[str, Any]) -> list[str]:
+    """The container limits the figures were measured under: they hold only under the same."""
+    limits = Limits.from_dict(context.get("limits"))
+    if not limits:
+        return []
+    return [f"tuned for a container limited to {limits.describe()}: deploy it with the same"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.measure.runner import BenchPlan, run_bench, run_context
+from tuner.measure.runner import limits_context, run_bench, run_context
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
 from tuner.search.records import TrialRecord
@@ -119,7 +119,7 @@ def pick_candidates(
         ranked = sorted(usable, key=lambda r: -r.rps)
     baselines = [
         Candidate(b.label, _baseline_trial(records, b.label), dict(b.values))
-        for b in setup.adapter.baselines(len(setup.server_cpus))
+        for b in setup.adapter.baselines(setup.cpus)
     ]
     chosen = [Candidate(r.label, r.number, r.settings) for r in ranked[:top_k]]
     unique: list[Candidate] = []
@@ -138,14 +138,8 @@ def _baseline_trial(records: Sequence[TrialRecord], label: str) -> int | None:
 def _measurer(setup: StudySetup) -> Callable[[Candidate, int], dict[str, Any]]:
     def measure(candidate: Candidate, round_index: int) -> dict[str, Any]:
         slug = candidate.label.replace(" ", "-").replace("*", "x")
-        plan = BenchPlan(
-            adapter=setup.adapter,
-            app=setup.app,
-            settings=candidate.settings,
-            load=setup.load,
-            server_cpus=setup.server_cpus,
-            log_path=setup.workdir / "confirm" / f"{slug}-round{round_index}.log",
-            ready_path=setup.ready_path,
+        plan = setup.plan(
+            candidate.settings, setup.workdir / "confirm" / f"{slug}-round{round_index}.log"
         )
         return trial_metrics(run_bench(plan).to_dict())
 
@@ -153,15 +147,8 @@ def _measurer(setup: StudySetup) -> Callable[[Candidate, int], dict[str, Any]]:
 
 
 def _context(setup: StudySetup) -> dict[str, Any]:
-    plan = BenchPlan(
-        adapter=setup.adapter,
-        app=setup.app,
-        settings={},
-        load=setup.load,
-        server_cpus=setup.server_cpus,
-        log_path=setup.workdir / "unused.log",
-    )
-    return run_context(plan)
+    plan = setup.plan({}, setup.workdir / "unused.log")
+    return {**run_context(plan), **limits_context(setup.limits, None)}
 
 
 def describe_workload(setup: StudySetup) -> str:
