@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from tuner.errors import ConfigError
 from tuner.servers.base import ProcessModel
+from tuner.servers.grids import THREAD_STEPS, product_grid
 from tuner.servers.pylauncher import PythonLauncherAdapter, constant, py_setting
 from tuner.settings import SettingsTable, Value
 
@@ -119,6 +120,16 @@ class CherootAdapter(PythonLauncherAdapter):
                 f"cheroot max_threads={most} with threads={threads}: cheroot refuses a "
                 "maximum below the pool size (or 0); use -1 (no maximum) or at least threads"
             )
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        """Threads by the keep-alive limit by the backlog (its two traps): 40 configs."""
+        return product_grid(
+            {
+                "threads": THREAD_STEPS,
+                "keep_alive_conn_limit": (10, 0),
+                "request_queue_size": (5, 1024),
+            }
+        )
 
     def server_code(self, values: Mapping[str, Value]) -> list[str]:
         return _SERVER_CODE.splitlines()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tuner.servers.base import ProcessModel
+from tuner.servers.grids import THREAD_STEPS, product_grid
 from tuner.servers.pylauncher import PythonLauncherAdapter, constant, py_setting
 from tuner.settings import SettingsTable, Value
 
@@ -96,6 +97,12 @@ class TwistedAdapter(PythonLauncherAdapter):
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return "access log" if values["accesslog"] else "no access log"
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        """Pool size by access log by backlog: 40 configs (one process)."""
+        return product_grid(
+            {"threads": THREAD_STEPS, "accesslog": (True, False), "backlog": (50, 1024)}
+        )
 
     def server_code(self, values: Mapping[str, Value]) -> list[str]:
         return _SERVER_CODE.splitlines()

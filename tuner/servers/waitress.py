@@ -30,6 +30,7 @@ from tuner.servers.base import (
     comment_block,
     first_version_number,
 )
+from tuner.servers.grids import THREAD_STEPS, product_grid
 from tuner.settings import Setting, SettingsTable, Value
 
 # waitress-serve exits 1 for a bad option and for an app it cannot import. It prints the
@@ -167,6 +168,7 @@ class WaitressAdapter(ServerAdapter):
     artifact_filename = "waitress-serve.sh"
     table = SETTINGS
     binary = "waitress-serve"
+    distribution = "waitress"
     install_hint = "pip install waitress"
     process_model = ProcessModel(
         forks_workers=False, processes=None, threads="threads", kind_label="I/O loop"
@@ -183,6 +185,16 @@ class WaitressAdapter(ServerAdapter):
                 f"cannot watch descriptors past {SELECT_FD_LIMIT}, so waitress fails near that "
                 "many connections; set asyncore_use_poll=true"
             )
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        """Threads by the I/O loop by the connection limit: 40 configs (one process)."""
+        return product_grid(
+            {
+                "threads": THREAD_STEPS,
+                "asyncore_use_poll": (False, True),
+                "connection_limit": (100, 1000),
+            }
+        )
 
     def _argv(self, app: AppRef, host: str, port: int, values: Mapping[str, Value]) -> list[str]:
         return [
@@ -241,4 +253,4 @@ class WaitressAdapter(ServerAdapter):
         return self._spec(["/bin/sh", str(path)], app, {"PATH": path_env})
 
     def version(self) -> str:
-        return first_version_number(importlib.metadata.version("waitress"))
+        return first_version_number(importlib.metadata.version(self.distribution))

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from tuner.errors import ConfigError
 from tuner.servers.base import BASELINE_DEFAULT, Baseline, ProcessModel
+from tuner.servers.grids import product_grid
 from tuner.servers.pylauncher import PythonLauncherAdapter, constant, py_setting
 from tuner.settings import SettingsTable, Value
 
@@ -77,8 +78,9 @@ class WerkzeugAdapter(PythonLauncherAdapter):
         "NOT FOR PRODUCTION: this runs werkzeug's development server (what `flask run`",
         "starts). It is a baseline to compare real servers against; deploy one of those.",
     )
+    # Forked children (mode=processes) are not workers: one per connection, for its life.
     process_model = ProcessModel(
-        forks_workers=False, processes="processes", threads=None, kind_label="mode"
+        forks_workers=False, processes=None, threads=None, kind_label="mode"
     )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
@@ -105,6 +107,13 @@ class WerkzeugAdapter(PythonLauncherAdapter):
                 self.resolve({"mode": "threaded"}),
                 "threaded, as `flask run` starts it (Flask's default since 1.0)",
             ),
+        )
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        """Each mode (forked children 2 to 128) by request log by backlog: 44 configs."""
+        switches = {"request_log": (True, False), "backlog": (128, 1024)}
+        return product_grid({"mode": ("single", "threaded"), **switches}) + product_grid(
+            {"mode": ("processes",), "processes": (2, 4, 8, 16, 32, 48, 64, 96, 128), **switches}
         )
 
     def server_code(self, values: Mapping[str, Value]) -> list[str]:
