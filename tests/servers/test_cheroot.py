@@ -80,7 +80,17 @@ def test_the_default_space_never_draws_the_backlog_of_five(cheroot: ServerAdapte
     assert cheroot.table.defaults()["request_queue_size"] == 5
     space = load_space(ROOT / "search_spaces" / "cheroot.toml", cheroot.table, "cheroot")
     queue = next(p for p in space.params if p.setting == "request_queue_size")
-    assert min(queue.choices) >= 64
+    assert queue.type == "int" and int(queue.low) >= 64
+
+
+def test_every_baseline_can_be_enqueued_in_the_space(cheroot: ServerAdapter) -> None:
+    """Trial 0 is the default, enqueued by value: a categorical param must list its value (an
+    int range may leave it out; the study warns and measures it anyway)."""
+    space = load_space(ROOT / "search_spaces" / "cheroot.toml", cheroot.table, "cheroot")
+    for baseline in cheroot.baselines(2):
+        for param in space.params:
+            if param.type == "categorical":
+                assert baseline.values[param.setting] in param.choices, param.name
 
 
 def test_past_the_keep_alive_limit_responses_close_the_connection(
