@@ -39,7 +39,7 @@ from tuner.errors import TrialError  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
-from tuner.search.study import trial_metrics  # noqa: E402
+from tuner.metrics.measurement import Measurement  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
 
@@ -54,9 +54,9 @@ TARGET = 0.95
 GRID_FINALISTS = 3
 
 
-def measure(plan_for, settings: dict[str, Any], index: int) -> dict[str, Any] | None:
+def measure(plan_for, settings: dict[str, Any], index: int) -> Measurement | None:
     try:
-        return trial_metrics(run_bench(plan_for(settings, index)).to_dict())
+        return run_bench(plan_for(settings, index)).measurement
     except TrialError as exc:
         print(f"    failed: {str(exc).splitlines()[0][:120]}", file=sys.stderr)
         return None
@@ -93,9 +93,9 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
     grid_runs = []
     for index, settings in enumerate(points):
         metrics = measure(plan_for, settings, index)
-        usable = metrics is not None and not metrics["unfair"] and metrics["error_rate"] <= 0.01
+        usable = metrics is not None and not metrics.unfair and metrics.error_rate <= 0.01
         grid_runs.append((settings, metrics if usable else None))
-        shown = f"{metrics['rps']:,.0f} req/s" if usable else "excluded (failed/unfair/errors)"
+        shown = f"{metrics.median_rps:,.0f} req/s" if usable else "excluded (failed/unfair/errors)"
         print(f"  grid {index + 1}/{len(points)} {settings}: {shown}", file=sys.stderr)
     grid_s = time.monotonic() - started
 
@@ -147,7 +147,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
             candidates, rounds, lambda c, _r: _must(measure(plan_for, c.settings, next(counter)))
         )
 
-    ranked = sorted((r for r in grid_runs if r[1]), key=lambda r: -r[1]["rps"])
+    ranked = sorted((r for r in grid_runs if r[1]), key=lambda r: -r[1].median_rps)
     finalists = remeasure(
         [
             Candidate(f"grid #{i + 1}", None, adapter.resolve(s))
@@ -173,7 +173,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
     return summarise(app_name, server, head_to_head, grid_s, tune_s, outcome, len(points))
 
 
-def _must(metrics: dict[str, Any] | None) -> dict[str, Any]:
+def _must(metrics: Measurement | None) -> Measurement:
     if metrics is None:
         raise TrialError("run failed")
     return metrics

@@ -10,6 +10,7 @@ import pytest
 from tuner.errors import ConfigError
 from tuner.loadgen import LoadSpec, RequestSpec, Workload, load_workload_file
 from tuner.loadgen.http import build_request, request_sequence
+from tuner.loadgen.spec import MAX_PATHS
 
 HELLO = Workload.single("/")
 OK = {"host": "127.0.0.1", "port": 8000, "workload": HELLO}
@@ -118,6 +119,14 @@ def test_workload_file_toml_and_json(tmp_path) -> None:
         ("[[requests]]\nheaders = { A = 1 }", "request 1: headers"),
         ('[[requests]]\npath = "/a b"', "request 1: path '/a b'"),
         ("[[requests]\n", "not valid TOML"),
+        ("[[requests]]\npaths = []", "request 1: paths \\[\\]: expected a non-empty list"),
+        ("[[requests]]\npaths = 3", "request 1: paths 3: expected a non-empty list"),
+        ('[[requests]]\npaths = ["/a", 2]', "request 1: paths: 2 is not a path; expected a"),
+        ('[[requests]]\npaths = ["/a", "b"]', "request 1: paths: 'b': expected an absolute path"),
+        ('[[requests]]\npaths = ["/a", "/a"]', "request 1: paths: '/a' is listed twice"),
+        ('[[requests]]\npaths = { "/a" = 0 }', "request 1: paths: '/a' has weight 0"),
+        ('[[requests]]\npaths = { "/a" = "x" }', "request 1: paths: '/a' has weight 'x'"),
+        ('[[requests]]\npaths = { "/a b" = 1 }', "request 1: paths: '/a b'"),
     ],
 )
 def test_bad_workload_files_name_file_entry_and_what_is_valid(tmp_path, text, message) -> None:
@@ -131,3 +140,56 @@ def test_bad_workload_files_name_file_entry_and_what_is_valid(tmp_path, text, me
 def test_missing_workload_file(tmp_path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_workload_file(tmp_path / "nope.toml")
+
+
+def test_paths_list_table_and_json(tmp_path) -> None:
+    toml = tmp_path / "w.toml"
+    toml.write_text(
+        '[[requests]]\npath = "/items/{int}"\nweight = 3\n\n'
+        '[requests.paths]\n"/items/1" = 5\n"/items/2?x=1" = 1\n\n'
+        '[[requests]]\npaths = ["/u/a1b2c3d4", "/u/ffff0000"]\n'
+    )
+    workload = load_workload_file(toml)
+    assert workload.requests == (
+        RequestSpec(
+            path="/items/{int}", weight=3.0, paths=(("/items/1", 5.0), ("/items/2?x=1", 1.0))
+        ),
+        # Without `path`, the first concrete path names the entry.
+        RequestSpec(path="/u/a1b2c3d4", paths=(("/u/a1b2c3d4", 1.0), ("/u/ffff0000", 1.0))),
+    )
+    js = tmp_path / "w.json"
+    js.write_text(json.dumps({"requests": [{"path": "/i/{int}", "paths": {"/i/1": 2}}]}))
+    assert load_workload_file(js).requests == (
+        RequestSpec(path="/i/{int}", paths=(("/i/1", 2.0),)),
+    )
+
+
+def test_too_many_paths_is_a_config_error() -> None:
+    many = tuple((f"/i/{n}", 1.0) for n in range(MAX_PATHS + 1))
+    spec = LoadSpec(
+        **{**OK, "workload": Workload((RequestSpec(paths=many),)), "load_cpus": (A_CPU,)}
+    )
+    with pytest.raises(ConfigError, match=f"at most {MAX_PATHS}"):
+        spec.validate()
+
+
+def test_paths_are_sent_in_their_entry_turns_by_weight() -> None:
+    items = RequestSpec(path="/items/{int}", weight=3, paths=(("/items/1", 2.0), ("/items/2", 1.0)))
+    workload = Workload((items, RequestSpec(path="/b", weight=1)))
+    sequence = request_sequence(workload, "127.0.0.1", 80, True)
+    assert len(sequence) == 1000
+    sent = [r.split(b" ")[1].decode() for r in sequence]
+    assert (sent.count("/items/1"), sent.count("/items/2"), sent.count("/b")) == (500, 250, 250)
+    assert "/items/{int}" not in sent  # the template names the entry; it is never sent
+    assert workload.probe_path == "/items/1"  # nor is it the readiness probe's path
+    assert set(sent[:6]) == {"/items/1", "/items/2", "/b"}  # interleaved, not in runs
+
+
+def test_equal_weights_are_round_robin_and_every_path_comes_round() -> None:
+    paths = tuple((f"/i/{n}", 1.0) for n in range(3000))
+    workload = Workload((RequestSpec(paths=paths), RequestSpec(path="/other", weight=1)))
+    sequence = request_sequence(workload, "127.0.0.1", 80, True)
+    sent = [r.split(b" ")[1].decode() for r in sequence]
+    assert len(sequence) == 6000  # longer than 1000, so each of the 3000 paths is sent
+    replayed = [p for p in sent if p != "/other"]
+    assert replayed == [f"/i/{n}" for n in range(3000)]

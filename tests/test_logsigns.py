@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuner.measure.logsigns import load_sign_lines
-from tuner.search.objectives import Slo
-from tuner.search.study import infeasible_reason
+from tuner.metrics.measurement import Measurement
+from tuner.search.objectives import Slo, infeasible_reason
 from tuner.servers.base import LoadSign
 
 QUEUE = LoadSign("Task queue depth is", "every thread was busy")
@@ -33,12 +33,14 @@ def test_no_signs_or_no_log_say_nothing(tmp_path: Path) -> None:
 
 
 def test_a_trial_that_cannot_win_quotes_the_server_log() -> None:
-    metrics = {
-        "error_rate": 0.5,
-        "errors": {"read": 5},
-        "server_log": ['"Task queue depth is 7" x2: every thread was busy'],
-    }
-    reason = infeasible_reason(Slo(), metrics)
+    said = '"Task queue depth is 7" x2: every thread was busy'
+    failing = Measurement.from_json(
+        {"rps": 10.0, "error_rate": 0.5, "errors": {"read": 5}, "server_log": [said]}
+    )
+    assert failing.server_log == (said,)
+    assert Measurement.from_json(failing.to_json()) == failing
+    reason = infeasible_reason(Slo(), failing)
     assert reason.startswith("violates SLO: 50.0% of requests failed")
-    assert reason.endswith('; server log: "Task queue depth is 7" x2: every thread was busy')
-    assert infeasible_reason(Slo(), {**metrics, "error_rate": 0.0}) == ""
+    assert reason.endswith(f"; server log: {said}")
+    fine = Measurement.from_json({**failing.to_json(), "error_rate": 0.0})
+    assert infeasible_reason(Slo(), fine) == ""

@@ -1,64 +1,89 @@
-"""The pruner compares a running trial only with trials that could win: pure Optuna, no servers."""
+"""The pruner stops a trial only when it is behind the contenders beyond the measured noise:
+pure Optuna, no servers."""
 
 from __future__ import annotations
 
 import optuna
+import pytest
 from optuna.trial import TrialState, create_trial
 
-from tuner.search.study import KEEP_BEST_PERCENT, FeasiblePercentilePruner
+from tuner.search.pruning import MIN_MARGIN, NoiseAwarePruner, study_noise
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def _finished(rps: float, *, fair: bool) -> optuna.trial.FrozenTrial:
+def _finished(windows: list[float], *, fair: bool = True) -> optuna.trial.FrozenTrial:
     return create_trial(
         state=TrialState.COMPLETE,
-        value=rps,
-        intermediate_values={step: rps for step in range(4)},
+        value=sorted(windows)[len(windows) // 2],
+        intermediate_values=dict(enumerate(windows)),
         system_attrs={"constraints:fair": 0.0 if fair else 0.75},
     )
 
 
-def _pruned(
+def _call(
     finished: list[optuna.trial.FrozenTrial],
-    running_rps: float,
+    running: list[float],
     direction: str = "maximize",
-    pruner_class: type[optuna.pruners.PercentilePruner] = FeasiblePercentilePruner,
-) -> bool:
-    pruner = pruner_class(KEEP_BEST_PERCENT, n_startup_trials=4, n_warmup_steps=2)
+    probes: list[list[float]] | None = None,
+):
+    pruner = NoiseAwarePruner()
     study = optuna.create_study(direction=direction, pruner=pruner)
     study.add_trials(finished)
+    if probes:
+        study.set_user_attr("cpu_probe_ms", probes)
     trial = study.ask()
-    for step in range(4):
-        trial.report(running_rps, step)
-    return trial.should_prune()
+    for step, value in enumerate(running):
+        trial.report(value, step)
+    return pruner.judge(study, dict(enumerate(running))), trial.should_prune()
+
+
+STEADY = [[1000, 1010, 990, 1005], [1100, 1090, 1110, 1100], [1200, 1190, 1210, 1205]]
+
+
+def test_behind_by_more_than_the_margin_is_pruned_and_says_by_how_much() -> None:
+    call, pruned = _call([_finished(w) for w in STEADY], running=[500, 520])
+    assert call.prune and pruned
+    assert call.margin == MIN_MARGIN  # these windows spread 2%: the floor applies
+    assert call.best == 1195.0  # the best contender's median over the same windows 0 and 1
+    assert "more than 25% (the study's measured noise)" in call.reason("req/s")
+
+
+def test_behind_but_inside_the_margin_is_kept() -> None:
+    call, pruned = _call([_finished(w) for w in STEADY], running=[950, 960])
+    assert not call.prune and not pruned
+
+
+def test_a_noisy_study_widens_the_margin() -> None:
+    noisy = [[600, 1400, 1000, 900], [700, 1500, 1100, 1000], [800, 1600, 1200, 1100]]
+    call, _ = _call([_finished(w) for w in noisy], running=[500, 520])
+    assert call.margin == pytest.approx(800 / 1050)  # the median window spread of the three
+    assert not call.prune  # 510 is 57% behind 1200: inside a 76% noise
+
+
+def test_the_cpu_probe_spread_counts_as_noise() -> None:
+    probes = [[3.7, 6.0, 4.1, 4.0]]  # a fixed CPU loop: 3.7-6.0 ms, as measured here
+    assert study_noise([], probes) == pytest.approx((6.0 - 3.7) / 4.05)
+    call, _ = _call([_finished(w) for w in STEADY], running=[700, 700], probes=probes)
+    assert call.margin > 0.5 and not call.prune
 
 
 def test_fast_looking_unfair_trials_do_not_raise_the_bar() -> None:
-    fair = [_finished(rps, fair=True) for rps in (900, 1000, 1100, 1200)]
-    unfair = [_finished(7000, fair=False) for _ in range(8)]
-    # With Optuna's plain PercentilePruner the eight unfair 7,000 req/s trials set the bar.
-    assert not _pruned(fair + unfair, running_rps=1050)
+    unfair = [_finished([7000, 7000, 7000], fair=False) for _ in range(8)]
+    call, _ = _call([_finished(w) for w in STEADY] + unfair, running=[1000, 1000])
+    assert call.best == pytest.approx(1200.0, abs=10) and not call.prune
 
 
-def test_a_config_clearly_below_the_fair_ones_is_still_pruned() -> None:
-    fair = [_finished(rps, fair=True) for rps in (900, 1000, 1100, 1200)]
-    assert _pruned(fair, running_rps=300)
+def test_too_few_contenders_or_windows_never_prune() -> None:
+    call, _ = _call([_finished(w) for w in STEADY[:2]], running=[10, 10])
+    assert not call.prune
+    call, _ = _call([_finished(w) for w in STEADY], running=[10])
+    assert not call.prune
 
 
-def test_only_the_worst_quarter_is_pruned_in_either_direction() -> None:
-    finished = [_finished(value, fair=True) for value in (10, 20, 30, 40, 50, 60, 70, 80)]
-    # Throughput: 25th percentile 27.5; a running 30 stays, 25 goes.
-    assert not _pruned(finished, running_rps=30)
-    assert _pruned(finished, running_rps=25)
-    # Latency (lower is better): 75th percentile 62.5; a running 60 stays, 65 goes.
-    assert not _pruned(finished, running_rps=60, direction="minimize")
-    assert _pruned(finished, running_rps=65, direction="minimize")
-
-
-def test_plain_percentile_pruner_would_prune_it() -> None:
-    # The reason for the class: check that the difference is real with Optuna's own pruner.
-    fair = [_finished(rps, fair=True) for rps in (900, 1000, 1100, 1200)]
-    unfair = [_finished(7000, fair=False) for _ in range(8)]
-    plain = optuna.pruners.PercentilePruner
-    assert _pruned(fair + unfair, running_rps=1050, pruner_class=plain)
+def test_lower_is_better_prunes_the_slow_side() -> None:
+    latency = [[10, 11, 10], [12, 12, 13], [9, 9, 10]]
+    call, _ = _call([_finished(w) for w in latency], running=[20, 21], direction="minimize")
+    assert call.prune and call.best == 9.0
+    call, _ = _call([_finished(w) for w in latency], running=[11, 11], direction="minimize")
+    assert not call.prune

@@ -321,3 +321,8 @@ def test_requirements_pin_the_measured_distribution(server: ServerAdapter) -> No
 
     assert lines[0].startswith(server.distribution)
     assert lines[0].endswith(f"=={version(server.distribution)}")
+
+
+def test_logging_settings_are_settings(server: ServerAdapter) -> None:
+    for name in server.logging_settings:
+        assert name in server.table.by_name, name

@@ -135,4 +135,5 @@ def test_a_measured_trial_carries_the_server_log_signs(
         log_path=tmp_path / "server.log",
     )
     result = run_bench(plan)
-    assert any("Task queue depth" in line for line in result.to_dict()["server_log"])
+    assert any("Task queue depth" in line for line in result.measurement.server_log)
+    assert result.to_json()["server_log"] == list(result.measurement.server_log)

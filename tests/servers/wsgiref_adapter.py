@@ -98,6 +98,7 @@ class WsgirefAdapter(ServerAdapter):
     binary = "python3"
     install_hint = "it is the standard library: any CPython"
     artifact_filename = LAUNCHER
+    logging_settings = ("accesslog",)
     process_model = ProcessModel(
         forks_workers=False, processes=None, threads="threads", kind_label="thread pool"
     )

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tuner.commands import bench, compare, emit, load, report, show, studies, tune
+from tuner.commands import bench, compare, emit, load, report, show, studies, tune, workload
 
-COMMANDS = (tune, compare, bench, load, emit, report, studies, show)
+COMMANDS = (tune, compare, bench, load, emit, report, studies, show, workload)

@@ -66,13 +66,18 @@ def handle(args: argparse.Namespace) -> int:
         load=load,
         server_cpus=server_cpus,
         log_path=log_dir / f"{adapter.name}.log",
-        ready_path=load.workload.requests[0].path,
+        ready_path=load.workload.probe_path,
         limits=limits,
     )
     console = display.console(args.json)
     with display.load_progress(console, load.warmup_s, load.duration_s) as on_window:
         result = run_bench(plan, on_window=on_window)
     display.emit_result(
-        console, result.to_dict(), title=f"{adapter.name} {args.app}", as_json=args.json
+        console,
+        result.measurement,
+        result.to_json(),
+        title=f"{adapter.name} {args.app}",
+        settings=result.settings,
+        as_json=args.json,
     )
     return 0

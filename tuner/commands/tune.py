@@ -20,8 +20,7 @@ from tuner.commands.options import (
 )
 from tuner.errors import ConfigError
 from tuner.report.study_view import LiveListener, PlainListener, confirmation_table, print_json
-from tuner.search import objectives
-from tuner.search.objectives import Slo
+from tuner.search.objectives import OBJECTIVES, Slo, objective_named
 from tuner.search.space import default_space_path, load_space
 from tuner.search.study import StudySetup, load_records
 from tuner.servers import SERVERS, get_adapter
@@ -62,7 +61,7 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="stop searching after S seconds",
     )
-    parser.add_argument("--objective", choices=objectives.OBJECTIVES, default="throughput")
+    parser.add_argument("--objective", choices=OBJECTIVES, default="throughput")
     parser.add_argument(
         "--slo-p99",
         type=float,
@@ -95,6 +94,12 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=None, help="sampler seed")
     parser.add_argument(
+        "--no-branch-starts",
+        action="store_true",
+        help="do not start with one config per concurrency model (gthread, gevent, ...): "
+        "only the baselines come before the sampler",
+    )
+    parser.add_argument(
         "--allow-mixed-hosts",
         action="store_true",
         help="let this host join a shared study measured on different hardware",
@@ -109,7 +114,7 @@ def handle(args: argparse.Namespace) -> int:
     check_writable(out)  # before the study, not after minutes of measuring
     outcome = run_tune(setup, args, out)
     if args.json:
-        print_json({"study": setup.name, "storage": setup.storage_url, **outcome.to_dict()})
+        print_json({"study": setup.name, "storage": setup.storage_url, **outcome.to_json()})
         return 0 if outcome.verdict else 1
     console = Console(stderr=True)
     winner = outcome.verdict.winner.candidate.label if outcome.verdict else None
@@ -127,6 +132,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     console.print(f"verdict: {outcome.verdict.summary}", highlight=False)
     console.print(f"noise: {outcome.noise}", highlight=False)
+    console.print(outcome.searched_line(), highlight=False)
     console.print(f"wrote {outcome.out_path}", highlight=False)
     return 0
 
@@ -152,7 +158,7 @@ def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutc
     console = Console(stderr=True)
     live = console.is_terminal and not args.json
     listener = (
-        LiveListener(console, defaults, args.trials, args.objective != "latency")
+        LiveListener(console, defaults, args.trials, setup.objective)
         if live
         else PlainListener(defaults)  # one line per trial on stderr; --json owns stdout
     )
@@ -205,16 +211,17 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         app=app,
         adapter=adapter,
         space=space,
-        objective=args.objective,
+        objective=objective_named(args.objective),
         slo=Slo(
             p99_ms=args.slo_p99, max_error_rate=args.max_error_rate, max_memory_mb=args.max_memory
         ),
         load=load,
         server_cpus=server_cpus,
-        ready_path=load.workload.requests[0].path,
+        ready_path=load.workload.probe_path,
         workdir=study_workdir(args.storage, name),
         seed=args.seed,
         allow_mixed_hosts=getattr(args, "allow_mixed_hosts", False),
+        branch_starts=not args.no_branch_starts,
         limits=limits,
     )
 
@@ -249,8 +256,8 @@ def _print_best_so_far(console: Console, setup: StudySetup) -> None:
         _, records = load_records(setup.storage_url, setup.name)
     except ConfigError:
         return
-    done = [r for r in records if r.state == "COMPLETE"]
-    usable = sorted((r for r in done if r.feasible), key=lambda r: -r.rps)
+    done = [r for r in records if r.measured]
+    usable = setup.objective.rank((r for r in done if r.feasible), lambda r: r.figures)
     console.print(
         f"interrupted: {len(done)} completed trial(s) kept in {setup.storage_url} "
         f"(study {setup.name!r}); re-run the same command to resume"

@@ -10,6 +10,7 @@ import ipaddress
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,25 +27,46 @@ except ModuleNotFoundError:  # Python 3.10
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 # Headers the load generator writes itself; a workload setting them would corrupt the framing.
 RESERVED_HEADERS = ("host", "content-length", "connection", "transfer-encoding")
-_REQUEST_KEYS = ("method", "path", "headers", "body", "weight")
+_REQUEST_KEYS = ("method", "path", "paths", "headers", "body", "weight")
+# Concrete paths one request entry may replay: bounds the bytes built before a run.
+MAX_PATHS = 10_000
 _LOOPBACK_NAMES = ("localhost",)
 
 
 @dataclass(frozen=True)
 class RequestSpec:
+    """One kind of request and its share of the load (`weight`, relative to the others).
+
+    `paths`, when given, are the concrete paths this entry sends instead of `path` (which then
+    only names the entry, e.g. the template `/items/{int}`), each with its own relative weight:
+    the replay sends them in a smooth weighted order (round-robin when the weights are equal).
+    """
+
     method: str = "GET"
     path: str = "/"
     headers: tuple[tuple[str, str], ...] = ()
     body: bytes = b""
     weight: float = 1.0
+    paths: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def targets(self) -> tuple[tuple[str, float], ...]:
+        """The (path, weight) pairs this entry sends."""
+        return self.paths or ((self.path, 1.0),)
 
     def problem(self) -> str | None:
         """What is wrong with this request, or None."""
         if self.method not in METHODS:
             return f"method {self.method!r}: expected one of {', '.join(METHODS)}"
-        bad_path = not self.path.isascii() or any(c in self.path for c in " \r\n\t")
-        if not self.path.startswith("/") or bad_path:
-            return f"path {self.path!r}: expected an absolute path like /items?id=3, no spaces"
+        if not self.paths and _path_problem(self.path):
+            return f"path {_path_problem(self.path)}"
+        if len(self.paths) > MAX_PATHS:
+            return f"paths: {len(self.paths)} paths; expected at most {MAX_PATHS}"
+        for path, weight in self.paths:
+            if _path_problem(path):
+                return f"paths: {_path_problem(path)}"
+            if not _number(weight) or weight <= 0:
+                return f"paths: {path!r} has weight {weight!r}: expected a number > 0"
         for name, value in self.headers:
             bad_name = not name or not name.isascii() or any(c in name for c in " :\r\n\t")
             bad_value = not value.isascii() or any(c in value for c in "\r\n")
@@ -67,6 +89,12 @@ class Workload:
     def single(cls, path: str = "/", method: str = "GET") -> Workload:
         return cls((RequestSpec(method=method, path=path),))
 
+    @property
+    def probe_path(self) -> str:
+        """A path this workload sends, for the readiness probe (an entry's `path` may only
+        name a template like `/items/{int}`)."""
+        return self.requests[0].targets[0][0]
+
     def problem(self) -> str | None:
         if not self.requests:
             return "the workload has no requests"
@@ -77,8 +105,17 @@ class Workload:
         return None
 
 
+def _path_problem(path: str) -> str | None:
+    bad = not path.isascii() or any(c in path for c in " \r\n\t")
+    if not path.startswith("/") or bad:
+        return f"{path!r}: expected an absolute path like /items?id=3, no spaces"
+    return None
+
+
 def load_workload_file(path: str | os.PathLike[str]) -> Workload:
-    """Read a TOML or JSON workload: a list `requests` of {method, path, headers, body, weight}.
+    """Read a TOML or JSON workload: a list `requests` of {method, path, headers, body, weight}
+    and optionally `paths`: concrete paths to replay, a list (sent in turn) or a table of
+    path -> relative weight.
 
     TOML:  [[requests]]  path = "/items"  weight = 3
     JSON:  {"requests": [{"path": "/items", "weight": 3}]}
@@ -132,17 +169,42 @@ def _parse_entry(file: Path, number: int, entry: Any) -> RequestSpec:
         raise bad(f"body {body!r}: expected a string (sent as UTF-8)")
     if isinstance(weight, bool) or not isinstance(weight, (int, float)):
         raise bad(f"weight {weight!r}: expected a number > 0")
+    paths = _parse_paths(entry.get("paths"), bad)
+    if paths and "path" not in entry:
+        path = paths[0][0]  # the entry's name in reports
     request = RequestSpec(
         method=method.upper(),
         path=path,
         headers=tuple(headers.items()),
         body=body.encode("utf-8"),
         weight=float(weight),
+        paths=paths,
     )
     problem = request.problem()
     if problem:
         raise bad(problem)
     return request
+
+
+def _parse_paths(paths: Any, bad: Callable[[str], ConfigError]) -> tuple[tuple[str, float], ...]:
+    """`paths`: absent, a list of paths (equal weights) or a table of path -> weight."""
+    expected = "expected a non-empty list of paths or a table of path = weight"
+    if paths is None:
+        return ()
+    if isinstance(paths, list) and paths:
+        odd = next((p for p in paths if not isinstance(p, str)), None)
+        if odd is not None:
+            raise bad(f"paths: {odd!r} is not a path; {expected}")
+        if len(set(paths)) != len(paths):
+            twice = next(p for p in paths if paths.count(p) > 1)
+            raise bad(f"paths: {twice!r} is listed twice; give it a weight in a table instead")
+        return tuple((p, 1.0) for p in paths)
+    if isinstance(paths, dict) and paths:
+        for path, weight in paths.items():
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+                raise bad(f"paths: {path!r} has weight {weight!r}: expected a number > 0")
+        return tuple((p, float(w)) for p, w in paths.items())
+    raise bad(f"paths {str(paths)[:60]}: {expected}")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from tuner.machine.cpus import cpu_model, pinned
 from tuner.machine.limits import Limits, Usage
 from tuner.measure.logsigns import load_sign_lines
 from tuner.measure.process import LOOPBACK, ServerProcess, free_port, key_line
+from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
@@ -47,25 +48,16 @@ class BenchPlan:
 
 @dataclass(frozen=True)
 class BenchResult:
-    """The load generator's figures plus what only the runner sees: memory, startup, context."""
+    """One measurement (the load generator's figures plus the server's memory and startup),
+    the settings measured, and where and with what (`run_context`)."""
 
-    load: dict[str, Any]
-    memory_mb: dict[str, float]
-    startup_s: float
+    measurement: Measurement
     settings: dict[str, Value]
-    context: dict[str, Any] = field(default_factory=dict)
-    # The server's own log lines saying it fell behind (its LoadSigns), one line per sign.
-    server_log: tuple[str, ...] = ()
+    context: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.load,
-            "memory_mb": self.memory_mb,
-            "startup_s": round(self.startup_s, 3),
-            "settings": self.settings,
-            **({"server_log": list(self.server_log)} if self.server_log else {}),
-            **self.context,
-        }
+    def to_json(self) -> dict[str, Any]:
+        """`tuner bench --json`: the measurement's keys, `settings` and the context's keys."""
+        return {**self.measurement.to_json(), "settings": self.settings, **self.context}
 
 
 def run_bench(
@@ -103,12 +95,14 @@ def run_bench(
         startup_s = server.startup_s
         load_signs = server.spec.load_signs
     return BenchResult(
-        load=load.to_dict(),
-        memory_mb=memory.summary(),
-        startup_s=startup_s,
+        measurement=replace(
+            load,
+            memory=Memory.from_json(memory.summary()),
+            startup_s=startup_s,
+            server_log=load_sign_lines(plan.log_path, load_signs),
+        ),
         settings=dict(plan.settings),
         context={**run_context(plan), **limits_context(plan.limits, usage)},
-        server_log=load_sign_lines(plan.log_path, load_signs),
     )
 
 

@@ -17,7 +17,6 @@ import importlib.util
 import json
 import math
 import os
-import statistics
 import time
 import warnings
 from collections.abc import Mapping
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import optuna
-from optuna.trial import FrozenTrial, Trial
+from optuna.trial import FrozenTrial, Trial, TrialState
 
 from tuner.apps import AppRef
 from tuner.errors import AppBrokenError, ConfigError, InvalidMeasurement, TrialError, TunerError
@@ -37,19 +36,17 @@ from tuner.machine.cpus import cpu_model
 from tuner.machine.limits import Limits
 from tuner.machine.probe import cpu_probe_ms
 from tuner.measure.runner import BenchPlan, run_bench
+from tuner.metrics.measurement import Measurement
 from tuner.search import objectives
+from tuner.search.branches import branch_starts
 from tuner.search.covering import covering_config
-from tuner.search.objectives import Slo
+from tuner.search.objectives import Figures, Objective, Slo
+from tuner.search.pruning import NoiseAwarePruner
 from tuner.search.records import TrialRecord
 from tuner.search.space import SearchSpace, bounds, suggest
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
-# A trial whose running figure is in the worst quarter of the others at the same second is
-# stopped early: only clearly hopeless configs, since one-second windows are noisy. (Optuna's
-# PercentilePruner takes the share it *keeps*: 75 keeps the best 75% in either direction.)
-KEEP_BEST_PERCENT = 75.0
-PRUNE_WARMUP_WINDOWS = 2
 # Configs queued per study because a config starved connections it had no thread for.
 MAX_COVERING_TRIES = 2
 HEARTBEAT_S = 10
@@ -57,6 +54,12 @@ GRACE_S = 30
 # Environment overrides (whole seconds), so tests need not wait 30 s for a dead tuner's trial.
 HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"
 GRACE_ENV = "TUNER_HEARTBEAT_GRACE_S"
+# A trial queued at the study's start to measure one concurrency model (user attr: True).
+BRANCH_START = "branch_start"
+# A trial whose config an earlier trial measured: it reuses that result (user attr: number).
+DUPLICATE_OF = "duplicate_of"
+# A baseline the search space cannot express is measured from these settings, as it is.
+BASELINE_SETTINGS = "baseline_settings"
 # A tuner that loses the race to create a study waits this long for the winner's setup.
 SETUP_WAIT_S = 15.0
 
@@ -71,7 +74,7 @@ class StudySetup:
     app: AppRef
     adapter: ServerAdapter
     space: SearchSpace
-    objective: str
+    objective: Objective
     slo: Slo
     load: LoadSpec
     server_cpus: tuple[int, ...]
@@ -80,6 +83,8 @@ class StudySetup:
     seed: int | None = None
     probe_every: int = 5
     allow_mixed_hosts: bool = False
+    # One start per concurrency model before the sampler takes over (tuner.search.branches).
+    branch_starts: bool = True
     limits: Limits = Limits()
 
     @property
@@ -97,7 +102,7 @@ class StudySetup:
         return {
             "server": self.adapter.name,
             "app": self.app_text,
-            "objective": self.objective,
+            "objective": self.objective.name,
             "server_cpus": list(self.server_cpus),
             "load_cpus": list(self.load.load_cpus),
             "cpu_model": cpu_model(),
@@ -246,31 +251,6 @@ def redact(url: str) -> str:
     return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
-class FeasiblePercentilePruner(optuna.pruners.PercentilePruner):
-    """Optuna's PercentilePruner, comparing a trial only with trials that could win.
-
-    An unfair config often looks fast (it serves a few clients and ignores the rest), and an
-    SLO violator may too: neither may raise the bar that a sound config is pruned against.
-    """
-
-    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        return super().prune(_FeasibleTrialsOnly(study), trial)  # type: ignore[arg-type]
-
-
-class _FeasibleTrialsOnly:
-    """A view of a study whose get_trials() leaves out trials that violate a constraint."""
-
-    def __init__(self, study: optuna.Study) -> None:
-        self._study = study
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._study, name)
-
-    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
-        trials = self._study.get_trials(deepcopy=deepcopy, states=states)
-        return [t for t in trials if objectives.satisfied(t.constraints.values())]
-
-
 def open_study(setup: StudySetup) -> optuna.Study:
     """Create the study (enqueueing both baselines), or load it to add trials.
 
@@ -284,16 +264,14 @@ def open_study(setup: StudySetup) -> optuna.Study:
         multivariate=True,
         group=True,  # conditional parameters (threads only with gthread) need grouped TPE
     )
-    pruner = FeasiblePercentilePruner(
-        KEEP_BEST_PERCENT, n_startup_trials=4, n_warmup_steps=PRUNE_WARMUP_WINDOWS
-    )
+    pruner = NoiseAwarePruner()
     store = storage(setup.storage_url)
     mine = hosts.hardware(setup.server_cpus, setup.load.load_cpus)
     try:
         study = optuna.create_study(
             study_name=setup.name,
             storage=store,
-            directions=objectives.directions(setup.objective),
+            directions=setup.objective.directions,
             sampler=sampler,
             pruner=pruner,
         )
@@ -313,8 +291,18 @@ def open_study(setup: StudySetup) -> optuna.Study:
     study.set_user_attr("hardware", mine)
     study.set_user_attr("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     if not any(t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)):
-        _enqueue_baselines(study, setup)
+        covered = _enqueue_baselines(study, setup)
+        if setup.branch_starts:
+            _enqueue_branch_starts(study, setup, covered)
     return study
+
+
+def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list[str]) -> None:
+    """One start per concurrency model the baselines do not cover (see tuner.search.branches)."""
+    for params in branch_starts(
+        setup.space, setup.adapter, setup.space_cpus, seed=setup.seed, covered=covered
+    ):
+        study.enqueue_trial(params, user_attrs={BRANCH_START: True}, skip_if_exists=False)
 
 
 def _wait_for_setup(study: optuna.Study) -> dict[str, Any] | None:
@@ -346,10 +334,32 @@ def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
             )
 
 
-def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> None:
+def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> list[str]:
+    """Queue the server's baselines as the first trials. A baseline the search space can
+    express goes in as the space's params, so the sampler learns from it; one it cannot (a
+    default outside a range or a choice list the user narrowed) is measured as it is, outside
+    the sampler's params (`BASELINE_SETTINGS`), rather than failing the study. Returns the
+    concurrency models the baselines measure."""
+    models = []
     for baseline in setup.adapter.baselines(setup.cpus):
+        models.append(setup.adapter.concurrency_model(baseline.values))
         params = {p.name: baseline.values[p.setting] for p in setup.space.params}
-        study.enqueue_trial(params, user_attrs={"baseline": baseline.label}, skip_if_exists=False)
+        attrs: dict[str, Any] = {"baseline": baseline.label}
+        if not _expressible(setup, params):
+            params, attrs[BASELINE_SETTINGS] = {}, dict(baseline.values)
+        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+    return models
+
+
+def _expressible(setup: StudySetup, params: dict[str, Any]) -> bool:
+    """Whether the space can draw exactly `params` (each active one in its range or choices)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Optuna only warns of a fixed int out of its range
+        try:
+            suggest(setup.space, optuna.trial.FixedTrial(params), setup.space_cpus)
+        except (ValueError, UserWarning, ConfigError):
+            return False
+    return True
 
 
 def run_search(
@@ -366,13 +376,27 @@ def run_search(
     every completed trial stays, and KeyboardInterrupt reaches the caller.
     """
     objective = _TrialObjective(setup, study, listener)
-    study.optimize(
-        objective,
-        n_trials=n_trials,
-        timeout=timeout_s,
-        catch=(TrialError,),
-        callbacks=[lambda _study, frozen: listener.on_trial_end(to_record(frozen))],
-    )
+    deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+    remaining, spare = n_trials, n_trials or 0
+    while remaining is None or remaining > 0:
+        before = len(study.get_trials(deepcopy=False))
+        left_s = None if deadline is None else deadline - time.monotonic()
+        if left_s is not None and left_s <= 0:
+            return
+        study.optimize(
+            objective,
+            n_trials=remaining,
+            timeout=left_s,
+            catch=(TrialError,),
+            callbacks=[lambda _study, frozen: listener.on_trial_end(to_record(frozen))],
+        )
+        if remaining is None:
+            return
+        # A config measured before cost no measurement: give its slot back (at most n_trials
+        # times), so the budget buys distinct configs.
+        repeats = sum(DUPLICATE_OF in t.user_attrs for t in study.get_trials()[before:])
+        remaining = min(repeats, spare)
+        spare -= remaining
 
 
 class _TrialObjective:
@@ -385,15 +409,21 @@ class _TrialObjective:
         setup = self.setup
         self._maybe_probe(trial.number)
         try:
-            settings = setup.adapter.resolve(suggest(setup.space, trial, setup.space_cpus))
+            if BASELINE_SETTINGS in trial.user_attrs:
+                settings = setup.adapter.resolve(trial.user_attrs[BASELINE_SETTINGS])
+            else:
+                settings = setup.adapter.resolve(suggest(setup.space, trial, setup.space_cpus))
         except ConfigError as exc:
             _fail(trial, "invalid_combination", str(exc))
             raise InvalidMeasurement(str(exc)) from exc
         trial.set_user_attr("settings", settings)
         trial.set_user_attr("host", setup.host())
         self.listener.on_trial_start(trial.number, settings)
+        twin = self._measured_twin(trial.number, settings)
+        if twin is not None:
+            return self._reuse(trial, twin)
         plan = setup.plan(settings, setup.workdir / "trials" / str(trial.number) / "server.log")
-        pruning = _Pruning(trial, setup.objective, self.listener)
+        pruning = _Pruning(trial, self.study, setup.objective, self.listener)
         try:
             result = run_bench(plan, on_window=pruning.on_window, on_phase=self.listener.on_phase)
         except TrialError as exc:
@@ -408,20 +438,46 @@ class _TrialObjective:
         except TunerError as exc:  # e.g. the server binary vanished: stops the study too
             _fail(trial, type(exc).__name__, str(exc))
             raise
-        metrics = trial_metrics(result.to_dict())
-        trial.set_user_attr("metrics", metrics)
+        measurement = result.measurement
+        trial.set_user_attr("metrics", measurement.to_json())
+        trial.set_user_attr("context", result.context)
         if pruning.pruned:
-            trial.set_user_attr("fail_reason", "pruned: throughput clearly below the others")
+            trial.set_user_attr("fail_reason", pruning.reason)
             raise optuna.TrialPruned()
-        named = objectives.named_constraints(setup.slo, metrics)
+        values = self._judge(trial, measurement)
+        if measurement.starved_connections:
+            self._try_covering_config(trial.number, settings)
+        return values
+
+    def _judge(self, trial: Trial, measurement: Measurement) -> list[float]:
+        """The trial's objective values, with its SLO constraints and why it cannot win."""
+        setup = self.setup
+        figures = Figures.of(measurement)
+        named = objectives.named_constraints(setup.slo, figures)
         for name, excess in named.items():
             trial.set_constraint(name, excess)  # the sampler steers away from violations
         trial.set_user_attr("constraints", list(named.values()))
-        if reason := infeasible_reason(setup.slo, metrics):
+        if reason := objectives.infeasible_reason(setup.slo, measurement):
             trial.set_user_attr("fail_reason", reason)
-        if metrics.get("starved_connections"):
-            self._try_covering_config(trial.number, settings)
-        return objectives.values(setup.objective, metrics)
+        return setup.objective.values(figures)
+
+    def _measured_twin(self, number: int, settings: dict[str, Value]) -> FrozenTrial | None:
+        """An earlier complete trial of exactly these settings (what the server runs, with
+        conditions applied and inactive settings at their defaults), if there is one."""
+        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            same = frozen.number != number and frozen.user_attrs.get("settings") == settings
+            if same and _measurement(frozen.user_attrs.get("metrics")) is not None:
+                return frozen
+        return None
+
+    def _reuse(self, trial: Trial, twin: FrozenTrial) -> list[float]:
+        """Tell the sampler the twin's result again instead of measuring the same config."""
+        measurement = _measurement(twin.user_attrs["metrics"])
+        assert measurement is not None
+        trial.set_user_attr(DUPLICATE_OF, twin.number)
+        trial.set_user_attr("metrics", twin.user_attrs["metrics"])
+        trial.set_user_attr("context", twin.user_attrs.get("context") or {})
+        return self._judge(trial, measurement)
 
     def _try_covering_config(self, number: int, settings: dict[str, Value]) -> None:
         """Queue the nearest config with a thread for every connection (see tuner.search.covering),
@@ -452,74 +508,36 @@ class _TrialObjective:
 
 
 class _Pruning:
-    """Reports each one-second window to Optuna and stops hopeless trials early."""
+    """Reports each one-second window to Optuna and stops trials that are behind beyond the
+    noise (see tuner.search.pruning); `reason` says by how much, with the margin used."""
 
-    def __init__(self, trial: Trial, objective: str, listener: StudyListener) -> None:
+    def __init__(
+        self, trial: Trial, study: optuna.Study, objective: Objective, listener: StudyListener
+    ) -> None:
         self.trial = trial
+        self.study = study
         self.objective = objective
         self.listener = listener
         self.pruned = False
+        self.reason = ""
+        self.windows: dict[int, float] = {}
 
     def on_window(self, window: WindowStats) -> bool:
         self.listener.on_window(window)
-        if self.objective == "multi":  # Optuna cannot prune multi-objective trials
+        value = self.objective.window_value(window)
+        if value is None:  # Optuna cannot prune multi-objective trials
             return True
-        value = window.rps if self.objective == "throughput" else window.p99_ms
         self.trial.report(value, window.index)
-        if self.trial.should_prune():
+        self.windows[window.index] = value
+        pruner = self.study.pruner
+        if not isinstance(pruner, NoiseAwarePruner):
+            return True
+        call = pruner.judge(self.study, self.windows)
+        if call.prune:
             self.pruned = True
+            self.reason = call.reason(self.objective.headlines[0].unit)
             return False
         return True
-
-
-def trial_metrics(result: dict[str, Any]) -> dict[str, Any]:
-    """The figures kept per trial. The objective's req/s is the median of one-second windows,
-    which one stall or burst of a noisy neighbour cannot move much."""
-    metrics = {key: value for key, value in result.items() if key != "settings"}
-    windows = result.get("windows_rps") or []
-    metrics["rps_overall"] = result["rps"]
-    if windows:
-        metrics["rps"] = statistics.median(windows)
-    return metrics
-
-
-def infeasible_reason(slo: Slo, metrics: dict[str, Any]) -> str:
-    """Why a measured trial cannot win, as one line ("" when it can): unfair first (its
-    figures describe only the clients the server chose to serve), then the SLOs it breaks."""
-    # The server's own log lines about falling behind often say why (waitress: every thread
-    # busy), so they follow the reason.
-    said = "".join(f"; server log: {line}" for line in metrics.get("server_log", []))
-    if metrics.get("unfair"):
-        unfair = "; ".join(metrics.get("unfair_reasons", [])) or "uneven service"
-        return f"unfair: {unfair}{said}"
-    violations = slo_violations(slo, metrics)
-    return f"violates SLO: {violations}{said}" if violations else ""
-
-
-def slo_violations(slo: Slo, metrics: dict[str, Any]) -> str:
-    """The SLOs a measurement breaks, as one line a user reads ("" when none)."""
-    parts = []
-    errors = metrics.get("error_rate")
-    if not isinstance(errors, (int, float)) or errors > slo.max_error_rate:
-        detail = ", ".join(f"{k} {v}" for k, v in (metrics.get("errors") or {}).items() if v)
-        parts.append(
-            f"{errors:.1%} of requests failed ({detail or 'no detail'}) > --max-error-rate "
-            f"{slo.max_error_rate:g}"
-            if isinstance(errors, (int, float))
-            else "error rate not measured"
-        )
-    p99 = (metrics.get("latency_ms") or {}).get("p99")
-    if slo.p99_ms is not None and (not isinstance(p99, (int, float)) or p99 > slo.p99_ms):
-        parts.append(f"p99 {_figure(p99)} ms > --slo-p99 {slo.p99_ms:g}")
-    pss = (metrics.get("memory_mb") or {}).get("pss_mean")
-    limit = slo.max_memory_mb
-    if limit is not None and (not isinstance(pss, (int, float)) or pss > limit):
-        parts.append(f"memory (PSS) {_figure(pss)} MB > --max-memory {limit:g}")
-    return "; ".join(parts)
-
-
-def _figure(value: object) -> str:
-    return f"{value:.1f}" if isinstance(value, (int, float)) else "not measured"
 
 
 def _fail(trial: Trial, reason: str, message: str) -> None:
@@ -538,17 +556,41 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
             f"abandoned: the tuner{where} stopped sending heartbeats during this trial "
             "(killed, or its host died)"
         )
+    metrics = frozen.user_attrs.get("metrics")
     return TrialRecord(
         number=frozen.number,
         state=frozen.state.name,
         settings=dict(frozen.user_attrs.get("settings", {})),
-        metrics=dict(frozen.user_attrs.get("metrics", {})),
+        measurement=_measurement(metrics),
+        context=dict(frozen.user_attrs.get("context") or _old_context(metrics)),
         values=tuple(frozen.values or ()),
         baseline=str(frozen.user_attrs.get("baseline", "")),
         fail_reason=fail_reason,
         feasible=objectives.satisfied(constraints),
         covers_for=frozen.user_attrs.get("covers_for"),
+        duplicate_of=frozen.user_attrs.get(DUPLICATE_OF),
+        branch_start=bool(frozen.user_attrs.get(BRANCH_START)),
     )
+
+
+# Run context that trials of version-1 studies kept inside their metrics.
+_CONTEXT_KEYS = ("server", "app", "server_cpus", "load_cpus", "versions", "machine")
+
+
+def _measurement(metrics: object) -> Measurement | None:
+    """The trial's figures, in whichever version they were stored (see Measurement)."""
+    if not isinstance(metrics, Mapping) or not metrics:
+        return None
+    try:
+        return Measurement.from_json(metrics)
+    except InvalidMeasurement:
+        return None  # a damaged record: shown as unmeasured, never ranked
+
+
+def _old_context(metrics: object) -> dict[str, Any]:
+    if not isinstance(metrics, Mapping):
+        return {}
+    return {key: metrics[key] for key in _CONTEXT_KEYS if key in metrics}
 
 
 def load_records(storage_url: str, name: str) -> tuple[dict[str, Any], list[TrialRecord]]:
@@ -572,6 +614,9 @@ def load_existing(storage_url: str, name: str) -> optuna.Study:
 
 
 def pareto_numbers(study: optuna.Study) -> list[int]:
+    """The trials on the Pareto front of a study with several directions ([] otherwise)."""
+    if len(study.directions) < 2:
+        return []
     return [t.number for t in study.best_trials]
 
 

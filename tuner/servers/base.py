@@ -153,6 +153,9 @@ class ServerAdapter(abc.ABC):
     space_file: Path | None = None
     # The PyPI distribution that brings the server (None: nothing to install, e.g. stdlib).
     distribution: str | None = None
+    # Settings that change what an operator sees (access logs): a written file keeps them at
+    # the server's default unless changing them is measurably better.
+    logging_settings: tuple[str, ...] = ()
 
     # --- settings -------------------------------------------------------------------------
 

@@ -131,6 +131,7 @@ class GunicornAdapter(ServerAdapter):
     binary = "gunicorn"
     install_hint = "pip install gunicorn"
     distribution = "gunicorn"
+    logging_settings = ("accesslog",)
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
     )

@@ -193,6 +193,7 @@ class UwsgiAdapter(ServerAdapter):
     install_hint = "pip install pyuwsgi"
     # The prebuilt wheel, with the gevent loop built in (distribution builds need a plugin).
     distribution = "pyuwsgi"
+    logging_settings = ("disable-logging",)
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="protocol / mode"
     )

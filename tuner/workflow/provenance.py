@@ -93,7 +93,7 @@ def _fmt(name: str, spread: Spread | None, pattern: str) -> str:
 
 def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: str) -> list[str]:
     """Header for a file written from one search trial (`tuner emit`): its single measurement."""
-    metrics = record.metrics
+    measurement = record.measurement
     lines = [
         f"Written by tuner emit on {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"study {study_name!r}, trial {record.number} ({record.state.lower()}"
@@ -102,12 +102,11 @@ def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: s
         f"app {setup.get('app', '?')}; server {setup.get('server', '?')} pinned to "
         f"{len(setup.get('server_cpus', []))} CPU(s); machine {setup.get('cpu_model', '?')}",
     ]
-    if metrics:
+    if measurement is not None:
         lines.append(
             f"measured once during the search: {record.rps:,.0f} req/s, "
             f"p99 {record.p99_ms:.2f} ms, "
-            f"PSS {record.pss_mb:.1f} MB"
-            + (" (client_bound)" if metrics.get("client_bound") else "")
+            f"PSS {record.pss_mb:.1f} MB" + (" (client_bound)" if measurement.client_bound else "")
         )
         lines.append(
             "a single search measurement: `tuner tune` re-measures its top configs "
