@@ -211,8 +211,10 @@ def test_defaults_resolve_and_render(name: str) -> None:
     values = adapter.resolve({})
     assert values == adapter.table.defaults()
     assert adapter.processes(values) == 1
+    assert adapter.baselines(4)[0].values == values
+    if not adapter.process_model.forks_workers:
+        return  # no 2*cpus+1 rule: the server's own advice, if any, is its own test's
     default, rule = adapter.baselines(4)
-    assert default.values == values
     assert adapter.processes(rule.values) == 9
     _, rule = adapter.baselines(2)
     assert {k for k, v in rule.values.items() if v != adapter.table.defaults()[k]} == {
@@ -231,7 +233,7 @@ def test_unknown_setting_names_the_valid_ones(name: str) -> None:
 
 def test_unknown_server_names_the_valid_ones() -> None:
     with pytest.raises(ConfigError, match="gunicorn, uwsgi"):
-        get_adapter("waitress")
+        get_adapter("waitres")
 
 
 @pytest.mark.parametrize(
@@ -257,9 +259,10 @@ def test_combinations_the_server_cannot_run_are_refused(
 @pytest.mark.parametrize("name", SERVERS)
 def test_setting_values_cannot_smuggle_text(name: str) -> None:
     adapter = get_adapter(name)
-    choice = next(s for s in adapter.table.settings if s.kind == "choice")
+    choices = [s for s in adapter.table.settings if s.kind == "choice"][:1]
     number = next(s for s in adapter.table.settings if s.kind == "int")
-    for setting, raw in ((choice, f"{choice.default}\nworkers = 99"), (number, "3\n4")):
+    attempts = [(c, f"{c.default}\nworkers = 99") for c in choices] + [(number, "3\n4")]
+    for setting, raw in attempts:
         with pytest.raises(ConfigError):
             adapter.resolve({setting.name: raw})
 

@@ -369,8 +369,9 @@ class ServerProcess:
         if self._port_taken():
             return self._port_in_use_error()
         signs = self.spec.signs
-        mark = signs.app_broken_if_logged.get(returncode)
-        if returncode in signs.app_broken_exit_codes or (mark and mark in long_tail):
+        marks = signs.app_broken_if_logged.get(returncode, ())
+        marks = (marks,) if isinstance(marks, str) else marks
+        if returncode in signs.app_broken_exit_codes or any(m in long_tail for m in marks):
             return AppBrokenError(
                 f"{self._program} could not load the app (exit code {returncode}): {reason}; "
                 f"no server setting can fix that (log: {self.log_path})\n"

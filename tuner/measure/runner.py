@@ -20,6 +20,7 @@ from tuner.errors import OutOfMemory, PortInUseError, ServerCrashed
 from tuner.loadgen import LoadSpec, WindowStats, run_load
 from tuner.machine.cpus import cpu_model, pinned
 from tuner.machine.limits import Limits, Usage
+from tuner.measure.logsigns import load_sign_lines
 from tuner.measure.process import LOOPBACK, ServerProcess, free_port, key_line
 from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
@@ -92,8 +93,14 @@ def run_bench(
             )
         phase("stopping")
         startup_s = server.startup_s
+        load_signs = server.spec.load_signs
     return BenchResult(
-        measurement=replace(load, memory=Memory.from_json(memory.summary()), startup_s=startup_s),
+        measurement=replace(
+            load,
+            memory=Memory.from_json(memory.summary()),
+            startup_s=startup_s,
+            server_log=load_sign_lines(plan.log_path, load_signs),
+        ),
         settings=dict(plan.settings),
         context={**run_context(plan), **limits_context(plan.limits, usage)},
     )

@@ -147,6 +147,8 @@ class Measurement:
     notes: tuple[str, ...] = ()
     memory: Memory | None = None  # None: nothing was sampled (`tuner load`)
     startup_s: float | None = None  # server start to first answer; None: not started by us
+    # The server's own log lines saying it fell behind (its LoadSigns), one line per sign.
+    server_log: tuple[str, ...] = ()
 
     @property
     def unfair(self) -> bool:
@@ -203,6 +205,8 @@ class Measurement:
             data["memory_mb"] = self.memory.to_json()
         if self.startup_s is not None:
             data["startup_s"] = round(self.startup_s, 3)
+        if self.server_log:
+            data["server_log"] = list(self.server_log)
         return data
 
     @classmethod
@@ -248,6 +252,7 @@ class Measurement:
             notes=tuple(str(n) for n in data.get("notes") or ()),
             memory=Memory.from_json(memory) if isinstance(memory, Mapping) else None,
             startup_s=_optional(startup),
+            server_log=tuple(str(line) for line in data.get("server_log") or ()),
         )
 
 

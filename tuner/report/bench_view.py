@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -128,6 +129,8 @@ def result_table(
         "load generator CPU",
         f"{m.loadgen_cpu_pct:.0f}% (kernel {m.loadgen_kernel_cpu_pct:.0f}%)",
     )
+    for line in m.server_log:
+        table.add_row("server log", f"[yellow]{escape(line)}[/]")
     table.add_row(
         "verdict", "[red]" + ", ".join(flags) + "[/]" if flags else "[green]trustworthy[/]"
     )

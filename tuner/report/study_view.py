@@ -36,6 +36,8 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
         assert record.measurement is not None
         flags = ["client_bound"] if record.measurement.client_bound else []
         flags += [] if record.feasible else [record.fail_reason or "violates SLO"]
+        if record.feasible:  # an infeasible trial's reason already quotes the server's log
+            flags += [f"server log: {line}" for line in record.measurement.server_log]
         return (
             f"{label}: {record.rps:,.0f} req/s  p99 {record.p99_ms:.2f} ms  "
             f"PSS {record.pss_mb:.0f} MB  {what}" + (f"  ({', '.join(flags)})" if flags else "")

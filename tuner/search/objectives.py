@@ -298,10 +298,13 @@ def feasible(slo: Slo, figures: Figures) -> bool:
 def infeasible_reason(slo: Slo, measurement: Measurement) -> str:
     """Why a measured trial cannot win, as one line ("" when it can): unfair first (its
     figures describe only the clients the server chose to serve), then the SLOs it breaks."""
+    # The server's own log lines about falling behind often say why (waitress: every thread
+    # busy), so they follow the reason.
+    said = "".join(f"; server log: {line}" for line in measurement.server_log)
     if measurement.unfair:
-        return "unfair: " + "; ".join(measurement.unfair_reasons)
+        return "unfair: " + "; ".join(measurement.unfair_reasons) + said
     violations = slo_violations(slo, Figures.of(measurement), measurement.errors.detail())
-    return f"violates SLO: {violations}" if violations else ""
+    return f"violates SLO: {violations}{said}" if violations else ""
 
 
 def slo_violations(slo: Slo, figures: Figures, error_detail: str = "") -> str:

@@ -20,6 +20,10 @@ from tuner.servers.base import LaunchSpec, ServerAdapter
 _BUILT_IN = {
     "gunicorn": "tuner.servers.gunicorn:GunicornAdapter",
     "uwsgi": "tuner.servers.uwsgi:UwsgiAdapter",
+    "waitress": "tuner.servers.waitress:WaitressAdapter",
+    "cheroot": "tuner.servers.cheroot:CherootAdapter",
+    "twisted": "tuner.servers.twisted:TwistedAdapter",
+    "werkzeug": "tuner.servers.werkzeug:WerkzeugAdapter",
 }
 ENTRY_POINT_GROUP = "tuner.servers"
 ENV_VAR = "TUNER_SERVERS"

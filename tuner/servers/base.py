@@ -41,13 +41,27 @@ class StartupSigns:
     `rejected_value`: log text of a value the server refused, to pick the log's key line.
     `app_broken_exit_codes`: exit codes meaning the app itself cannot be loaded (no setting can
     fix that, so the study stops); `app_broken_if_logged` does the same for an exit code the
-    server also uses for other failures, when its log contains the given text.
+    server also uses for other failures, when its log contains the given text (or any of the
+    given texts).
     """
 
     port_in_use: tuple[str, ...] = ("Address already in use",)
     rejected_value: tuple[str, ...] = ()
     app_broken_exit_codes: frozenset[int] = frozenset()
-    app_broken_if_logged: Mapping[int, str] = field(default_factory=dict)
+    app_broken_if_logged: Mapping[int, str | tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoadSign:
+    """A line a running server logs when it falls behind under load, and what it means.
+
+    The server keeps serving, so nothing fails; but the figures are explained by it (e.g.
+    waitress's "Task queue depth is N": every thread was busy and requests waited), so the
+    runner counts these lines after each measurement and the trial shows them.
+    """
+
+    text: str
+    meaning: str
 
 
 @dataclass(frozen=True)
@@ -56,7 +70,8 @@ class LaunchSpec:
 
     `env` holds only the variables to set on top of the tuner's own environment. `files` maps
     absolute paths to text that must exist before the argv runs (a generated launcher or config
-    file); they are written by whoever starts the process.
+    file); they are written by whoever starts the process. `load_signs` are the log lines that
+    say the server fell behind while serving.
     """
 
     argv: tuple[str, ...]
@@ -66,6 +81,7 @@ class LaunchSpec:
     stop_grace_s: float
     signs: StartupSigns = field(default_factory=StartupSigns)
     files: Mapping[str, str] = field(default_factory=dict)
+    load_signs: tuple[LoadSign, ...] = ()
 
     def write_files(self) -> None:
         for path, text in self.files.items():

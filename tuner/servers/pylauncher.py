@@ -1,0 +1,185 @@
+"""Servers started from a small Python launcher script, which is also their deployable file.
+
+Some servers can only be fully configured from Python (Twisted's thread pool, cheroot's
+keep-alive limit) or have no command line at all (werkzeug's dev server). For them the adapter
+writes one self-contained script: the evidence header, the app's folder and the address (the
+two things a user edits), the tuned values as literals, and the few lines that start the
+server. A trial runs that very script, so the deployed file is the measured one.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib.metadata
+import importlib.util
+import signal
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+
+from tuner.apps import AppRef
+from tuner.errors import ToolMissingError
+from tuner.servers.base import (
+    Artifact,
+    LaunchSpec,
+    LoadSign,
+    ServerAdapter,
+    StartupSigns,
+    comment_block,
+)
+from tuner.settings import Setting, Value
+
+# The launcher's exit code when the app cannot be imported: no setting can fix that.
+APP_IMPORT_FAILED = 4
+
+SIGNS = StartupSigns(
+    port_in_use=("Address already in use", "is in use by another program"),
+    app_broken_exit_codes=frozenset({APP_IMPORT_FAILED}),
+)
+
+# Every launcher starts like this: the app is imported before the server, so an app that
+# cannot load is one clear exit code instead of a server answering 500s.
+_PROLOGUE = """
+import importlib
+import os
+import sys
+import traceback
+
+# EDIT for your deployment: the app's folder, and where to listen (127.0.0.1 accepts
+# connections from this machine only, e.g. behind nginx).
+APP_DIR = {app_dir!r}
+HOST = {host!r}
+PORT = {port!r}
+APP = {spec!r}
+
+sys.path.insert(0, APP_DIR)
+os.chdir(APP_DIR)
+try:
+    module_name, _, callable_name = APP.partition(":")
+    app = getattr(importlib.import_module(module_name), callable_name)
+except Exception:
+    traceback.print_exc()
+    sys.exit({app_failed})
+"""
+
+
+class PythonLauncherAdapter(ServerAdapter):
+    """An adapter whose server runs from a launcher script: subclasses give the script's
+    imports and the lines that start the server (`server_code`)."""
+
+    # The module the launcher imports, and the distribution that installs it (its version).
+    module: str
+    distribution: str
+    binary = "python"
+    # Most servers set no SIGTERM handler, so the process ends at once: all a measured server
+    # needs. A server that handles it (Twisted) stops cleanly and quickly.
+    stop_signal: signal.Signals = signal.SIGTERM
+    load_signs: tuple[LoadSign, ...] = ()
+    # Lines the launcher states first, before the evidence header (e.g. "not for production").
+    notice: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def server_code(self, values: Mapping[str, Value]) -> list[str]:
+        """The lines that start the server on HOST:PORT for `app`, tuned by `values`."""
+
+    def executable(self) -> str:
+        self.check_installed()
+        return sys.executable
+
+    def check_installed(self) -> None:
+        if importlib.util.find_spec(self.module) is None:
+            raise ToolMissingError(
+                f"{self.name}: Python module {self.module!r} is not installed; {self.install_hint}"
+            )
+
+    def version(self) -> str:
+        try:
+            return importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            raise ToolMissingError(
+                f"{self.name}: {self.distribution} is not installed; {self.install_hint}"
+            ) from None
+
+    def _spec(self, script: Path, app: AppRef, files: Mapping[str, str]) -> LaunchSpec:
+        return LaunchSpec(
+            argv=(self.executable(), str(script)),
+            env={"PYTHONUNBUFFERED": "1"},
+            cwd=app.pythonpath,
+            stop_signal=self.stop_signal,
+            stop_grace_s=5.0,
+            signs=SIGNS,
+            files=files,
+            load_signs=self.load_signs,
+        )
+
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        script = (workdir / self.artifact_filename).resolve()
+        text = self.render_artifact(app, host, port, values).text
+        return self._spec(script, app, {str(script): text})
+
+    def render_artifact(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        resolved = self.resolve(values)
+        lines = ["#!/usr/bin/env python3", *(f"# {line}" for line in self.notice)]
+        lines += comment_block(header, "#")
+        lines.append(f"# Run: python3 {self.artifact_filename}  (with {self.install_hint}).")
+        lines.append(
+            _PROLOGUE.format(
+                app_dir=app.pythonpath,
+                host=host,
+                port=port,
+                spec=app.spec,
+                app_failed=APP_IMPORT_FAILED,
+            ).rstrip()
+        )
+        lines.append("")
+        lines.append("# Tuned settings (every one listed, defaults included).")
+        for setting in self.table.settings:
+            lines += [f"# {part}" for part in textwrap.wrap(setting.doc, 94)]
+            lines += [f"{key} = {text}" for key, text in setting.config(resolved[setting.name])]
+        lines.append("")
+        lines += self.server_code(resolved)
+        return Artifact(
+            self.artifact_filename,
+            "\n".join(lines) + "\n",
+            run_hint=f"python3 {self.artifact_filename}",
+            mode=0o755,
+        )
+
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self._spec(path, app, {})
+
+
+def constant(name: str) -> str:
+    """A setting's name as the launcher's constant: `keep_alive_conn_limit` -> KEEP_ALIVE_..."""
+    return name.upper().replace("-", "_")
+
+
+def py_setting(
+    name: str,
+    kind: str,
+    default: Value,
+    doc: str,
+    *,
+    choices: tuple[str, ...] = (),
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> Setting:
+    """A setting a launcher writes as a Python constant (`THREADS = 8`); no command line."""
+    return Setting(
+        name,
+        kind,
+        default,
+        doc,
+        argv=lambda value: [],
+        config=lambda value: [(constant(name), repr(value))],
+        choices=choices,
+        minimum=minimum,
+        maximum=maximum,
+    )

@@ -1,0 +1,256 @@
+"""waitress: its tunable settings as one table, run by `waitress-serve`, deployed as a launcher.
+
+One process: a single asyncore I/O thread reads and writes every connection, and a pool of
+`threads` runs the app. No setting adds processes, so on a multi-core machine one waitress
+uses at most one core for Python code (the GIL), however many threads it has.
+
+The deployable file is a shell launcher that `exec`s the `waitress-serve` command with every
+tuned setting on its command line, so a user reads the exact command the tuner measured.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shlex
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+from tuner.apps import AppRef
+from tuner.errors import ConfigError
+from tuner.servers.base import (
+    Artifact,
+    LaunchSpec,
+    LoadSign,
+    ProcessModel,
+    ServerAdapter,
+    StartupSigns,
+    bind_address,
+    comment_block,
+    first_version_number,
+)
+from tuner.servers.grids import THREAD_STEPS, product_grid
+from tuner.settings import Setting, SettingsTable, Value
+
+# waitress-serve exits 1 for a bad option and for an app it cannot import. It prints the
+# first line for an ImportError/AttributeError (waitress.runner.show_exception); any other
+# exception raised while importing the app escapes as a traceback through resolve_name.
+APP_IMPORT_TEXTS = ("importing your module", "in resolve_name")
+# asyncore's select() cannot watch a file descriptor past FD_SETSIZE (1024 on Linux): past
+# about that many connections waitress fails with "filedescriptor out of range in select()".
+SELECT_FD_LIMIT = 1024
+# The listening socket and waitress's wake-up pipe are channels too: they count against
+# connection_limit (waitress.server: `len(self._map) >= self.adj.connection_limit`).
+OWN_CHANNELS = 2
+
+SIGNS = StartupSigns(
+    port_in_use=("Address already in use",),
+    # int("x") in Adjustments, or getopt's "option --x not recognized".
+    rejected_value=("invalid literal", "not recognized", "Unknown adjustment"),
+    app_broken_if_logged={1: APP_IMPORT_TEXTS},
+)
+
+LOAD_SIGNS = (
+    LoadSign(
+        "Task queue depth is",
+        "every waitress thread was busy and requests waited in its task queue (more threads "
+        "help only while the app waits on I/O; for CPU work one process is the limit)",
+    ),
+    LoadSign(
+        "reached the connection limit",
+        "waitress stopped accepting connections at connection_limit; the others waited in "
+        "the listen backlog (raise connection_limit above the number of clients)",
+    ),
+    LoadSign(
+        "filedescriptor out of range in select()",
+        "select() cannot watch this many connections; use asyncore_use_poll",
+    ),
+)
+
+
+def _int_setting(name: str, default: int, doc: str, minimum: int) -> Setting:
+    """An integer rendered as `--name=N` (waitress-serve's getopt wants the `=` form)."""
+    flag = "--" + name.replace("_", "-")
+    return Setting(
+        name,
+        "int",
+        default,
+        doc,
+        argv=lambda value: [f"{flag}={value}"],
+        config=lambda value: [(name, str(value))],
+        minimum=minimum,
+    )
+
+
+def _bool_setting(name: str, default: bool, doc: str) -> Setting:
+    """A switch rendered as `--name` or `--no-name`."""
+    flag = name.replace("_", "-")
+    return Setting(
+        name,
+        "bool",
+        default,
+        doc,
+        argv=lambda value: [f"--{flag}" if value else f"--no-{flag}"],
+        config=lambda value: [(name, "true" if value else "false")],
+    )
+
+
+def _send_bytes_argv(value: Value) -> list[str]:
+    # Deprecated: waitress warns whenever it is given, so it is written only when tuned.
+    return [f"--send-bytes={value}"] if int(value) != 1 else []
+
+
+SETTINGS = SettingsTable(
+    "waitress",
+    (
+        _int_setting("threads", 4, "threads that run the app (one process)", 1),
+        _int_setting(
+            "connection_limit",
+            100,
+            "open connections at most (the listener and a wake-up pipe count too); past it "
+            "waitress stops accepting and new clients wait in the backlog",
+            OWN_CHANNELS + 1,
+        ),
+        _int_setting("backlog", 1024, "listen queue length (capped by net.core.somaxconn)", 1),
+        _int_setting(
+            "channel_timeout", 120, "seconds an idle connection stays open (keep-alive)", 1
+        ),
+        _int_setting(
+            "cleanup_interval", 30, "seconds between sweeps that close idle connections", 1
+        ),
+        _bool_setting(
+            "asyncore_use_poll",
+            False,
+            "poll() instead of select() in the I/O loop (select() stops at 1024 descriptors)",
+        ),
+        _int_setting("recv_bytes", 8192, "bytes read from a socket per recv() call", 1),
+        Setting(
+            "send_bytes",
+            "int",
+            1,
+            "bytes of output buffered before the app thread writes them (deprecated; 1 = at once)",
+            argv=_send_bytes_argv,
+            config=lambda value: [("send_bytes", str(value))],
+            minimum=1,
+        ),
+        _int_setting(
+            "outbuf_overflow",
+            1048576,
+            "bytes of pending output kept in memory before spilling to a temporary file",
+            1,
+        ),
+        _int_setting(
+            "outbuf_high_watermark",
+            16777216,
+            "bytes of pending output past which the app's response iterator is paused",
+            1,
+        ),
+        _int_setting(
+            "inbuf_overflow",
+            524288,
+            "bytes of a request body kept in memory before spilling to a temporary file",
+            1,
+        ),
+        _int_setting(
+            "channel_request_lookahead",
+            0,
+            "requests read ahead on a busy connection (0 = none; more notices clients that "
+            "left while their request runs)",
+            0,
+        ),
+    ),
+)
+
+
+class WaitressAdapter(ServerAdapter):
+    name = "waitress"
+    artifact_filename = "waitress-serve.sh"
+    table = SETTINGS
+    binary = "waitress-serve"
+    distribution = "waitress"
+    install_hint = "pip install waitress"
+    process_model = ProcessModel(
+        forks_workers=False, processes=None, threads="threads", kind_label="I/O loop"
+    )
+
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        return "poll" if values["asyncore_use_poll"] else "select"
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:
+        limit = int(values["connection_limit"])
+        if limit > SELECT_FD_LIMIT - 24 and not values["asyncore_use_poll"]:
+            raise ConfigError(
+                f"waitress connection_limit={limit} with asyncore_use_poll=false: select() "
+                f"cannot watch descriptors past {SELECT_FD_LIMIT}, so waitress fails near that "
+                "many connections; set asyncore_use_poll=true"
+            )
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        """Threads by the I/O loop by the connection limit: 40 configs (one process)."""
+        return product_grid(
+            {
+                "threads": THREAD_STEPS,
+                "asyncore_use_poll": (False, True),
+                "connection_limit": (100, 1000),
+            }
+        )
+
+    def _argv(self, app: AppRef, host: str, port: int, values: Mapping[str, Value]) -> list[str]:
+        return [
+            f"--listen={bind_address(host, port)}",
+            *self.table.argv(self.resolve(values)),
+            app.spec,
+        ]
+
+    def _spec(self, argv: list[str], app: AppRef, env: Mapping[str, str]) -> LaunchSpec:
+        return LaunchSpec(
+            argv=tuple(argv),
+            env={"PYTHONUNBUFFERED": "1", **env},
+            cwd=app.pythonpath,
+            # waitress sets no SIGTERM handler: the process ends at once, which is all a
+            # measured server needs (SIGINT would wait for its threads to finish).
+            stop_signal=signal.SIGTERM,
+            stop_grace_s=5.0,
+            signs=SIGNS,
+            load_signs=LOAD_SIGNS,
+        )
+
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        # waitress-serve puts its working folder on sys.path: cwd is the app's folder.
+        return self._spec([self.executable(), *self._argv(app, host, port, values)], app, {})
+
+    def render_artifact(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        resolved = self.resolve(values)
+        lines = ["#!/bin/sh", *comment_block(header, "#")]
+        lines.append(f"# Run: sh {self.artifact_filename}  (with {self.install_hint}).")
+        lines.append("# Every tuned setting is on the command line below, defaults included:")
+        for setting in self.table.settings:
+            lines.append(f"#   {setting.name} = {resolved[setting.name]}: {setting.doc}")
+        lines.append("# EDIT the app's folder (waitress-serve imports the app from its working")
+        lines.append("# folder) and --listen for your deployment: 127.0.0.1 accepts connections")
+        lines.append("# from this machine only (e.g. behind nginx).")
+        lines.append(f"cd {shlex.quote(app.pythonpath)} || exit 1")
+        argv = ["waitress-serve", *self._argv(app, host, port, resolved)]
+        lines.append("exec " + " \\\n    ".join(shlex.quote(arg) for arg in argv))
+        return Artifact(
+            self.artifact_filename,
+            "\n".join(lines) + "\n",
+            run_hint=f"sh {self.artifact_filename}",
+            mode=0o755,
+        )
+
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        # As a user runs it from an activated virtualenv: the tuner's own waitress-serve first.
+        bin_dir = str(Path(self.executable()).parent)
+        path_env = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+        return self._spec(["/bin/sh", str(path)], app, {"PATH": path_env})
+
+    def version(self) -> str:
+        return first_version_number(importlib.metadata.version(self.distribution))
