@@ -22,6 +22,7 @@ from tuner.report.study_view import LiveListener, PlainListener, confirmation_ta
 from tuner.search import objectives
 from tuner.search.objectives import Slo
 from tuner.search.space import default_space_path, load_space
+from tuner.search.storage_url import sqlite_path
 from tuner.search.study import StudySetup, load_records
 from tuner.servers import SERVERS, get_adapter
 from tuner.workflow.tune import TuneOutcome, tune
@@ -259,6 +260,5 @@ def _print_best_so_far(console: Console, setup: StudySetup) -> None:
 
 def study_workdir(storage_url: str, name: str) -> Path:
     """Logs and the config file go beside a SQLite study file, else under ./studies/."""
-    if storage_url.startswith("sqlite:///"):
-        return Path(storage_url.removeprefix("sqlite:///")).parent / name
-    return Path("studies") / name
+    database = sqlite_path(storage_url)
+    return (database.parent if database is not None else Path("studies")) / name

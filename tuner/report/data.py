@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import optuna
 
 from tuner.errors import ConfigError
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.storage_url import sqlite_path
 from tuner.search.study import load_existing, storage, to_record
 from tuner.servers import get_adapter
 
@@ -82,13 +82,12 @@ class StudyData:
 
 def check_storage(storage_url: str) -> None:
     """A report must not create an empty database where the user mistyped a path."""
-    if storage_url.startswith("sqlite:///"):
-        path = Path(storage_url.removeprefix("sqlite:///"))
-        if not path.is_file():
-            raise ConfigError(
-                f"--storage {storage_url!r}: no such file {str(path)!r}; "
-                "studies are created by `tuner tune`"
-            )
+    path = sqlite_path(storage_url)
+    if path is not None and not path.is_file():
+        raise ConfigError(
+            f"--storage {storage_url!r}: no such file {str(path)!r}; "
+            "studies are created by `tuner tune`"
+        )
 
 
 def load_study_data(storage_url: str, name: str, *, importances: bool = True) -> StudyData:
@@ -215,12 +214,3 @@ def worker_axes(server: str, settings: dict[str, Any]) -> tuple[int, str]:
     adapter = get_adapter(server)
     values = {**adapter.table.defaults(), **settings}  # older records may lack new settings
     return int(values[adapter.worker_setting] or 1), adapter.concurrency_model(values)
-
-
-def masked(storage_url: str) -> str:
-    """The storage URL without a password, for reports that may be shared."""
-    scheme, sep, rest = storage_url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in credentials:
-        return storage_url
-    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"

@@ -6,9 +6,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.metrics.stats import ratio
-from tuner.report.data import StudyData, masked
+from tuner.metrics.stats import Spread, ratio
+from tuner.metrics.stats import spread_text as format_spread
+from tuner.report.data import StudyData
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.storage_url import redact
 
 TOP_TRIALS = 10
 SettingsText = Callable[[dict[str, Any]], str]
@@ -170,7 +172,7 @@ def machine(data: StudyData) -> Table:
     info = context.get("machine", {})
     rows = [
         ("study", data.name),
-        ("storage", masked(data.storage_url)),
+        ("storage", redact(data.storage_url)),
         ("server", data.server),
         ("app", str(setup.get("app", "?"))),
         ("objective", data.objective),
@@ -206,10 +208,9 @@ def ratio_text(entry: dict[str, Any], reference: dict[str, Any] | None, key: str
     return f"x{ratio(entry[key]['median'], reference[key]['median']):.2f}"
 
 
-def spread_text(spread: dict[str, float] | None, pattern: str) -> str:
-    if not spread:
-        return "n/a"
-    return " / ".join(pattern.format(spread[k]) for k in ("min", "median", "max"))
+def spread_text(stored: dict[str, float] | None, pattern: str) -> str:
+    """A spread in its stored form (a confirmation entry's "rps", "p99_ms", ...) as text."""
+    return format_spread(Spread.from_dict(stored) if stored else None, pattern)
 
 
 def _ms(value: Any) -> str:
