@@ -5,15 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-
 from tuner.apps import parse_app
 from tuner.commands.tune import DEFAULT_STORAGE
 from tuner.errors import ConfigError
-from tuner.search.study import load_records
 from tuner.servers import get_adapter
-from tuner.workflow.emit import write_config
-from tuner.workflow.provenance import trial_header
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -26,6 +21,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tuner.search.study import load_records
+    from tuner.workflow.emit import write_config
+    from tuner.workflow.provenance import trial_header
+
     attrs, records = load_records(args.storage, args.study)
     setup = attrs.get("setup") or {}
     record = next((r for r in records if r.number == args.trial), None)

@@ -6,8 +6,7 @@ import argparse
 import os
 import re
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from tuner.apps import check_app_imports, parse_app
 from tuner.commands.options import (
@@ -18,14 +17,18 @@ from tuner.commands.options import (
     workload_from,
 )
 from tuner.errors import ConfigError
-from tuner.report.study_view import LiveListener, PlainListener, confirmation_table, print_json
 from tuner.search import objectives
 from tuner.search.objectives import Slo
 from tuner.search.space import default_space_path, load_space
 from tuner.search.storage_url import sqlite_path
-from tuner.search.study import StudySetup, load_records
 from tuner.servers import SERVERS, get_adapter
-from tuner.workflow.tune import TuneOutcome, tune
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tuner.report.study_view import PlainListener
+    from tuner.search.study import StudySetup
+    from tuner.workflow.tune import TuneOutcome
 
 DEFAULT_STORAGE = "sqlite:///studies/tuner.db"
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -102,6 +105,10 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tuner.report.study_view import confirmation_table, print_json
+
     setup = build_setup(args)
     out = args.out or setup.workdir / setup.adapter.config_filename
     check_writable(out)  # before the study, not after minutes of measuring
@@ -146,6 +153,10 @@ def check_writable(out: Path) -> None:
 
 def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutcome:
     """Run one study with live progress (plain lines off a terminal or with --json)."""
+    from rich.console import Console
+
+    from tuner.report.study_view import LiveListener, PlainListener
+
     defaults = setup.adapter.table.defaults()
     console = Console(stderr=True)
     live = console.is_terminal and not args.json
@@ -167,6 +178,8 @@ def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutc
 def _tune(
     setup: StudySetup, args: argparse.Namespace, out: Path, listener: PlainListener
 ) -> TuneOutcome:
+    from tuner.workflow.tune import tune
+
     return tune(
         setup,
         n_trials=args.trials,
@@ -180,6 +193,8 @@ def _tune(
 
 
 def build_setup(args: argparse.Namespace) -> StudySetup:
+    from tuner.search.study import StudySetup
+
     _check_numbers(args)
     adapter = get_adapter(args.server)
     app = parse_app(args.app)
@@ -240,6 +255,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def _print_best_so_far(console: Console, setup: StudySetup) -> None:
+    from tuner.search.study import load_records
+
     try:
         _, records = load_records(setup.storage_url, setup.name)
     except ConfigError:
