@@ -72,7 +72,8 @@ def test_each_server_has_a_plain_optuna_study(compared) -> None:
     for server in SERVERS:
         study = optuna.load_study(study_name=f"cmp-{server}", storage=f"sqlite:///{folder}/s.db")
         assert study.user_attrs["setup"]["server"] == server
-        assert len(study.trials) == 3
+        run = [t for t in study.trials if t.state.name != "WAITING"]  # branch starts may wait
+        assert len(run) == 3
 
 
 @pytest.mark.parametrize(

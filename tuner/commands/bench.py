@@ -15,8 +15,6 @@ from tuner.commands.options import (
     load_spec_from,
     workload_from,
 )
-from tuner.measure.runner import BenchPlan, run_bench
-from tuner.report import bench_view as display
 from tuner.servers import SERVERS, get_adapter
 from tuner.settings import parse_assignments
 
@@ -50,6 +48,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from tuner.measure.runner import BenchPlan, run_bench
+    from tuner.report import bench_view as display
+
     adapter = get_adapter(args.server)
     settings = adapter.resolve(parse_assignments(args.settings))
     app = parse_app(args.app)

@@ -9,22 +9,17 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from tuner.apps import parse_app
 from tuner.commands.tune import STUDY_NAME, add_tune_options, build_setup, run_tune, study_workdir
 from tuner.errors import ConfigError, TunerError
-from tuner.files import atomic_write
-from tuner.report.compare import compare_chart, compare_table
-from tuner.report.html import check_out_dir, render_page, write_report
-from tuner.report.study_view import PlainListener, print_json
-from tuner.report.terminal import console as stdout_console
-from tuner.report.terminal import print_tables
-from tuner.search.study import StudySetup
 from tuner.servers import SERVERS, get_adapter, server_names
-from tuner.workflow import compare
-from tuner.workflow.tune import TuneOutcome
+
+if TYPE_CHECKING:
+    from tuner.search.study import StudySetup
+    from tuner.workflow.compare import ServerRow
+    from tuner.workflow.tune import TuneOutcome
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -58,6 +53,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tuner.report.compare import compare_table
+    from tuner.report.html import check_out_dir
+    from tuner.report.study_view import PlainListener, print_json
+    from tuner.report.terminal import console as stdout_console
+    from tuner.report.terminal import print_tables
+    from tuner.workflow import compare
+
     servers = parse_servers(args.servers)
     if args.compare_rounds < 1:
         raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
@@ -106,7 +110,11 @@ def parse_servers(text: str) -> list[str]:
     return servers
 
 
-def _write(out: Path, name: str, setups: list[StudySetup], rows: list[compare.ServerRow]) -> None:
+def _write(out: Path, name: str, setups: list[StudySetup], rows: list[ServerRow]) -> None:
+    from tuner.files import atomic_write
+    from tuner.report.compare import compare_chart, compare_table
+    from tuner.report.html import render_page, write_report
+
     chart = compare_chart(rows)
     summary = [
         f"{setups[0].app_text} on server CPUs {list(setups[0].server_cpus)}, load on "

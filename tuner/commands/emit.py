@@ -5,16 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-
 from tuner.apps import parse_app
 from tuner.commands.tune import DEFAULT_STORAGE, add_requirement_options
 from tuner.errors import ConfigError
-from tuner.search.study import load_records
 from tuner.servers import get_adapter
-from tuner.workflow.cleanvenv import app_requirements_for
-from tuner.workflow.emit import write_artifact
-from tuner.workflow.provenance import trial_header
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -28,6 +22,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tuner.search.study import load_records
+    from tuner.workflow.cleanvenv import app_requirements_for
+    from tuner.workflow.emit import write_artifact
+    from tuner.workflow.provenance import trial_header
+
     attrs, records = load_records(args.storage, args.study)
     setup = attrs.get("setup") or {}
     record = next((r for r in records if r.number == args.trial), None)

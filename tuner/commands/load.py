@@ -7,9 +7,7 @@ from urllib.parse import urlsplit
 
 from tuner.commands.options import add_load_options, load_spec_from, workload_from
 from tuner.errors import ConfigError
-from tuner.loadgen import LoadSpec, run_load
 from tuner.machine.cpus import default_split, parse_cpu_list
-from tuner.report import bench_view as display
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -20,6 +18,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from tuner.loadgen import LoadSpec, run_load
+    from tuner.report import bench_view as display
+
     target = LoadSpec.from_url(args.url)
     path = urlsplit(args.url).path or "/"
     if urlsplit(args.url).query:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.errors import ConfigError
-from tuner.loadgen import LoadSpec, Workload, load_workload_file
 from tuner.machine.cpus import check_disjoint, default_split, parse_cpu_list
 from tuner.machine.limits import Limits, check_cgroups, parse_cpu_limit, parse_memory_limit
+
+if TYPE_CHECKING:
+    from tuner.loadgen import LoadSpec, Workload
 
 
 def add_load_options(
@@ -119,6 +122,8 @@ def cpu_split(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...
 
 
 def workload_from(args: argparse.Namespace, path: str) -> Workload:
+    from tuner.loadgen import Workload, load_workload_file  # the load generator: when run
+
     if args.workload is not None:
         return load_workload_file(args.workload)
     if not path.startswith("/"):
@@ -133,6 +138,8 @@ def load_spec_from(
     host: str = "127.0.0.1",
     port: int = 0,
 ) -> LoadSpec:
+    from tuner.loadgen import LoadSpec
+
     spec = LoadSpec(
         host=host,
         port=port,

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from tuner.commands.tune import DEFAULT_STORAGE, study_workdir
-from tuner.report.data import StudyData, load_study_data
-from tuner.report.figures import study_charts
-from tuner.report.html import check_out_dir, render_page, write_report
-from tuner.report.study_view import describe
-from tuner.report.tables import SettingsText, study_tables, summary_lines
-from tuner.report.terminal import console as stdout_console
-from tuner.report.terminal import print_tables
 from tuner.servers import get_adapter
+
+if TYPE_CHECKING:
+    from tuner.report.data import StudyData
+    from tuner.report.tables import SettingsText
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -32,6 +28,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tuner.report.data import load_study_data
+    from tuner.report.figures import study_charts
+    from tuner.report.html import check_out_dir, render_page, write_report
+    from tuner.report.tables import study_tables, summary_lines
+    from tuner.report.terminal import console as stdout_console
+    from tuner.report.terminal import print_tables
+
     out = check_out_dir(args.out or study_workdir(args.storage, args.study) / "report")
     data = load_study_data(args.storage, args.study)
     charts = study_charts(data)
@@ -48,5 +53,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def changed_settings(data: StudyData) -> SettingsText:
     """In the terminal only what differs from the server's defaults; the HTML has them all."""
+    from tuner.report.study_view import describe
+
     defaults = get_adapter(data.server).table.defaults()
     return lambda settings: describe(settings, defaults)

@@ -6,10 +6,6 @@ import argparse
 
 from tuner.commands.report import changed_settings
 from tuner.commands.tune import DEFAULT_STORAGE
-from tuner.report.data import load_study_data
-from tuner.report.tables import confirmation, pareto_front, summary_lines, top_trials
-from tuner.report.terminal import console as stdout_console
-from tuner.report.terminal import print_tables
 
 SHOWN = 5
 
@@ -22,6 +18,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from tuner.report.data import load_study_data
+    from tuner.report.tables import confirmation, pareto_front, summary_lines, top_trials
+    from tuner.report.terminal import console as stdout_console
+    from tuner.report.terminal import print_tables
+
     data = load_study_data(args.storage, args.study, importances=False)
     settings_text = changed_settings(data)
     tables = [top_trials(data, settings_text, limit=SHOWN)]

@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 
 from tuner.commands.tune import DEFAULT_STORAGE
-from tuner.report.data import list_studies
-from tuner.report.tables import studies_table
-from tuner.report.terminal import console as stdout_console
-from tuner.report.terminal import print_tables
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -18,5 +14,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from tuner.report.data import list_studies
+    from tuner.report.tables import studies_table
+    from tuner.report.terminal import console as stdout_console
+    from tuner.report.terminal import print_tables
+
     print_tables(stdout_console(), [studies_table(list_studies(args.storage))])
     return 0

@@ -6,8 +6,7 @@ import argparse
 import os
 import re
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from tuner.apps import check_app_imports, parse_app
 from tuner.commands.options import (
@@ -19,13 +18,18 @@ from tuner.commands.options import (
     workload_from,
 )
 from tuner.errors import ConfigError
-from tuner.report.study_view import LiveListener, PlainListener, confirmation_table, print_json
 from tuner.search.objectives import OBJECTIVES, Slo, objective_named
 from tuner.search.space import default_space_path, load_space
-from tuner.search.study import StudySetup, load_records
+from tuner.search.storage_url import sqlite_path
 from tuner.servers import SERVERS, get_adapter
 from tuner.workflow.cleanvenv import app_requirements_for, clean_venv
-from tuner.workflow.tune import TuneOutcome, tune
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tuner.report.study_view import PlainListener
+    from tuner.search.study import StudySetup
+    from tuner.workflow.tune import TuneOutcome
 
 DEFAULT_STORAGE = "sqlite:///studies/tuner.db"
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -140,6 +144,10 @@ def app_requirements(setup: StudySetup, args: argparse.Namespace) -> tuple[str, 
 
 
 def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tuner.report.study_view import confirmation_table, print_json
+
     setup = build_setup(args)
     out = args.out or setup.workdir / setup.adapter.artifact_filename
     check_writable(out)  # before the study, not after minutes of measuring
@@ -185,6 +193,10 @@ def check_writable(out: Path) -> None:
 
 def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutcome:
     """Run one study with live progress (plain lines off a terminal or with --json)."""
+    from rich.console import Console
+
+    from tuner.report.study_view import LiveListener, PlainListener
+
     defaults = setup.adapter.table.defaults()
     console = Console(stderr=True)
     live = console.is_terminal and not args.json
@@ -211,6 +223,8 @@ def _tune(
     listener: PlainListener,
     requirements: tuple[str, ...],
 ) -> TuneOutcome:
+    from tuner.workflow.tune import tune
+
     return tune(
         setup,
         n_trials=args.trials,
@@ -226,6 +240,8 @@ def _tune(
 
 
 def build_setup(args: argparse.Namespace) -> StudySetup:
+    from tuner.search.study import StudySetup
+
     _check_numbers(args)
     adapter = get_adapter(args.server)
     app = parse_app(args.app)
@@ -290,6 +306,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def _print_best_so_far(console: Console, setup: StudySetup) -> None:
+    from tuner.search.study import load_records
+
     try:
         _, records = load_records(setup.storage_url, setup.name)
     except ConfigError:
@@ -310,6 +328,5 @@ def _print_best_so_far(console: Console, setup: StudySetup) -> None:
 
 def study_workdir(storage_url: str, name: str) -> Path:
     """Logs and the config file go beside a SQLite study file, else under ./studies/."""
-    if storage_url.startswith("sqlite:///"):
-        return Path(storage_url.removeprefix("sqlite:///")).parent / name
-    return Path("studies") / name
+    database = sqlite_path(storage_url)
+    return (database.parent if database is not None else Path("studies")) / name

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -22,10 +22,22 @@ class Spread:
             raise ValueError("no samples")
         return cls(min(samples), statistics.median(samples), max(samples), tuple(samples))
 
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, float]) -> Spread:
+        """From its stored form {"min", "median", "max"} (the samples are not stored)."""
+        return cls(stored["min"], stored["median"], stored["max"], ())
+
     @property
     def relative_range(self) -> float:
         """(max - min) / median: how far apart repeats of the same thing landed."""
         return (self.high - self.low) / self.median if self.median else 0.0
+
+
+def spread_text(spread: Spread | None, pattern: str) -> str:
+    """The spread as "min / median / max", each with `pattern` (e.g. "{:,.0f}"); or "n/a"."""
+    if spread is None:
+        return "n/a"
+    return " / ".join(pattern.format(v) for v in (spread.low, spread.median, spread.high))
 
 
 def ratio(value: float, reference: float) -> float:

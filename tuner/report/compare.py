@@ -7,9 +7,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from tuner.metrics.stats import Spread, ratio
+from tuner.metrics.stats import Spread, ratio, spread_text
 from tuner.report.figures import Chart, draw_spread_bars, png_bytes
-from tuner.report.tables import Table, ratio_text, spread_text
+from tuner.report.tables import Table, ratio_text
 from tuner.workflow.compare import ServerRow
 from tuner.workflow.confirm import ConfirmedSummary
 

@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -19,6 +18,7 @@ import optuna
 from tuner.errors import ConfigError
 from tuner.search.objectives import Figures, Objective, objective_named
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.storage_url import sqlite_path
 from tuner.search.study import load_existing, storage, to_record
 from tuner.servers import get_adapter
 from tuner.workflow.confirm import PERCENTILE_KEYS, ConfirmedSummary
@@ -133,13 +133,12 @@ def _figures(record: TrialRecord) -> Figures:
 
 def check_storage(storage_url: str) -> None:
     """A report must not create an empty database where the user mistyped a path."""
-    if storage_url.startswith("sqlite:///"):
-        path = Path(storage_url.removeprefix("sqlite:///"))
-        if not path.is_file():
-            raise ConfigError(
-                f"--storage {storage_url!r}: no such file {str(path)!r}; "
-                "studies are created by `tuner tune`"
-            )
+    path = sqlite_path(storage_url)
+    if path is not None and not path.is_file():
+        raise ConfigError(
+            f"--storage {storage_url!r}: no such file {str(path)!r}; "
+            "studies are created by `tuner tune`"
+        )
 
 
 def load_study_data(storage_url: str, name: str, *, importances: bool = True) -> StudyData:
@@ -280,12 +279,3 @@ def worker_axes(server: str, settings: dict[str, Any]) -> tuple[int, str]:
     adapter = get_adapter(server)
     values = {**adapter.table.defaults(), **settings}  # older records may lack new settings
     return adapter.processes(values), adapter.concurrency_model(values)
-
-
-def masked(storage_url: str) -> str:
-    """The storage URL without a password, for reports that may be shared."""
-    scheme, sep, rest = storage_url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in credentials:
-        return storage_url
-    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tuner.loadgen import WindowStats
 from tuner.metrics.measurement import Measurement
+from tuner.metrics.stats import spread_text
 from tuner.search.objectives import Objective
 from tuner.search.records import TrialRecord
 from tuner.search.study import QuietListener
@@ -166,18 +167,12 @@ def confirmation_table(confirmed: Sequence[Confirmed], winner: str | None) -> Ta
             note.append(f"{len(entry.failures)} failed")
         table.add_row(
             entry.candidate.label,
-            _spread(entry.rps, "{:,.0f}"),
-            _spread(entry.p99, "{:.2f}"),
-            _spread(entry.pss, "{:.0f}"),
+            spread_text(entry.rps, "{:,.0f}"),
+            spread_text(entry.p99, "{:.2f}"),
+            spread_text(entry.pss, "{:.0f}"),
             " ".join(note),
         )
     return table
-
-
-def _spread(spread: Any, pattern: str) -> str:
-    if spread is None:
-        return "n/a"
-    return " / ".join(pattern.format(v) for v in (spread.low, spread.median, spread.high))
 
 
 def print_json(payload: dict[str, Any]) -> None:

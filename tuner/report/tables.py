@@ -6,9 +6,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.metrics.stats import Spread, ratio
-from tuner.report.data import StudyData, StudyRow, masked
+from tuner.metrics.stats import Spread, ratio, spread_text
+from tuner.report.data import StudyData, StudyRow
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.storage_url import redact
 
 TOP_TRIALS = 10
 SettingsText = Callable[[dict[str, Any]], str]
@@ -173,7 +174,7 @@ def machine(data: StudyData) -> Table:
     info = context.get("machine", {})
     rows = [
         ("study", data.name),
-        ("storage", masked(data.storage_url)),
+        ("storage", redact(data.storage_url)),
         ("server", data.server),
         ("app", str(setup.get("app", "?"))),
         ("objective", data.objective.name),
@@ -206,12 +207,6 @@ def ratio_text(figure: Spread | None, reference: Spread | None) -> str:
     if figure is None or reference is None:
         return "n/a"
     return f"x{ratio(figure.median, reference.median):.2f}"
-
-
-def spread_text(spread: Spread | None, pattern: str) -> str:
-    if spread is None:
-        return "n/a"
-    return " / ".join(pattern.format(v) for v in (spread.low, spread.median, spread.high))
 
 
 def _median(spread: Spread | None, pattern: str) -> str:

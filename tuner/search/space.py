@@ -19,6 +19,7 @@ goes through `TrialLike`, the three Optuna methods used, so this module does not
 from __future__ import annotations
 
 import ast
+import importlib.resources
 import operator
 import sys
 from collections.abc import Callable, Mapping
@@ -98,8 +99,22 @@ class TrialLike(Protocol):
 
 
 def default_space_path(server: str) -> Path:
-    """The shipped space for `server`: <repo>/search_spaces/<server>.toml."""
-    return Path(__file__).resolve().parents[2] / "search_spaces" / f"{server}.toml"
+    """The shipped space for `server`: search_spaces/<server>.toml.
+
+    Installed (wheel or editable), that folder is the package `tuner.search_spaces`. Run from
+    a checkout, the checkout's own folder comes first: with the code on PYTHONPATH, the package
+    would resolve through whichever install exists, possibly another checkout's.
+    """
+    name = f"{server}.toml"
+    checkout = Path(__file__).resolve().parents[2] / "search_spaces"
+    if (checkout / name).is_file():
+        return checkout / name
+    try:
+        folder = importlib.resources.files("tuner.search_spaces")
+    except ModuleNotFoundError:  # a broken install; load_space names the missing file
+        return checkout / name
+    # A real folder: wheels install as files, and load_space reports paths users can open.
+    return Path(str(folder / name))
 
 
 # --- cpu expressions ----------------------------------------------------------------------

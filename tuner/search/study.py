@@ -44,6 +44,7 @@ from tuner.search.objectives import Figures, Objective, Slo
 from tuner.search.pruning import NoiseAwarePruner
 from tuner.search.records import TrialRecord
 from tuner.search.space import SearchSpace, bounds, suggest
+from tuner.search.storage_url import redact, sqlite_path
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
@@ -196,8 +197,9 @@ def storage(url: str) -> optuna.storages.BaseStorage:
     engine_kwargs: dict[str, Any] = {}
     shown = redact(url)
     url = with_postgres_driver(url)
-    if url.startswith("sqlite:///"):
-        folder = Path(url.removeprefix("sqlite:///")).parent
+    database = sqlite_path(url)
+    if database is not None:
+        folder = database.parent
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -240,15 +242,6 @@ def with_postgres_driver(url: str) -> str:
     raise ConfigError(
         f"--storage {redact(url)!r}: no PostgreSQL driver is installed; pip install psycopg2-binary"
     )
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    scheme, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in credentials:
-        return url
-    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
 def open_study(setup: StudySetup) -> optuna.Study:

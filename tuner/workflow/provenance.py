@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tuner.machine.limits import Limits
-from tuner.metrics.stats import Spread, ratio
+from tuner.metrics.stats import Spread, ratio, spread_text
 from tuner.search.records import TrialRecord
 from tuner.workflow.confirm import Confirmed, Verdict
 
@@ -86,10 +86,7 @@ def _row(entry: Confirmed, reference: Confirmed | None) -> str:
 
 
 def _fmt(name: str, spread: Spread | None, pattern: str) -> str:
-    if spread is None:
-        return f"{name} n/a"
-    low, median, high = (pattern.format(v) for v in (spread.low, spread.median, spread.high))
-    return f"{name} {low} / {median} / {high}"
+    return f"{name} {spread_text(spread, pattern)}"
 
 
 def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: str) -> list[str]:

@@ -1,0 +1,28 @@
+"""Study storage URLs (Optuna's RDB URLs): the file behind an SQLite one, and hiding passwords.
+
+Light on purpose (no optuna): the commands use it to place logs and config files beside a
+study file before any study is opened, and the reports to show a URL that may be shared.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_SQLITE = "sqlite:///"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a `sqlite:///PATH` URL (relative, or absolute with four slashes);
+    None for any other storage."""
+    if not url.startswith(_SQLITE):
+        return None
+    return Path(url.removeprefix(_SQLITE))
+
+
+def redact(url: str) -> str:
+    """The URL with its password replaced by ***, for messages and reports."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
