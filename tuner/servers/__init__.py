@@ -20,6 +20,7 @@ from tuner.servers.base import LaunchSpec, ServerAdapter
 _BUILT_IN = {
     "gunicorn": "tuner.servers.gunicorn:GunicornAdapter",
     "uwsgi": "tuner.servers.uwsgi:UwsgiAdapter",
+    "granian": "tuner.servers.granian:GranianAdapter",
 }
 ENTRY_POINT_GROUP = "tuner.servers"
 ENV_VAR = "TUNER_SERVERS"
