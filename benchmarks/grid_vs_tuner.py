@@ -39,7 +39,7 @@ from tuner.errors import TrialError  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
-from tuner.search.study import trial_metrics  # noqa: E402
+from tuner.metrics.measurement import Measurement  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
 
@@ -54,36 +54,9 @@ TARGET = 0.95
 GRID_FINALISTS = 3
 
 
-def worker_counts(cpus: int) -> list[int]:
-    """Eight worker counts from 1 to past 4*cpus+1, denser at the low end."""
-    top = 4 * cpus + 4
-    counts = sorted({1, 2, cpus, cpus + 1, 2 * cpus + 1, 3 * cpus, 4 * cpus + 1, top})
-    while len(counts) < 8:
-        counts = sorted(set(counts) | {max(counts) + 1})
-    return counts[:8]
-
-
-def grid(server: str, cpus: int) -> list[dict[str, Any]]:
-    """64 configs a careful engineer would try by hand, per server."""
-    counts = worker_counts(cpus)
-    if server == "gunicorn":
-        modes: list[dict[str, Any]] = [{"worker_class": "sync"}]
-        modes += [{"worker_class": "gthread", "threads": t} for t in (2, 4, 8, 16)]
-        modes += [{"worker_class": "gevent", "worker_connections": c} for c in (100, 1000, 2000)]
-        return [{"workers": n, **mode} for n, mode in itertools.product(counts, modes)]
-    modes = [{"protocol": "http-socket", "threads": t} for t in (1, 4, 16)]
-    modes += [{"protocol": "http11-socket", "threads": t} for t in (4, 16)]
-    modes += [{"protocol": "http-socket", "gevent": g} for g in (100, 1000)]
-    modes += [{"protocol": "http", "threads": 1}]
-    return [
-        {"processes": n, "master": True, "disable-logging": True, **mode}
-        for n, mode in itertools.product(counts, modes)
-    ]
-
-
-def measure(plan_for, settings: dict[str, Any], index: int) -> dict[str, Any] | None:
+def measure(plan_for, settings: dict[str, Any], index: int) -> Measurement | None:
     try:
-        return trial_metrics(run_bench(plan_for(settings, index)).to_dict())
+        return run_bench(plan_for(settings, index)).measurement
     except TrialError as exc:
         print(f"    failed: {str(exc).splitlines()[0][:120]}", file=sys.stderr)
         return None
@@ -116,13 +89,13 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
         )
 
     started = time.monotonic()
-    points = grid(server, len(server_cpus))
+    points = adapter.hand_grid(len(server_cpus))
     grid_runs = []
     for index, settings in enumerate(points):
         metrics = measure(plan_for, settings, index)
-        usable = metrics is not None and not metrics["unfair"] and metrics["error_rate"] <= 0.01
+        usable = metrics is not None and not metrics.unfair and metrics.error_rate <= 0.01
         grid_runs.append((settings, metrics if usable else None))
-        shown = f"{metrics['rps']:,.0f} req/s" if usable else "excluded (failed/unfair/errors)"
+        shown = f"{metrics.median_rps:,.0f} req/s" if usable else "excluded (failed/unfair/errors)"
         print(f"  grid {index + 1}/{len(points)} {settings}: {shown}", file=sys.stderr)
     grid_s = time.monotonic() - started
 
@@ -174,7 +147,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
             candidates, rounds, lambda c, _r: _must(measure(plan_for, c.settings, next(counter)))
         )
 
-    ranked = sorted((r for r in grid_runs if r[1]), key=lambda r: -r[1]["rps"])
+    ranked = sorted((r for r in grid_runs if r[1]), key=lambda r: -r[1].median_rps)
     finalists = remeasure(
         [
             Candidate(f"grid #{i + 1}", None, adapter.resolve(s))
@@ -200,7 +173,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
     return summarise(app_name, server, head_to_head, grid_s, tune_s, outcome, len(points))
 
 
-def _must(metrics: dict[str, Any] | None) -> dict[str, Any]:
+def _must(metrics: Measurement | None) -> Measurement:
     if metrics is None:
         raise TrialError("run failed")
     return metrics

@@ -144,14 +144,14 @@ def run_ours(port: int, path: str, args: argparse.Namespace, out: Samples) -> No
         load_cpus=(args.load_cpu,),
     )
     result = run_load(spec)
-    out.rps.append(result.rps)
-    out.p50.append(result.latency_ms["p50"])
-    out.p99.append(result.latency_ms["p99"])
-    out.errors.append(sum(result.errors.values()))
-    out.cpu.append(result.loadgen_cpu)
+    out.rps.append(result.overall_rps)  # the rate over the whole window, as wrk reports it
+    out.p50.append(result.latency.p50_ms)
+    out.p99.append(result.latency.p99_ms)
+    out.errors.append(result.errors.total)
+    out.cpu.append(result.loadgen_cpu_pct)
     out.client_bound.append(result.client_bound)
-    kernel = result.loadgen_cpu_kernel
-    out.add_cost(result.rps, result.loadgen_cpu - kernel, kernel)
+    kernel = result.loadgen_kernel_cpu_pct
+    out.add_cost(result.overall_rps, result.loadgen_cpu_pct - kernel, kernel)
 
 
 def _spread(values: list[float]) -> str:

@@ -4,30 +4,29 @@ from __future__ import annotations
 
 import pytest
 
+from tests.measurements import measurement
 from tuner.errors import ServerStartError
+from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread, clearly_better
-from tuner.search.objectives import Slo
-from tuner.workflow.confirm import Candidate, Confirmed, confirm, decide
+from tuner.search.objectives import LATENCY, MULTI, THROUGHPUT, Slo
+from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, confirm, decide
 
 
-def run(rps: float, p99: float = 10.0, pss: float = 30.0, **extra) -> dict:
-    return {
-        "rps": rps,
-        "latency_ms": {"p99": p99},
-        "memory_mb": {"pss_mean": pss},
-        "error_rate": 0.0,
-        **extra,
-    }
+def run(
+    rps: float, p99: float = 10.0, pss: float = 30.0, unfair: bool = False, **extra
+) -> Measurement:
+    reasons = ("starved: 48 of 64 connections",) if unfair else ()
+    return measurement(rps, p99=p99, pss=pss, unfair_reasons=reasons, **extra)
 
 
-def entry(label: str, runs: list[dict]) -> Confirmed:
+def entry(label: str, runs: list[Measurement]) -> Confirmed:
     return Confirmed(Candidate(label, None, {"label": label}), runs=runs)
 
 
 def test_clear_winner_replaces_default():
     default = entry("default", [run(100), run(110), run(105)])
     best = entry("trial 7", [run(150), run(160), run(155)])
-    verdict = decide([default, best], "throughput", Slo())
+    verdict = decide([default, best], THROUGHPUT, Slo())
     assert verdict is not None
     assert verdict.winner is best and verdict.beats_default
     assert "beats the default beyond the noise" in verdict.summary
@@ -36,7 +35,7 @@ def test_clear_winner_replaces_default():
 def test_overlapping_ranges_pick_by_median_and_say_it_is_within_the_noise():
     default = entry("default", [run(100), run(140), run(105)])
     best = entry("trial 7", [run(130), run(150), run(135)])
-    verdict = decide([default, best], "throughput", Slo())
+    verdict = decide([default, best], THROUGHPUT, Slo())
     assert verdict is not None
     assert verdict.winner is best and not verdict.beats_default
     assert "not measurably better than the default" in verdict.summary
@@ -46,7 +45,7 @@ def test_overlapping_ranges_pick_by_median_and_say_it_is_within_the_noise():
 def test_default_with_the_best_median_is_the_pick():
     default = entry("default", [run(120), run(140), run(125)])
     other = entry("trial 7", [run(120), run(150), run(100)])
-    verdict = decide([default, other], "throughput", Slo())
+    verdict = decide([default, other], THROUGHPUT, Slo())
     assert verdict is not None and verdict.winner is default and not verdict.beats_default
     assert "default config measured best" in verdict.summary
 
@@ -55,25 +54,25 @@ def test_unfair_or_slo_violating_candidates_never_win():
     default = entry("default", [run(100), run(101), run(102)])
     unfair = entry("trial 3", [run(900, unfair=True), run(900), run(900)])
     slow_tail = entry("trial 4", [run(500, p99=80), run(500, p99=80), run(500, p99=80)])
-    verdict = decide([default, unfair, slow_tail], "throughput", Slo(p99_ms=50))
+    verdict = decide([default, unfair, slow_tail], THROUGHPUT, Slo(p99_ms=50))
     assert verdict is not None and verdict.winner is default
 
 
 def test_latency_objective_prefers_lower_p99():
     default = entry("default", [run(100, p99=40), run(100, p99=42), run(100, p99=41)])
     best = entry("trial 2", [run(90, p99=10), run(90, p99=12), run(90, p99=11)])
-    verdict = decide([default, best], "latency", Slo())
+    verdict = decide([default, best], LATENCY, Slo())
     assert verdict is not None and verdict.winner is best and verdict.beats_default
 
 
 def test_nothing_usable_means_no_verdict():
-    assert decide([entry("default", [run(100, error_rate=0.5)])], "throughput", Slo()) is None
+    assert decide([entry("default", [run(100, error_rate=0.5)])], THROUGHPUT, Slo()) is None
 
 
 def test_confirm_interleaves_rounds_and_records_failures():
     order = []
 
-    def measure(candidate: Candidate, round_index: int) -> dict:
+    def measure(candidate: Candidate, round_index: int) -> Measurement:
         order.append((round_index, candidate.label))
         if candidate.label == "B" and round_index == 1:
             raise ServerStartError("exited with 3")
@@ -106,7 +105,7 @@ def test_multi_objective_uses_the_pareto_pick_rule():
     default = entry("default", [run(100, pss=20), run(101, pss=20), run(102, pss=20)])
     fast_fat = entry("trial 3", [run(200, pss=90), run(201, pss=90), run(202, pss=90)])
     fast_lean = entry("trial 4", [run(195, pss=40), run(196, pss=40), run(197, pss=40)])
-    verdict = decide([default, fast_fat, fast_lean], "multi", Slo())
+    verdict = decide([default, fast_fat, fast_lean], MULTI, Slo())
     assert verdict is not None and verdict.winner is fast_lean
     assert "req/s x1.94 (better)" in verdict.summary and "PSS x2.00 (worse)" in verdict.summary
 
@@ -114,6 +113,34 @@ def test_multi_objective_uses_the_pareto_pick_rule():
 def test_a_much_worse_tail_is_called_out():
     default = entry("default", [run(100, p99=20), run(101, p99=21), run(102, p99=22)])
     bursty = entry("trial 5", [run(150, p99=500), run(151, p99=550), run(152, p99=560)])
-    verdict = decide([default, bursty], "throughput", Slo())
+    verdict = decide([default, bursty], THROUGHPUT, Slo())
     assert verdict is not None and verdict.winner is bursty
     assert "p99 is x26.2 the default's" in verdict.summary and "--slo-p99" in verdict.summary
+
+
+def test_no_usable_default_is_said_plainly_for_every_objective():
+    failed_default = entry("default", [])
+    best = entry("trial 2", [run(150), run(151), run(152)])
+    for objective in (THROUGHPUT, MULTI):
+        verdict = decide([failed_default, best], objective, Slo())
+        assert verdict is not None and verdict.winner is best and verdict.beats_default
+        assert (
+            verdict.summary == "trial 2 is the best usable config (the default could not be used)"
+        )
+
+
+def test_a_default_that_breaks_an_slo_is_beaten_by_any_usable_config():
+    default = entry("default", [run(200, p99=90), run(201, p99=91), run(202, p99=92)])
+    best = entry("trial 2", [run(100, p99=10), run(101, p99=11), run(102, p99=12)])
+    verdict = decide([default, best], THROUGHPUT, Slo(p99_ms=50))
+    assert verdict is not None and verdict.winner is best and verdict.beats_default
+
+
+def test_the_kept_summary_reads_back_the_same():
+    confirmed = entry("trial 3", [run(100, p99=5), run(120, p99=6), run(110, p99=7)])
+    summary = confirmed.summary()
+    assert summary.rps is not None and (summary.rps.low, summary.rps.median) == (100, 110)
+    assert summary.latency_ms_median["p99"] == 6
+    again = ConfirmedSummary.from_json(summary.to_json())
+    assert again.to_json() == summary.to_json()
+    assert again.rps is not None and again.rps.high == 120

@@ -44,4 +44,4 @@ def test_a_starved_http11_config_is_followed_by_one_with_a_thread_per_connection
     assert covering.settings["protocol"] == "http11-socket"
     assert (covering.settings["processes"], covering.settings["threads"]) == (1, 8)
     assert covering.state == "COMPLETE" and covering.feasible, covering.fail_reason
-    assert covering.metrics["starved_connections"] == 0
+    assert covering.measurement is not None and covering.measurement.starved_connections == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.loadgen.result import FAIRNESS_MIN_INDEX, assess, fairness_index
+from tuner.loadgen.checks import FAIRNESS_MIN_INDEX, assess, fairness_index
 
 
 def judge(shares: list[int]) -> list[str]:

@@ -14,6 +14,7 @@ import select
 import signal
 import socket
 import socketserver
+import statistics
 import subprocess
 import threading
 import time
@@ -24,6 +25,7 @@ import pytest
 
 from tuner.loadgen import LoadSpec, WindowStats, Workload, run_load
 from tuner.loadgen.spec import RequestSpec
+from tuner.metrics.measurement import Errors, Measurement
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -119,14 +121,8 @@ def served(counter_file: Path) -> int:
     return counter_file.stat().st_size if counter_file.exists() else 0
 
 
-def assert_clean(result) -> None:
-    assert result.errors == {
-        "connect": 0,
-        "read": 0,
-        "timeout": 0,
-        "status_4xx": 0,
-        "status_5xx": 0,
-    }, result.errors
+def assert_clean(result: Measurement) -> None:
+    assert result.errors == Errors(), result.errors
     assert result.requests > 0
     assert result.error_rate == 0
 
@@ -164,9 +160,9 @@ def test_open_loop_holds_the_target_rate(server) -> None:
     result = run_load(spec(port, rate_rps=500.0, duration_s=3.0, warmup_s=0.5, connections=16))
     assert_clean(result)
     assert result.target_rps == 500.0
-    assert result.rps == pytest.approx(500.0, rel=0.02)
+    assert result.overall_rps == pytest.approx(500.0, rel=0.02)
     assert result.late_requests < 0.05 * result.requests
-    assert len(result.windows_rps) == 3
+    assert len(result.window_rps) == 3
 
 
 # -- servers that close the connection after each response ----------------------------------
@@ -254,7 +250,7 @@ def test_body_ended_by_the_close_is_a_complete_response(server, tmp_path, keepal
     result = run_load(spec(port, "/streamed", keepalive=keepalive))
     assert_clean(result)
     assert result.total_responses == served(counter)
-    assert result.bytes >= result.requests * len(b"counted")
+    assert result.response_bytes >= result.requests * len(b"counted")
 
 
 def test_a_request_larger_than_the_socket_buffer_is_sent_whole(server, tmp_path) -> None:
@@ -289,13 +285,13 @@ def test_closed_port_counts_connect_errors_without_hanging(keepalive) -> None:
     started = time.monotonic()
     result = run_load(spec(port, warmup_s=0.2, duration_s=1.0, keepalive=keepalive))
     assert time.monotonic() - started < 10
-    assert result.errors["connect"] > 0
+    assert result.errors.connect > 0
     assert result.requests == 0 and result.total_responses == 0
     assert result.error_rate == 1.0
     assert any(note.startswith("errors:") for note in result.notes)
     # Backed off between attempts: a dead server must not spin the load generator.
-    assert result.errors["connect"] < 8 * 1.0 / 0.05 * 2
-    assert result.loadgen_cpu < 50
+    assert result.errors.connect < 8 * 1.0 / 0.05 * 2
+    assert result.loadgen_cpu_pct < 50
 
 
 @pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "close"])
@@ -304,10 +300,10 @@ def test_slow_server_past_the_timeout_counts_timeouts(server, keepalive) -> None
     result = run_load(
         spec(port, connections=4, timeout_s=0.02, duration_s=1.0, keepalive=keepalive)
     )
-    assert result.errors["timeout"] > 0
+    assert result.errors.timeout > 0
     assert result.requests == 0
     # Timed-out requests count in the distribution with their age, not as fast answers.
-    assert result.latency_ms["p50"] >= 20
+    assert result.latency.p50_ms >= 20
 
 
 def test_starved_connections_make_the_run_unfair(server) -> None:
@@ -319,7 +315,7 @@ def test_starved_connections_make_the_run_unfair(server) -> None:
     assert any(r.startswith("starved") for r in result.unfair_reasons)
     assert result.littles_law_ratio < 0.5
     # The waiting requests show in the tail with their age at the end of the window.
-    assert result.latency_ms["max"] >= 1000
+    assert result.latency.max_ms >= 1000
 
 
 # -- windows ----------------------------------------------------------------------------------
@@ -343,36 +339,40 @@ def test_windows_are_reported_and_can_stop_the_run(server) -> None:
     assert result.requests >= sum(w.requests for w in seen)
 
 
-def test_result_dict_has_stable_keys(server) -> None:
+def test_result_json_has_stable_keys(server) -> None:
     port = server("--http-socket", "apps.hello:app")
-    data = run_load(spec(port, duration_s=1.0)).to_dict()
+    result = run_load(spec(port, duration_s=1.0))
+    data = result.to_json()
     assert list(data) == [
+        "schema_version",
         "rps",
+        "rps_overall",
+        "windows_rps",
         "duration_s",
         "requests",
+        "total_responses",
+        "bytes",
         "latency_ms",
         "errors",
         "error_rate",
-        "bytes",
         "connections",
         "starved_connections",
-        "littles_law_ratio",
         "fairness",
+        "littles_law_ratio",
         "unfair",
         "unfair_reasons",
+        "late_requests",
+        "target_rps",
         "loadgen_cpu",
         "loadgen_cpu_kernel",
         "client_bound",
-        "late_requests",
-        "target_rps",
-        "total_responses",
-        "windows_rps",
         "notes",
-    ]
+    ]  # no memory_mb or startup_s: the load generator did not start the server
     assert set(data["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
-    lat = data["latency_ms"]
-    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
-    assert 0 < data["loadgen_cpu"] <= 100
+    lat = result.latency
+    assert 0 < lat.p50_ms <= lat.p90_ms <= lat.p99_ms <= lat.p999_ms <= lat.max_ms
+    assert 0 < result.loadgen_cpu_pct <= 100
     # Loopback TCP work runs in the sender's kernel time: some, never more than the total.
-    assert 0 < data["loadgen_cpu_kernel"] <= data["loadgen_cpu"]
-    assert data["bytes"] > 0
+    assert 0 < result.loadgen_kernel_cpu_pct <= result.loadgen_cpu_pct
+    assert result.response_bytes > 0
+    assert result.median_rps == statistics.median(result.window_rps)

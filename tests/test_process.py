@@ -260,6 +260,7 @@ def test_memory_sampler_sums_the_tree(gunicorn, tmp_path: Path) -> None:
         one_process = psutil.Process(server.pid).memory_full_info()
     summary = memory.summary()
     assert summary["samples"] >= 3
+    assert summary["processes_peak"] == 4  # the master and its three workers
     assert 0 < summary["uss_peak"] <= summary["pss_peak"] <= summary["rss_peak"]
     assert 0 < summary["pss_mean"] <= summary["pss_peak"]
     # Four processes: the sum is well above any single one.
@@ -275,6 +276,7 @@ def test_memory_sampler_survives_a_vanished_tree() -> None:
         "uss_peak": 0.0,
         "rss_peak": 0.0,
         "samples": 0,
+        "processes_peak": 0,
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -126,7 +127,10 @@ def test_studies_are_plain_optuna_studies(storage: str) -> None:
         assert study.user_attrs["setup"]["app"] == "apps/hello.py"
         complete = [t for t in study.trials if t.state.name == "COMPLETE"]
         assert complete and all(isinstance(t.user_attrs["settings"], dict) for t in complete)
-        assert "rps" in complete[0].user_attrs["metrics"]
+        metrics = complete[0].user_attrs["metrics"]
+        assert metrics["schema_version"] == 2
+        assert metrics["rps"] == statistics.median(metrics["windows_rps"])
+        assert complete[0].user_attrs["context"]["server"] == study.user_attrs["setup"]["server"]
 
 
 def test_optuna_dashboard_serves_the_study(storage: str) -> None:

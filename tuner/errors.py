@@ -9,6 +9,7 @@ TunerError                 base; the CLI prints "error: <msg>" and exits 2 (bad 
     │   └── PortInUseError another process holds the port (the runner retries another)
     ├── ReadinessTimeout   the server did not answer 2xx before the deadline
     ├── ServerCrashed      the server died during the measurement
+    ├── OutOfMemory        the OOM killer hit the server under --memory-limit
     └── InvalidMeasurement the measurement cannot be trusted (e.g. too many errors)
 """
 
@@ -62,6 +63,10 @@ class ReadinessTimeout(TrialError):
 
 class ServerCrashed(TrialError):
     reason = "crashed"
+
+
+class OutOfMemory(TrialError):
+    reason = "oom_killed"
 
 
 class InvalidMeasurement(TrialError):

@@ -11,6 +11,7 @@ from tuner.commands.options import (
     add_load_options,
     add_server_cpu_option,
     cpu_split,
+    limits_from,
     load_spec_from,
     workload_from,
 )
@@ -53,6 +54,7 @@ def handle(args: argparse.Namespace) -> int:
     settings = adapter.resolve(parse_assignments(args.settings))
     app = parse_app(args.app)
     server_cpus, load_cpus = cpu_split(args)
+    limits = limits_from(args, server_cpus)
     load = load_spec_from(args, workload_from(args, args.path), load_cpus)
     adapter.check_installed()
     check_app_imports(app)
@@ -65,11 +67,17 @@ def handle(args: argparse.Namespace) -> int:
         server_cpus=server_cpus,
         log_path=log_dir / f"{adapter.name}.log",
         ready_path=load.workload.requests[0].path,
+        limits=limits,
     )
     console = display.console(args.json)
     with display.load_progress(console, load.warmup_s, load.duration_s) as on_window:
         result = run_bench(plan, on_window=on_window)
     display.emit_result(
-        console, result.to_dict(), title=f"{adapter.name} {args.app}", as_json=args.json
+        console,
+        result.measurement,
+        result.to_json(),
+        title=f"{adapter.name} {args.app}",
+        settings=result.settings,
+        as_json=args.json,
     )
     return 0

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from tuner.apps import parse_app
 from tuner.commands.tune import STUDY_NAME, add_tune_options, build_setup, run_tune, study_workdir
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, TunerError
 from tuner.files import atomic_write
 from tuner.report.compare import compare_chart, compare_table
 from tuner.report.html import check_out_dir, render_page, write_report
@@ -22,7 +22,7 @@ from tuner.report.study_view import PlainListener, print_json
 from tuner.report.terminal import console as stdout_console
 from tuner.report.terminal import print_tables
 from tuner.search.study import StudySetup
-from tuner.servers import SERVERS, get_adapter
+from tuner.servers import SERVERS, get_adapter, server_names
 from tuner.workflow import compare
 from tuner.workflow.tune import TuneOutcome
 
@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--servers",
         required=True,
         metavar="LIST",
-        help="comma-separated, e.g. " + ",".join(SERVERS),
+        help="comma-separated, e.g. " + ",".join(SERVERS) + "; all = every installed one",
     )
     parser.add_argument("--name", default=None, help="default: APP-compare-OBJECTIVE")
     parser.add_argument(
@@ -83,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
     rows = compare.rows(setups, outcomes, confirmed)
     _write(out, name, setups, rows)
     if args.json:
-        print_json({"compare": name, "folder": str(out), "servers": [r.to_dict() for r in rows]})
+        print_json({"compare": name, "folder": str(out), "servers": [r.to_json() for r in rows]})
     else:
         print_tables(stdout_console(), [compare_table(rows)])
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
@@ -91,6 +91,9 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def parse_servers(text: str) -> list[str]:
+    """`a,b,c`, or `all`: every registered server that is installed here."""
+    if text.strip().lower() == "all":
+        return _installed(text)
     servers: list[str] = []
     for part in text.split(","):
         name = get_adapter(part).name  # unknown names fail here, listing the valid ones
@@ -112,5 +115,18 @@ def _write(out: Path, name: str, setups: list[StudySetup], rows: list[compare.Se
     ]
     page = render_page(f"tuner compare: {name}", summary, [chart], [compare_table(rows)])
     write_report(out, "compare.html", page, [chart])
-    summary_json = {"compare": name, "servers": [r.to_dict() for r in rows]}
+    summary_json = {"compare": name, "servers": [r.to_json() for r in rows]}
     atomic_write(out / "compare.json", (json.dumps(summary_json, indent=1) + "\n").encode())
+
+
+def _installed(text: str) -> list[str]:
+    servers = []
+    for name in server_names():
+        try:
+            get_adapter(name).check_installed()
+        except TunerError:  # not installed, or refused on this Python
+            continue
+        servers.append(name)
+    if len(servers) < 2:
+        raise ConfigError(f"--servers {text!r}: fewer than two servers are installed here")
+    return servers

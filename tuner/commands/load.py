@@ -33,5 +33,7 @@ def handle(args: argparse.Namespace) -> int:
     console = display.console(args.json)
     with display.load_progress(console, spec.warmup_s, spec.duration_s) as on_window:
         result = run_load(spec, on_window)
-    display.emit_result(console, result.to_dict(), title=f"load {args.url}", as_json=args.json)
+    display.emit_result(
+        console, result, result.to_json(), title=f"load {args.url}", as_json=args.json
+    )
     return 0

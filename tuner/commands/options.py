@@ -9,6 +9,7 @@ from pathlib import Path
 from tuner.errors import ConfigError
 from tuner.loadgen import LoadSpec, Workload, load_workload_file
 from tuner.machine.cpus import check_disjoint, default_split, parse_cpu_list
+from tuner.machine.limits import Limits, check_cgroups, parse_cpu_limit, parse_memory_limit
 
 
 def add_load_options(
@@ -72,11 +73,38 @@ def add_load_options(
 
 
 def add_server_cpu_option(parser: argparse.ArgumentParser) -> None:
+    """Where the server runs: its pinned CPUs, and container limits within them."""
     parser.add_argument(
         "--server-cpus",
         metavar="LIST",
         help="CPUs the server is pinned to (default: first half, i.e. 0 on 2 cores)",
     )
+    parser.add_argument(
+        "--cpu-limit",
+        metavar="CPUS",
+        help="a container's CPU quota for the server's processes, e.g. 1.5 (a cgroup)",
+    )
+    parser.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        help="a container's memory limit for the server's processes, e.g. 512M (a cgroup)",
+    )
+
+
+def limits_from(args: argparse.Namespace, server_cpus: tuple[int, ...]) -> Limits:
+    """The --cpu-limit / --memory-limit options, checked now: a quota above the pinned CPUs
+    means nothing, and a machine without writable cgroups says so before any measuring."""
+    cpus = parse_cpu_limit(args.cpu_limit) if args.cpu_limit is not None else None
+    memory = parse_memory_limit(args.memory_limit) if args.memory_limit is not None else None
+    if cpus is not None and cpus > len(server_cpus):
+        raise ConfigError(
+            f"--cpu-limit {args.cpu_limit}: above the {len(server_cpus)} CPU(s) the server is "
+            "pinned to; give more --server-cpus or a lower limit"
+        )
+    limits = Limits(cpus, memory)
+    if limits:
+        check_cgroups(limits)
+    return limits
 
 
 def cpu_split(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -27,7 +27,7 @@ def handle(args: argparse.Namespace) -> int:
     tables = [top_trials(data, settings_text, limit=SHOWN)]
     if data.pareto:
         tables.append(pareto_front(data, settings_text))
-    if data.result:
+    if data.result.present:
         tables.append(confirmation(data))
     console = stdout_console()
     for line in summary_lines(data):

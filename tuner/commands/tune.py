@@ -14,13 +14,13 @@ from tuner.commands.options import (
     add_load_options,
     add_server_cpu_option,
     cpu_split,
+    limits_from,
     load_spec_from,
     workload_from,
 )
 from tuner.errors import ConfigError
 from tuner.report.study_view import LiveListener, PlainListener, confirmation_table, print_json
-from tuner.search import objectives
-from tuner.search.objectives import Slo
+from tuner.search.objectives import OBJECTIVES, Slo, objective_named
 from tuner.search.space import default_space_path, load_space
 from tuner.search.study import StudySetup, load_records
 from tuner.servers import SERVERS, get_adapter
@@ -61,7 +61,7 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="stop searching after S seconds",
     )
-    parser.add_argument("--objective", choices=objectives.OBJECTIVES, default="throughput")
+    parser.add_argument("--objective", choices=OBJECTIVES, default="throughput")
     parser.add_argument(
         "--slo-p99",
         type=float,
@@ -108,7 +108,7 @@ def handle(args: argparse.Namespace) -> int:
     check_writable(out)  # before the study, not after minutes of measuring
     outcome = run_tune(setup, args, out)
     if args.json:
-        print_json({"study": setup.name, "storage": setup.storage_url, **outcome.to_dict()})
+        print_json({"study": setup.name, "storage": setup.storage_url, **outcome.to_json()})
         return 0 if outcome.verdict else 1
     console = Console(stderr=True)
     winner = outcome.verdict.winner.candidate.label if outcome.verdict else None
@@ -151,7 +151,7 @@ def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutc
     console = Console(stderr=True)
     live = console.is_terminal and not args.json
     listener = (
-        LiveListener(console, defaults, args.trials, args.objective != "latency")
+        LiveListener(console, defaults, args.trials, setup.objective)
         if live
         else PlainListener(defaults)  # one line per trial on stderr; --json owns stdout
     )
@@ -185,6 +185,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
     adapter = get_adapter(args.server)
     app = parse_app(args.app)
     server_cpus, load_cpus = cpu_split(args)
+    limits = limits_from(args, server_cpus)
     load = load_spec_from(args, workload_from(args, args.path), load_cpus)
     space_path = args.space or adapter.space_file or default_space_path(adapter.name)
     space = load_space(space_path, adapter.table, adapter.name)
@@ -203,7 +204,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         app=app,
         adapter=adapter,
         space=space,
-        objective=args.objective,
+        objective=objective_named(args.objective),
         slo=Slo(
             p99_ms=args.slo_p99, max_error_rate=args.max_error_rate, max_memory_mb=args.max_memory
         ),
@@ -213,6 +214,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         workdir=study_workdir(args.storage, name),
         seed=args.seed,
         allow_mixed_hosts=getattr(args, "allow_mixed_hosts", False),
+        limits=limits,
     )
 
 
@@ -246,8 +248,8 @@ def _print_best_so_far(console: Console, setup: StudySetup) -> None:
         _, records = load_records(setup.storage_url, setup.name)
     except ConfigError:
         return
-    done = [r for r in records if r.state == "COMPLETE"]
-    usable = sorted((r for r in done if r.feasible), key=lambda r: -r.rps)
+    done = [r for r in records if r.measured]
+    usable = setup.objective.rank((r for r in done if r.feasible), lambda r: r.figures)
     console.print(
         f"interrupted: {len(done)} completed trial(s) kept in {setup.storage_url} "
         f"(study {setup.name!r}); re-run the same command to resume"

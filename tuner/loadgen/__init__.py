@@ -1,11 +1,9 @@
 """The HTTP load generator: closed loop (like wrk) or open loop (like wrk2), on pinned cores."""
 
 from tuner.loadgen.engine import WindowStats, run_load
-from tuner.loadgen.result import LoadResult
 from tuner.loadgen.spec import LoadSpec, RequestSpec, Workload, load_workload_file
 
 __all__ = [
-    "LoadResult",
     "LoadSpec",
     "RequestSpec",
     "WindowStats",

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from tuner.errors import TunerError
+from tuner.loadgen.checks import PERCENTILES, assess, fairness_index
 from tuner.loadgen.http import request_sequence
-from tuner.loadgen.result import PERCENTILES, LoadResult, assess, fairness_index
+from tuner.loadgen.messages import Done, Failed, FromWorker, Go, Ready, Stop, WindowReport
 from tuner.loadgen.spec import LoadSpec
 from tuner.loadgen.worker import ERROR_KINDS, TIMEOUT, WorkerConfig, worker_main
 from tuner.metrics.histogram import Histogram
+from tuner.metrics.measurement import Errors, Latency, Measurement, median_of_windows
 
 # Spawning a worker re-imports Python and the tuner: allow for a slow, busy machine.
 READY_TIMEOUT_S = 30.0
@@ -49,14 +51,13 @@ class _Window:
         self.errors = 0
         self.hist = Histogram()
 
-    def add(self, snap: tuple) -> None:
-        _, length_s, elapsed_s, requests, errors, *_rest, sparse = snap
+    def add(self, report: WindowReport) -> None:
         self.reports += 1
-        self.length_s = max(self.length_s, length_s)
-        self.elapsed_s = max(self.elapsed_s, elapsed_s)
-        self.requests += requests
-        self.errors += sum(errors)
-        self.hist.merge(Histogram.from_sparse(sparse))
+        self.length_s = max(self.length_s, report.length_s)
+        self.elapsed_s = max(self.elapsed_s, report.elapsed_s)
+        self.requests += report.requests
+        self.errors += sum(report.errors)
+        self.hist.merge(Histogram.from_sparse(report.histogram))
 
     def stats(self, index: int) -> WindowStats:
         rps = self.requests / self.length_s if self.length_s > 0 else 0.0
@@ -69,10 +70,10 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = None) -> LoadResult:
-    """Send `spec`'s load and measure it. `on_window` sees each merged one-second window of
-    the measurement phase; returning False stops the run early (the result then covers the
-    part measured)."""
+def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = None) -> Measurement:
+    """Send `spec`'s load and measure it (no memory or startup: the caller adds those when it
+    started the server). `on_window` sees each merged one-second window of the measurement
+    phase; returning False stops the run early (the result then covers the part measured)."""
     spec.validate()
     host = spec.connect_host()
     requests = request_sequence(spec.workload, spec.host, spec.port, spec.keepalive)
@@ -109,7 +110,7 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
         _await_ready(pipes)
         start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
         for pipe in pipes:
-            pipe.send(("go", start_ns))
+            pipe.send(Go(start_ns))
         deadline = (
             time.monotonic()
             + START_DELAY_S
@@ -132,18 +133,17 @@ def _await_ready(pipes: list[Connection]) -> None:
         if left <= 0:
             raise TunerError(f"load generator: workers not ready after {READY_TIMEOUT_S:.0f} s")
         for pipe in wait(list(waiting), timeout=left):
-            message = _receive(pipe)
-            if message[0] == "ready":
+            if isinstance(_receive(pipe), Ready):  # type: ignore[arg-type]
                 waiting.discard(pipe)  # type: ignore[arg-type]
 
 
-def _receive(pipe: Connection) -> tuple:
+def _receive(pipe: Connection) -> FromWorker:
     try:
         message = pipe.recv()
     except EOFError:
         raise TunerError("load generator: a worker process died unexpectedly") from None
-    if message[0] == "error":
-        raise TunerError(f"load generator: a worker failed:\n{message[1]}")
+    if isinstance(message, Failed):
+        raise TunerError(f"load generator: a worker failed:\n{message.traceback}")
     return message
 
 
@@ -151,10 +151,10 @@ def _collect(
     pipes: list[Connection],
     deadline: float,
     on_window: Callable[[WindowStats], bool] | None,
-) -> tuple[list[tuple], list[dict]]:
-    """Receive window snapshots and final reports; call `on_window` as windows complete."""
-    snaps: list[tuple] = []
-    finals: list[dict] = []
+) -> tuple[list[WindowReport], list[Done]]:
+    """Receive window reports and final reports; call `on_window` as windows complete."""
+    snaps: list[WindowReport] = []
+    finals: list[Done] = []
     windows: dict[int, _Window] = {}
     next_window = 0
     stopped = False
@@ -165,12 +165,11 @@ def _collect(
             raise TunerError("load generator: workers did not finish in time (killed)")
         for pipe in wait(list(running), timeout=left):
             message = _receive(pipe)  # type: ignore[arg-type]
-            if message[0] == "window":
-                snap = message[1]
-                snaps.append(snap)
-                windows.setdefault(snap[0], _Window()).add(snap)
-            elif message[0] == "done":
-                finals.append(message[1])
+            if isinstance(message, WindowReport):
+                snaps.append(message)
+                windows.setdefault(message.index, _Window()).add(message)
+            elif isinstance(message, Done):
+                finals.append(message)
                 running.discard(pipe)  # type: ignore[arg-type]
         # Hand complete windows to the caller in order.
         while not stopped and next_window in windows and windows[next_window].reports == len(pipes):
@@ -180,7 +179,7 @@ def _collect(
                 stopped = True
                 for pipe in pipes:
                     with contextlib.suppress(OSError):  # that worker already finished
-                        pipe.send(("stop",))
+                        pipe.send(Stop())
     return snaps, finals
 
 
@@ -197,37 +196,32 @@ def _reap(procs: list, pipes: list[Connection]) -> None:
         pipe.close()
 
 
-def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult:
+def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Measurement:
     hist = Histogram()
     errors = [0] * len(ERROR_KINDS)
     requests = bytes_ = late = completed_us = 0
     windows: dict[int, _Window] = {}
     for snap in snaps:
-        index, _len, _el, w_requests, w_errors, w_bytes, w_late, w_completed, sparse = snap
-        requests += w_requests
-        bytes_ += w_bytes
-        late += w_late
-        completed_us += w_completed
-        errors = [a + b for a, b in zip(errors, w_errors, strict=True)]
-        hist.merge(Histogram.from_sparse(sparse))
-        windows.setdefault(index, _Window()).add(snap)
-    duration = sum(f["measure_s"] for f in finals) / len(finals)
+        requests += snap.requests
+        bytes_ += snap.response_bytes
+        late += snap.late
+        completed_us += snap.completed_us
+        errors = [a + b for a, b in zip(errors, snap.errors, strict=True)]
+        hist.merge(Histogram.from_sparse(snap.histogram))
+        windows.setdefault(snap.index, _Window()).add(snap)
+    duration = sum(f.measure_s for f in finals) / len(finals)
     rps = requests / duration if duration > 0 else 0.0
     # Requests answered with 4xx/5xx are in `requests`; the others never got an answer.
     unanswered = errors[0] + errors[1] + errors[TIMEOUT]
     error_rate = sum(errors) / (requests + unanswered) if requests + unanswered else 0.0
     completed = requests  # completed responses have latency sums in completed_us
     mean_completed_ms = completed_us / completed / 1000 if completed else 0.0
-    names = [name for name, _ in PERCENTILES]
-    latency = dict(zip(names, _ms(hist, [q for _, q in PERCENTILES]), strict=True))
-    latency["max"] = hist.max_us / 1000
-    latency["mean"] = hist.mean_us() / 1000
-    starved = sum(f["starved"] for f in finals)
-    fairness = (
-        None if spec.open_loop else fairness_index([n for f in finals for n in f["completed"]])
-    )
-    busiest = max(finals, key=lambda f: f["cpu_pct"])
-    loadgen_cpu = busiest["cpu_pct"]
+    p50, p90, p99, p999 = (us / 1000 for us in hist.percentiles(list(PERCENTILES)))
+    latency = Latency(p50, p90, p99, p999, hist.max_us / 1000, hist.mean_us() / 1000)
+    starved = sum(f.starved for f in finals)
+    fairness = None if spec.open_loop else fairness_index([n for f in finals for n in f.completed])
+    busiest = max(finals, key=lambda f: f.cpu_pct)
+    loadgen_cpu = busiest.cpu_pct
     ratio, reasons, client_bound, notes = assess(
         rps=rps,
         mean_completed_ms=mean_completed_ms,
@@ -240,30 +234,27 @@ def _merge(spec: LoadSpec, snaps: list[tuple], finals: list[dict]) -> LoadResult
         late_requests=late,
         requests=requests,
     )
-    return LoadResult(
-        rps=rps,
+    window_rps = tuple(windows[i].stats(i).rps for i in sorted(windows))
+    return Measurement(
+        median_rps=median_of_windows(window_rps, rps),
+        overall_rps=rps,
+        window_rps=window_rps,
         duration_s=duration,
         requests=requests,
-        latency_ms=latency,
-        errors=dict(zip(ERROR_KINDS, errors, strict=True)),
+        total_responses=sum(f.total_responses for f in finals),
+        response_bytes=bytes_,
+        latency=latency,
+        errors=Errors(*errors),
         error_rate=error_rate,
-        bytes=bytes_,
         connections=spec.connections,
         starved_connections=starved,
+        fairness_index=fairness,
         littles_law_ratio=ratio,
-        fairness=fairness,
-        unfair=bool(reasons),
-        unfair_reasons=reasons,
-        loadgen_cpu=loadgen_cpu,
-        loadgen_cpu_kernel=busiest["cpu_kernel_pct"],
-        client_bound=client_bound,
+        unfair_reasons=tuple(reasons),
         late_requests=late,
         target_rps=spec.rate_rps,
-        total_responses=sum(f["total_responses"] for f in finals),
-        windows_rps=[windows[i].stats(i).rps for i in sorted(windows)],
-        notes=notes,
+        loadgen_cpu_pct=loadgen_cpu,
+        loadgen_kernel_cpu_pct=busiest.cpu_kernel_pct,
+        client_bound=client_bound,
+        notes=tuple(notes),
     )
-
-
-def _ms(hist: Histogram, quantiles: list[float]) -> list[float]:
-    return [v / 1000 for v in hist.percentiles(quantiles)]

@@ -23,11 +23,12 @@ from multiprocessing.connection import Connection as Pipe
 import httptools
 
 from tuner.loadgen.eventloop import Connection, Loop, Timer
+from tuner.loadgen.messages import Done, Failed, Go, Ready, Stop, WindowReport
 from tuner.metrics.histogram import Histogram
+from tuner.metrics.measurement import ERROR_KINDS
 
-# Error counter slots, in the order LoadResult reports them.
-CONNECT, READ, TIMEOUT, STATUS_4XX, STATUS_5XX = range(5)
-ERROR_KINDS = ("connect", "read", "timeout", "status_4xx", "status_5xx")
+# Error counter slots, in ERROR_KINDS order.
+CONNECT, READ, TIMEOUT, STATUS_4XX, STATUS_5XX = range(len(ERROR_KINDS))
 
 # After a failed connect, wait this long before the slot tries again, so a dead server
 # costs a few hundred attempts per second instead of a spinning CPU.
@@ -458,17 +459,17 @@ class Worker:
             self._at(boundary, self._end_window)
         self._at(self.measure_end_ns, self._end_measure)
 
-    def _snapshot(self, now: int) -> tuple:
-        snap = (
-            self.window_index,
-            (now - self.window_start_ns) / 1e9,
-            (now - self.measure_start_ns) / 1e9,
-            self.w_requests,
-            tuple(self.w_errors),
-            self.w_bytes,
-            self.w_late,
-            self.w_completed_us,
-            self.w_hist.to_sparse(),
+    def _snapshot(self, now: int) -> WindowReport:
+        snap = WindowReport(
+            index=self.window_index,
+            length_s=(now - self.window_start_ns) / 1e9,
+            elapsed_s=(now - self.measure_start_ns) / 1e9,
+            requests=self.w_requests,
+            errors=tuple(self.w_errors),
+            response_bytes=self.w_bytes,
+            late=self.w_late,
+            completed_us=self.w_completed_us,
+            histogram=self.w_hist.to_sparse(),
         )
         self.window_index += 1
         self.window_start_ns = now
@@ -478,7 +479,7 @@ class Worker:
 
     def _end_window(self) -> None:
         if self.phase == _MEASURE:
-            self.pipe.send(("window", self._snapshot(time.monotonic_ns())))
+            self.pipe.send(self._snapshot(time.monotonic_ns()))
 
     def _end_measure(self) -> None:
         if self.phase == _WARMUP:  # stopped before measuring: an empty window
@@ -524,7 +525,7 @@ class Worker:
         unsent = len(self.backlog)
         self.backlog.clear()
         inflight_at_end = self.inflight
-        self.pipe.send(("window", snapshot))
+        self.pipe.send(snapshot)
         # Wait for answers to requests already sent, so total_responses counts every response
         # the server produced. Bounded: the sweeper aborts each request at its timeout.
         deadline = now + self.timeout_ns + 50_000_000
@@ -539,22 +540,17 @@ class Worker:
             slot.abort()
         starved = self.starved
         self.pipe.send(
-            (
-                "done",
-                {
-                    "measure_s": (self.measure_end_ns - self.measure_start_ns) / 1e9,
-                    "cpu_pct": self.cpu_pct,
-                    "cpu_kernel_pct": self.cpu_kernel_pct,
-                    "starved": starved,
-                    "connections": len(self.slots),
-                    "total_responses": self.total_responses,
-                    "inflight_at_end": inflight_at_end,
-                    "unsent_at_end": unsent,
-                    "abandoned": self.inflight,
-                    # Responses per connection that had a request in the window: how evenly
-                    # the server shared itself out.
-                    "completed": [slot.completed for slot in self.slots if slot.asked],
-                },
+            Done(
+                measure_s=(self.measure_end_ns - self.measure_start_ns) / 1e9,
+                cpu_pct=self.cpu_pct,
+                cpu_kernel_pct=self.cpu_kernel_pct,
+                starved=starved,
+                connections=len(self.slots),
+                total_responses=self.total_responses,
+                inflight_at_end=inflight_at_end,
+                unsent_at_end=unsent,
+                abandoned=self.inflight,
+                completed=tuple(slot.completed for slot in self.slots if slot.asked),
             )
         )
         self.loop.remove_reader(self.pipe.fileno())
@@ -590,7 +586,7 @@ class Worker:
             # BrokenPipeError and leave this process running. Leave now; the kernel closes
             # the sockets.
             os._exit(0)
-        if message[0] == "stop" and not self.stop_requested:
+        if isinstance(message, Stop) and not self.stop_requested:
             self.stop_requested = True
             self._end_measure()
 
@@ -604,14 +600,14 @@ def worker_main(cfg: WorkerConfig, pipe: Pipe) -> None:
         # The hot path makes no reference cycles that outlive a run; a collector pass over
         # thousands of live connection objects would only add pauses to the latencies.
         gc.disable()
-        pipe.send(("ready",))
+        pipe.send(Ready())
         message = pipe.recv()
-        if message[0] == "go":
-            worker.start(message[1])
+        if isinstance(message, Go):
+            worker.start(message.start_ns)
             loop.run()
         loop.close()
     except BaseException:
         with contextlib.suppress(OSError, ValueError):  # the parent is gone: nobody to tell
-            pipe.send(("error", traceback.format_exc()))
+            pipe.send(Failed(traceback.format_exc()))
     finally:
         pipe.close()

@@ -31,19 +31,24 @@ import psutil
 
 from tuner.errors import (
     AppBrokenError,
+    OutOfMemory,
     PortInUseError,
     ReadinessTimeout,
     ServerStartError,
     ToolMissingError,
+    TrialError,
     TunerError,
 )
 from tuner.machine.cpus import pinned
+from tuner.machine.limits import CLEANER, Cgroup, Limits, Usage
 from tuner.servers.base import LaunchSpec, StartupSigns
 
 log = logging.getLogger(__name__)
 
 # Ignores every signal the server's group gets on a normal stop (it is the group leader), and
 # SIGKILLs its own group once stdin reaches EOF: the tuner either died or dropped the process.
+# Its arguments are the server's cgroup folders, if any: their removal goes to a cleaner in a
+# session of its own, which the group kill does not reach.
 _WATCHDOG = """
 import os, signal, sys
 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1,
@@ -51,7 +56,25 @@ for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP, signal
     signal.signal(sig, signal.SIG_IGN)
 while os.read(0, 4096):
     pass
+if len(sys.argv) > 2:
+    ready_r, ready_w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        os.close(ready_w)  # the group kill below must wait until this child left the group
+        os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", *sys.argv[1:]])
+    os.close(ready_w)
+    os.read(ready_r, 1)
 os.killpg(0, signal.SIGKILL)
+"""
+# Joins the cgroups named before `--` (writing its pid to each cgroup.procs), then becomes the
+# server: the server and all it forks start inside the limits, with no moment outside them.
+_JOIN_CGROUP = """
+import os, sys
+split = sys.argv.index("--")
+for procs in sys.argv[1:split]:
+    with open(procs, "w") as handle:
+        handle.write(str(os.getpid()))
+os.execvp(sys.argv[split + 1], sys.argv[split + 1:])
 """
 
 # Servers under test listen here only: every load run stays on this machine.
@@ -157,8 +180,12 @@ class ServerProcess:
         log_path: Path,
         host: str,
         port: int,
+        cgroup: Cgroup | None = None,
     ) -> None:
         self.spec = spec
+        self.cgroup = cgroup
+        # What the kernel counted in the cgroup, read once the tree is gone (None: no cgroup).
+        self.final_usage: Usage | None = None
         self.host = host
         self.port = port
         self.log_path = log_path
@@ -188,18 +215,34 @@ class ServerProcess:
         port: int,
         ready_path: str = "/",
         ready_timeout_s: float = 30.0,
+        limits: Limits | None = None,
     ) -> ServerProcess:
-        """Start the server pinned to `cpus` (empty = not pinned) and wait until it answers 2xx.
+        """Start the server pinned to `cpus` (empty = not pinned), inside a cgroup with
+        `limits` if any, and wait until it answers 2xx.
 
         Raises ServerStartError (it exited), AppBrokenError (it exited with one of the spec's
-        app-broken codes), ReadinessTimeout, ConfigError (CPUs) or ToolMissingError; in every
-        case nothing of the server is left running.
+        app-broken codes), ReadinessTimeout, ConfigError (CPUs, cgroups) or ToolMissingError;
+        in every case nothing of the server is left running, and its cgroup is gone.
         """
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         spec.write_files()
+        cgroup = Cgroup.create(limits) if limits else None
+        cleaner = [CLEANER, *cgroup.folders] if cgroup else []
+        argv = list(spec.argv)
+        if cgroup:
+            argv = [
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                _JOIN_CGROUP,
+                *cgroup.procs_files,
+                "--",
+                *argv,
+            ]
         watchdog = _popen_in_group(
-            [sys.executable, "-I", "-S", "-c", _WATCHDOG],
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG, *cleaner],
             0,
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
@@ -209,7 +252,7 @@ class ServerProcess:
         try:
             with pinned(cpus), open(log_path, "wb") as log_file:
                 process = _popen_in_group(
-                    spec.argv,
+                    argv,
                     watchdog.pid,
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
@@ -218,14 +261,25 @@ class ServerProcess:
                     env={**os.environ, **spec.env},
                 )
         except FileNotFoundError as exc:
-            _kill_watchdog(watchdog)
+            _kill_watchdog(watchdog, cgroup)
             raise ToolMissingError(f"{spec.argv[0]} not found: {exc.strerror}") from None
         except BaseException:
-            _kill_watchdog(watchdog)
+            _kill_watchdog(watchdog, cgroup)
             raise
-        server = cls(spec, process, watchdog, log_path, host, port)
+        server = cls(spec, process, watchdog, log_path, host, port, cgroup)
         try:
             server._wait_ready(ready_path, started_at + ready_timeout_s, ready_timeout_s)
+        except TrialError as exc:
+            with contextlib.suppress(LeftoverProcessesError):  # logged; keep the first error
+                server.stop()
+            usage = server.final_usage
+            if usage is not None and usage.oom_kills and cgroup is not None:
+                raise OutOfMemory(
+                    f"{server._program} was OOM-killed while starting ({usage.oom_kills} "
+                    f"process(es) killed under {cgroup.limits.describe()}): "
+                    f"{str(exc).splitlines()[0]}"
+                ) from exc
+            raise
         except BaseException:
             with contextlib.suppress(LeftoverProcessesError):  # logged; keep the first error
                 server.stop()
@@ -372,7 +426,19 @@ class ServerProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):  # verified just below
                 self._process.wait(timeout=_VERIFY_TIMEOUT_S)
             _kill_watchdog(self._watchdog)
-            self._verify_gone(tree)
+            try:
+                self._verify_gone(tree)
+            finally:
+                self._release_cgroup()
+
+    def _release_cgroup(self) -> None:
+        if self.cgroup is None:
+            return
+        self.final_usage = self.cgroup.usage()
+        try:
+            self.cgroup.remove()
+        except OSError as exc:
+            log.error("%s", exc)
 
     def _wait_for_exit(self, deadline: float) -> None:
         """Wait until the master and its group are gone, repeating the stop signal meanwhile.
@@ -444,11 +510,17 @@ def _is_running(process: psutil.Process) -> bool:
         return False
 
 
-def _kill_watchdog(watchdog: subprocess.Popen) -> None:
-    """SIGKILL the watchdog's whole group (itself and anything left in it) and reap it."""
+def _kill_watchdog(watchdog: subprocess.Popen, cgroup: Cgroup | None = None) -> None:
+    """SIGKILL the watchdog's whole group (itself and anything left in it) and reap it, then
+    remove the server's cgroup (empty by then)."""
     if watchdog.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(watchdog.pid, signal.SIGKILL)
     watchdog.wait()
     if watchdog.stdin is not None:
         watchdog.stdin.close()
+    if cgroup is not None:
+        try:
+            cgroup.remove()
+        except OSError as exc:
+            log.error("%s", exc)

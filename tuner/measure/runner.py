@@ -10,16 +10,18 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tuner import __version__
 from tuner.apps import AppRef
-from tuner.errors import PortInUseError, ServerCrashed
+from tuner.errors import OutOfMemory, PortInUseError, ServerCrashed
 from tuner.loadgen import LoadSpec, WindowStats, run_load
 from tuner.machine.cpus import cpu_model, pinned
+from tuner.machine.limits import Limits, Usage
 from tuner.measure.process import LOOPBACK, ServerProcess, free_port, key_line
+from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
@@ -39,26 +41,22 @@ class BenchPlan:
     log_path: Path
     ready_path: str = "/"
     ready_timeout_s: float = 60.0
+    # Container limits for the server's tree (a cgroup per trial); empty = none.
+    limits: Limits = Limits()
 
 
 @dataclass(frozen=True)
 class BenchResult:
-    """The load generator's figures plus what only the runner sees: memory, startup, context."""
+    """One measurement (the load generator's figures plus the server's memory and startup),
+    the settings measured, and where and with what (`run_context`)."""
 
-    load: dict[str, Any]
-    memory_mb: dict[str, float]
-    startup_s: float
+    measurement: Measurement
     settings: dict[str, Value]
-    context: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.load,
-            "memory_mb": self.memory_mb,
-            "startup_s": round(self.startup_s, 3),
-            "settings": self.settings,
-            **self.context,
-        }
+    def to_json(self) -> dict[str, Any]:
+        """`tuner bench --json`: the measurement's keys, `settings` and the context's keys."""
+        return {**self.measurement.to_json(), "settings": self.settings, **self.context}
 
 
 def run_bench(
@@ -78,6 +76,13 @@ def run_bench(
         # CPUs while measuring; memory is sampled over warm-up and measurement.
         with pinned(plan.load.load_cpus), MemorySampler(server.pids) as memory:
             load = run_load(replace(plan.load, host=LOOPBACK, port=server.port), on_window)
+        usage = server.cgroup.usage() if server.cgroup else None
+        if usage is not None and usage.oom_kills:
+            raise OutOfMemory(
+                f"{plan.adapter.name} was OOM-killed during the measurement "
+                f"({usage.oom_kills} process(es) killed under {plan.limits.describe()}; peak "
+                f"{usage.memory_peak_bytes / 2**20:.0f} MB)"
+            )
         if not server.alive():
             tail = server.log_tail()
             reason = key_line(tail, server.spec.signs)
@@ -88,12 +93,24 @@ def run_bench(
         phase("stopping")
         startup_s = server.startup_s
     return BenchResult(
-        load=load.to_dict(),
-        memory_mb=memory.summary(),
-        startup_s=startup_s,
+        measurement=replace(load, memory=Memory.from_json(memory.summary()), startup_s=startup_s),
         settings=dict(plan.settings),
-        context=run_context(plan),
+        context={**run_context(plan), **limits_context(plan.limits, usage)},
     )
+
+
+def limits_context(limits: Limits, usage: Usage | None) -> dict[str, Any]:
+    """The container limits a figure was measured under, and what the kernel counted."""
+    if not limits:
+        return {}
+    measured: dict[str, Any] = {"limits": limits.to_dict()}
+    if usage is not None:
+        measured["cgroup"] = {
+            "throttled_fraction": round(usage.throttled_fraction, 4),
+            "throttled_s": round(usage.throttled_s, 3),
+            "memory_peak_mb": round(usage.memory_peak_bytes / 2**20, 2),
+        }
+    return measured
 
 
 def _start_server(plan: BenchPlan) -> ServerProcess:
@@ -113,6 +130,7 @@ def _start_server(plan: BenchPlan) -> ServerProcess:
                 port=port,
                 ready_path=plan.ready_path,
                 ready_timeout_s=plan.ready_timeout_s,
+                limits=plan.limits,
             )
         except PortInUseError:
             if attempt == PORT_ATTEMPTS - 1:

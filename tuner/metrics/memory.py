@@ -32,6 +32,7 @@ class MemorySampler:
         self._pss: list[int] = []
         self._uss_peak = 0
         self._rss_peak = 0
+        self._processes_peak = 0
 
     def sample(self) -> None:
         """Take one sample now; processes that vanish while being read are skipped."""
@@ -56,6 +57,7 @@ class MemorySampler:
             self._pss.append(pss)
             self._uss_peak = max(self._uss_peak, uss)
             self._rss_peak = max(self._rss_peak, rss)
+            self._processes_peak = max(self._processes_peak, seen)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
@@ -84,14 +86,17 @@ class MemorySampler:
         self.stop()
 
     def summary(self) -> dict[str, float | int]:
-        """MB figures over all samples: PSS mean and peak, USS and RSS peaks; 0.0 if none."""
+        """MB figures over all samples: PSS mean and peak, USS and RSS peaks; 0.0 if none.
+        `processes_peak`: the most processes one sample summed (the tree, workers included)."""
         with self._lock:
             samples = list(self._pss)
             uss_peak, rss_peak = self._uss_peak, self._rss_peak
+            processes_peak = self._processes_peak
         return {
             "pss_mean": round(sum(samples) / len(samples) / _MB, 2) if samples else 0.0,
             "pss_peak": round(max(samples) / _MB, 2) if samples else 0.0,
             "uss_peak": round(uss_peak / _MB, 2),
             "rss_peak": round(rss_peak / _MB, 2),
             "samples": len(samples),
+            "processes_peak": processes_peak,
         }

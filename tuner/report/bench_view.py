@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,6 +16,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tuner.loadgen import WindowStats
+from tuner.machine.limits import Limits
+from tuner.metrics.measurement import Measurement
+from tuner.settings import Value
 
 
 def console(as_json: bool = False) -> Console:
@@ -54,62 +57,80 @@ def load_progress(
         yield on_window
 
 
-def emit_result(out: Console, result: dict[str, Any], *, title: str, as_json: bool) -> None:
+def emit_result(
+    out: Console,
+    measurement: Measurement,
+    json_form: dict[str, Any],
+    *,
+    title: str,
+    settings: Mapping[str, Value] | None = None,
+    as_json: bool,
+) -> None:
+    """One JSON object on stdout (`json_form`), or the table and the notes."""
     if as_json:
-        json.dump(result, sys.stdout, sort_keys=True)
+        json.dump(json_form, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
         return
-    Console().print(result_table(result, title))
-    for note in result.get("notes", []):
+    Console().print(result_table(measurement, title, settings or {}, json_form))
+    for note in measurement.notes:
         out.print(f"[yellow]note:[/] {note}")
 
 
-def result_table(result: dict[str, Any], title: str) -> Table:
+def result_table(
+    m: Measurement,
+    title: str,
+    settings: Mapping[str, Value],
+    context: Mapping[str, Any] | None = None,
+) -> Table:
+    """The measurement as rows; `context` may add the container limits it ran under."""
+    context = context or {}
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    latency = result["latency_ms"]
-    errors = result["errors"]
-    flags = [flag for flag in ("client_bound", "unfair") if result.get(flag)]
-    table.add_row("throughput", f"{result['rps']:,.1f} req/s")
-    table.add_row("requests", f"{result['requests']:,} in {result['duration_s']:.1f} s")
+    flags = [flag for flag, on in (("client_bound", m.client_bound), ("unfair", m.unfair)) if on]
+    table.add_row(
+        "throughput",
+        f"{m.median_rps:,.1f} req/s (median of 1 s windows; overall {m.overall_rps:,.1f})",
+    )
+    table.add_row("requests", f"{m.requests:,} in {m.duration_s:.1f} s")
+    lat = m.latency
     table.add_row(
         "latency",
-        "  ".join(
-            f"{name} {latency[key]:.2f}"
-            for name, key in (
-                ("p50", "p50"),
-                ("p90", "p90"),
-                ("p99", "p99"),
-                ("p99.9", "p999"),
-                ("max", "max"),
-            )
-        )
-        + " ms",
+        f"p50 {lat.p50_ms:.2f}  p90 {lat.p90_ms:.2f}  p99 {lat.p99_ms:.2f}  "
+        f"p99.9 {lat.p999_ms:.2f}  max {lat.max_ms:.2f} ms",
     )
-    table.add_row("errors", "  ".join(f"{kind} {count}" for kind, count in errors.items()))
     table.add_row(
-        "starved connections", f"{result['starved_connections']} of {result['connections']}"
+        "errors", "  ".join(f"{kind} {count}" for kind, count in m.errors.to_json().items())
     )
-    if result.get("fairness") is not None:
-        table.add_row("fairness", f"{result['fairness']:.2f} (1 = every connection served alike)")
-    if "memory_mb" in result:
-        memory = result["memory_mb"]
+    table.add_row("starved connections", f"{m.starved_connections} of {m.connections}")
+    if m.fairness_index is not None:
+        table.add_row("fairness", f"{m.fairness_index:.2f} (1 = every connection served alike)")
+    if m.memory is not None:
+        memory = m.memory
         table.add_row(
             "memory (whole tree)",
-            f"PSS mean {memory['pss_mean']:.1f} MB  peak "
-            f"{memory['pss_peak']:.1f}  USS peak {memory['uss_peak']:.1f}  "
-            f"RSS peak {memory['rss_peak']:.1f}",
+            f"PSS mean {memory.pss_mean_mb:.1f} MB  peak "
+            f"{memory.pss_peak_mb:.1f}  USS peak {memory.uss_peak_mb:.1f}  "
+            f"RSS peak {memory.rss_peak_mb:.1f}",
         )
-    if "startup_s" in result:
-        table.add_row("startup", f"{result['startup_s']:.2f} s")
+    if m.startup_s is not None:
+        table.add_row("startup", f"{m.startup_s:.2f} s")
+    if context.get("limits"):
+        limits = Limits.from_dict(context["limits"])
+        used = context.get("cgroup") or {}
+        seen = []
+        if limits.cpus is not None:
+            seen.append(f"CPU-throttled in {used.get('throttled_fraction', 0.0):.0%} of periods")
+        if limits.memory_bytes is not None:
+            seen.append(f"memory peak {used.get('memory_peak_mb', 0.0):.0f} MB")
+        table.add_row("container limits", "; ".join([limits.describe(), *seen]))
     table.add_row(
         "load generator CPU",
-        f"{result['loadgen_cpu']:.0f}% (kernel {result['loadgen_cpu_kernel']:.0f}%)",
+        f"{m.loadgen_cpu_pct:.0f}% (kernel {m.loadgen_kernel_cpu_pct:.0f}%)",
     )
     table.add_row(
         "verdict", "[red]" + ", ".join(flags) + "[/]" if flags else "[green]trustworthy[/]"
     )
-    if result.get("settings"):
-        table.add_row("settings", " ".join(f"{k}={v}" for k, v in result["settings"].items()))
+    if settings:
+        table.add_row("settings", " ".join(f"{k}={v}" for k, v in settings.items()))
     return table

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from tuner.metrics.stats import ratio
+from tuner.metrics.stats import Spread, ratio
 from tuner.report.figures import Chart, draw_spread_bars, png_bytes
 from tuner.report.tables import Table, ratio_text, spread_text
 from tuner.workflow.compare import ServerRow
+from tuner.workflow.confirm import ConfirmedSummary
 
-FIGURES = (
-    ("rps", "req/s (higher is better)"),
-    ("p99_ms", "p99 ms (lower is better)"),
-    ("pss_mb", "mean PSS MB (lower is better)"),
+FIGURES: tuple[tuple[Callable[[ConfirmedSummary], Spread | None], str], ...] = (
+    (lambda entry: entry.rps, "req/s (higher is better)"),
+    (lambda entry: entry.p99_ms, "p99 ms (lower is better)"),
+    (lambda entry: entry.pss_mb, "mean PSS MB (lower is better)"),
 )
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
 
@@ -32,12 +33,12 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
                 (
                     row.server,
                     "tuned (= default)" if kept else name,
-                    spread_text(entry.get("rps"), "{:,.0f}"),
-                    spread_text(entry.get("p99_ms"), "{:.2f}"),
-                    spread_text(entry.get("pss_mb"), "{:.1f}"),
-                    ratio_text(entry, row.default, "rps"),
-                    ratio_text(entry, row.default, "p99_ms"),
-                    ratio_text(entry, row.default, "pss_mb"),
+                    spread_text(entry.rps, "{:,.0f}"),
+                    spread_text(entry.p99_ms, "{:.2f}"),
+                    spread_text(entry.pss_mb, "{:.1f}"),
+                    ratio_text(entry.rps, row.default.rps),
+                    ratio_text(entry.p99_ms, row.default.p99_ms),
+                    ratio_text(entry.pss_mb, row.default.pss_mb),
                     Path(row.config_file).name if name == "tuned" and row.config_file else "",
                 )
             )
@@ -61,12 +62,12 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
 
 
 def best_line(rows: Sequence[ServerRow]) -> str:
-    tuned = [(row.server, row.tuned) for row in rows if row.tuned and row.tuned.get("rps")]
+    tuned = [(row.server, row.tuned.rps) for row in rows if row.tuned and row.tuned.rps]
     if len(tuned) < 2:
         return "not enough tuned servers to rank"
-    tuned.sort(key=lambda item: -item[1]["rps"]["median"])
+    tuned.sort(key=lambda item: -item[1].median)
     (best, first), (second, other) = tuned[0], tuned[1]
-    times = ratio(first["rps"]["median"], other["rps"]["median"])
+    times = ratio(first.median, other.median)
     return f"fastest tuned: {best}, x{times:.2f} the req/s of tuned {second} (medians)"
 
 
@@ -79,9 +80,9 @@ def compare_chart(rows: Sequence[ServerRow]) -> Chart:
         if entry is not None
     ]
     colors = [COLORS[i // 2 % len(COLORS)] for i in range(len(entries))]
-    for index, (key, label) in enumerate(FIGURES):
+    for index, (figure_of, label) in enumerate(FIGURES):
         ax = figure.add_subplot(1, len(FIGURES), index + 1)
-        spreads = [_triple(entry.get(key)) for _, entry in entries]
+        spreads = [_triple(figure_of(entry)) for _, entry in entries]
         draw_spread_bars(ax, [name for name, _ in entries], spreads, colors)
         ax.set_title(label, fontsize=10)
     return Chart(
@@ -92,5 +93,5 @@ def compare_chart(rows: Sequence[ServerRow]) -> Chart:
     )
 
 
-def _triple(spread: dict[str, float] | None) -> tuple[float, float, float] | None:
-    return (spread["min"], spread["median"], spread["max"]) if spread else None
+def _triple(spread: Spread | None) -> tuple[float, float, float] | None:
+    return (spread.low, spread.median, spread.high) if spread else None

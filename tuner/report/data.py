@@ -1,24 +1,29 @@
 """A stored study as plain data for reports: setup, trials, Pareto front, importances, result.
 
 Reports read studies the way Optuna's own tools do (load_study, param importances); this module
-turns them into TrialRecords and dicts so the figure, table and HTML modules need no Optuna.
+turns them into typed values (TrialRecords with their Measurement, the StoredResult of the
+confirmation round) so the figure, table and HTML modules need no Optuna and no string keys.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import optuna
 
 from tuner.errors import ConfigError
+from tuner.search.objectives import Figures, Objective, objective_named
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
 from tuner.search.study import load_existing, storage, to_record
 from tuner.servers import get_adapter
+from tuner.workflow.confirm import PERCENTILE_KEYS, ConfirmedSummary
 
-# The setting that counts worker processes, per server (the x axis of the workers figure).
+Triple = tuple[float, float, float]  # min, median, max
 
 
 @dataclass(frozen=True)
@@ -27,11 +32,52 @@ class Contender:
 
     label: str
     trial: int | None
-    rps: tuple[float, float, float] | None  # min, median, max
-    p99_ms: tuple[float, float, float] | None
-    pss_mb: tuple[float, float, float] | None
+    rps: Triple | None
+    p99_ms: Triple | None
+    pss_mb: Triple | None
     latency_ms: dict[str, float]  # p50, p90, p99, p999
     source: str  # "interleaved re-measurement" or "one search trial"
+
+
+@dataclass(frozen=True)
+class StoredVerdict:
+    winner: str
+    winner_trial: int | None
+    beats_default: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """What `tune` kept of its confirmation round and verdict (the study's `result`, written
+    by TuneOutcome.to_json), read back."""
+
+    confirmation: list[ConfirmedSummary] = field(default_factory=list)
+    verdict: StoredVerdict | None = None
+    noise: str = ""
+    config_file: str | None = None
+    present: bool = False  # False: the study never reached its confirmation round
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> StoredResult:
+        if not data:
+            return cls()
+        verdict = data.get("verdict")
+        trial = verdict.get("winner_trial") if verdict else None
+        return cls(
+            confirmation=[ConfirmedSummary.from_json(c) for c in data.get("confirmation") or []],
+            verdict=StoredVerdict(
+                str(verdict.get("winner")),
+                None if trial is None else int(trial),
+                bool(verdict.get("beats_default_beyond_noise")),
+                str(verdict.get("summary", "")),
+            )
+            if verdict
+            else None,
+            noise=str(data.get("noise") or ""),
+            config_file=data.get("config_file"),
+            present=True,
+        )
 
 
 @dataclass(frozen=True)
@@ -49,35 +95,40 @@ class StudyData:
         return str(self.setup.get("server", "?"))
 
     @property
-    def objective(self) -> str:
-        return str(self.setup.get("objective", "throughput"))
+    def objective(self) -> Objective:
+        return objective_named(str(self.setup.get("objective", "throughput")))
 
-    @property
-    def result(self) -> dict[str, Any]:
-        return dict(self.attrs.get("result") or {})
+    @cached_property
+    def result(self) -> StoredResult:
+        return StoredResult.from_json(self.attrs.get("result"))
 
     @property
     def complete(self) -> list[TrialRecord]:
-        return [r for r in self.records if r.state == "COMPLETE" and r.metrics]
+        return [r for r in self.records if r.measured]
 
     def ranked(self) -> list[TrialRecord]:
-        """Complete trials, best first by the study's objective; SLO violators last."""
-        if self.objective == "latency":
-            return sorted(self.complete, key=lambda r: (not r.feasible, r.p99_ms))
-        return sorted(self.complete, key=lambda r: (not r.feasible, -r.rps))
+        """Complete trials, best first by the study's objective; unfair and SLO violators last."""
+        rank = self.objective.rank
+        complete = self.complete
+        return rank([r for r in complete if r.feasible], _figures) + rank(
+            [r for r in complete if not r.feasible], _figures
+        )
 
     def winner_trial(self) -> int | None:
-        verdict = self.result.get("verdict") or {}
-        if verdict.get("winner_trial") is not None:
-            return int(verdict["winner_trial"])
+        verdict = self.result.verdict
+        if verdict is not None and verdict.winner_trial is not None:
+            return verdict.winner_trial
         best = [r for r in self.ranked() if r.feasible]
         return best[0].number if best else None
 
-    def context(self) -> dict[str, Any]:
-        """Versions, machine and load of the most recent measured trial."""
-        for record in reversed(self.complete):
-            return record.metrics
-        return {}
+    def latest(self) -> TrialRecord | None:
+        """The most recent measured trial: its context and load describe the study."""
+        complete = self.complete
+        return complete[-1] if complete else None
+
+
+def _figures(record: TrialRecord) -> Figures:
+    return record.figures
 
 
 def check_storage(storage_url: str) -> None:
@@ -117,7 +168,7 @@ def _importances(study: optuna.Study) -> dict[str, float]:
             warnings.simplefilter("ignore")
             found = optuna.importance.get_param_importances(
                 study,
-                target=lambda t: -float(t.user_attrs.get("metrics", {}).get("rps", 0.0)),
+                target=lambda t: -to_record(t).rps,
             )
     except (ValueError, RuntimeError):  # e.g. no parameter took two values
         return {}
@@ -126,14 +177,14 @@ def _importances(study: optuna.Study) -> dict[str, float]:
 
 def contenders(data: StudyData) -> list[Contender]:
     """The winner and both baselines: confirmation medians if the study got that far."""
-    confirmation = data.result.get("confirmation") or []
-    winner = (data.result.get("verdict") or {}).get("winner")
+    result = data.result
+    winner = result.verdict.winner if result.verdict else None
     baselines = (BASELINE_DEFAULT, BASELINE_RULE)
-    if confirmation:
-        chosen = [c for c in confirmation if c["label"] in baselines or c["label"] == winner]
-        searched = [c for c in confirmation if c["label"] not in baselines and c.get("rps")]
+    if result.confirmation:
+        chosen = [c for c in result.confirmation if c.label in baselines or c.label == winner]
+        searched = [c for c in result.confirmation if c.label not in baselines and c.rps]
         if winner in (None, *baselines) and searched:  # show the best searched config too
-            chosen.append(max(searched, key=lambda c: c["rps"]["median"]))
+            chosen.append(data.objective.rank(searched, ConfirmedSummary.median_figures)[0])
         return [_from_confirmation(c, data) for c in chosen]
     wanted = [r for r in data.complete if r.baseline]
     best = data.winner_trial()
@@ -141,28 +192,27 @@ def contenders(data: StudyData) -> list[Contender]:
     return [_from_trial(r) for r in wanted]
 
 
-def _from_confirmation(entry: dict[str, Any], data: StudyData) -> Contender:
-    def spread(key: str) -> tuple[float, float, float] | None:
-        s = entry.get(key)
-        return (s["min"], s["median"], s["max"]) if s else None
+def _from_confirmation(entry: ConfirmedSummary, data: StudyData) -> Contender:
+    def triple(spread: Any) -> Triple | None:
+        return (spread.low, spread.median, spread.high) if spread else None
 
-    latency = dict(entry.get("latency_ms_median") or {})
+    latency = dict(entry.latency_ms_median)
     if not latency:  # studies made before confirmation kept percentiles: use the trial's
-        trial = next((r for r in data.complete if r.number == entry.get("trial")), None)
-        latency = _percentiles(trial.metrics) if trial else {}
+        trial = next((r for r in data.complete if r.number == entry.trial), None)
+        latency = _percentiles(trial) if trial else {}
     return Contender(
-        entry["label"],
-        entry.get("trial"),
-        spread("rps"),
-        spread("p99_ms"),
-        spread("pss_mb"),
+        entry.label,
+        entry.trial,
+        triple(entry.rps),
+        triple(entry.p99_ms),
+        triple(entry.pss_mb),
         latency,
         "interleaved re-measurement",
     )
 
 
 def _from_trial(record: TrialRecord) -> Contender:
-    def one(value: float) -> tuple[float, float, float]:
+    def one(value: float) -> Triple:
         return (value, value, value)
 
     return Contender(
@@ -171,17 +221,33 @@ def _from_trial(record: TrialRecord) -> Contender:
         one(record.rps),
         one(record.p99_ms),
         one(record.pss_mb),
-        _percentiles(record.metrics),
+        _percentiles(record),
         "one search trial",
     )
 
 
-def _percentiles(metrics: dict[str, Any]) -> dict[str, float]:
-    latency = metrics.get("latency_ms", {})
-    return {key: float(latency[key]) for key in ("p50", "p90", "p99", "p999") if key in latency}
+def _percentiles(record: TrialRecord) -> dict[str, float]:
+    if record.measurement is None:
+        return {}
+    latency = record.measurement.latency.to_json()
+    return {key: latency[key] for key in PERCENTILE_KEYS if latency[key] == latency[key]}  # not nan
 
 
-def list_studies(storage_url: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class StudyRow:
+    """One line of `tuner studies`."""
+
+    study: str
+    server: str
+    app: str
+    objective: str
+    trials: int
+    completed: int
+    best_rps: float | None  # the highest req/s of a trial that could win
+    created: str
+
+
+def list_studies(storage_url: str) -> list[StudyRow]:
     """One row per study: server, app, objective, trials done, best feasible req/s."""
     check_storage(storage_url)
     with warnings.catch_warnings():
@@ -193,19 +259,18 @@ def list_studies(storage_url: str) -> list[dict[str, Any]]:
         setup = summary.user_attrs.get("setup") or {}
         study_id = store.get_study_id_from_name(summary.study_name)
         records = [to_record(t) for t in store.get_all_trials(study_id, deepcopy=False)]
-        done = [r for r in records if r.state == "COMPLETE" and r.metrics]
-        best = max((r.rps for r in done if r.feasible), default=None)
+        done = [r for r in records if r.measured]
         rows.append(
-            {
-                "study": summary.study_name,
-                "server": setup.get("server", "?"),
-                "app": setup.get("app", "?"),
-                "objective": setup.get("objective", "?"),
-                "trials": len(records),
-                "completed": len(done),
-                "best_rps": best,
-                "created": summary.user_attrs.get("created", ""),
-            }
+            StudyRow(
+                study=summary.study_name,
+                server=str(setup.get("server", "?")),
+                app=str(setup.get("app", "?")),
+                objective=str(setup.get("objective", "?")),
+                trials=len(records),
+                completed=len(done),
+                best_rps=max((r.rps for r in done if r.feasible), default=None),
+                created=str(summary.user_attrs.get("created", "")),
+            )
         )
     return rows
 

@@ -46,7 +46,7 @@ def _figure() -> tuple[Figure, Axes]:
 def study_charts(data: StudyData) -> list[Chart]:
     """Every chart that applies to the study, in reading order."""
     charts = [_history(data)]
-    if data.objective == "multi":
+    if data.objective.trade_off:
         charts.append(_pareto(data))
     charts += [_importances(data), _workers(data)]
     picked = contenders(data)

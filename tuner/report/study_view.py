@@ -13,6 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tuner.loadgen import WindowStats
+from tuner.metrics.measurement import Measurement
+from tuner.search.objectives import Objective
 from tuner.search.records import TrialRecord
 from tuner.search.study import QuietListener
 from tuner.settings import Value
@@ -30,8 +32,9 @@ def describe(settings: dict[str, Any], defaults: dict[str, Any]) -> str:
 def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
     what = describe(record.settings, defaults)
     label = f"trial {record.number}" + (f" [{record.origin}]" if record.origin else "")
-    if record.state == "COMPLETE":
-        flags = [f for f in ("client_bound",) if record.metrics.get(f)]
+    if record.measured:
+        assert record.measurement is not None
+        flags = ["client_bound"] if record.measurement.client_bound else []
         flags += [] if record.feasible else [record.fail_reason or "violates SLO"]
         return (
             f"{label}: {record.rps:,.0f} req/s  p99 {record.p99_ms:.2f} ms  "
@@ -53,13 +56,11 @@ class PlainListener(QuietListener):
             print(record_line(record, self.defaults), file=sys.stderr, flush=True)
 
     def on_confirm_run(
-        self, candidate: Candidate, round_index: int, run: dict[str, Any] | None
+        self, candidate: Candidate, round_index: int, run: Measurement | None
     ) -> None:
         if self.quiet:
             return
-        figure = (
-            f"{run['rps']:,.0f} req/s p99 {run['latency_ms']['p99']:.2f} ms" if run else "failed"
-        )
+        figure = f"{run.median_rps:,.0f} req/s p99 {run.latency.p99_ms:.2f} ms" if run else "failed"
         print(
             f"confirm round {round_index + 1}: {candidate.label}: {figure}",
             file=sys.stderr,
@@ -75,11 +76,11 @@ class LiveListener(PlainListener):
         console: Console,
         defaults: dict[str, Any],
         n_trials: int | None,
-        higher_is_better: bool,
+        objective: Objective,
     ) -> None:
         super().__init__(defaults)
         self.console = console
-        self.higher = higher_is_better
+        self.objective = objective
         self.records: list[TrialRecord] = []
         self.progress = Progress(
             TextColumn("[bold]trials"),
@@ -117,7 +118,7 @@ class LiveListener(PlainListener):
         self.live.update(self._view())
 
     def on_confirm_run(
-        self, candidate: Candidate, round_index: int, run: dict[str, Any] | None
+        self, candidate: Candidate, round_index: int, run: Measurement | None
     ) -> None:
         self._phase(f"confirming: round {round_index + 1}, {candidate.label}")
         super().on_confirm_run(candidate, round_index, run)
@@ -126,15 +127,16 @@ class LiveListener(PlainListener):
         self.progress.update(self.task, phase=text)
 
     def _view(self) -> Group:
-        return Group(self.progress, best_table(self.records, self.defaults, self.higher))
+        return Group(self.progress, best_table(self.records, self.defaults, self.objective))
 
 
-def best_table(records: Sequence[TrialRecord], defaults: dict[str, Any], higher: bool) -> Table:
+def best_table(
+    records: Sequence[TrialRecord], defaults: dict[str, Any], objective: Objective
+) -> Table:
     table = Table(title="best so far", title_justify="left")
     for column in ("trial", "req/s", "p99 ms", "PSS MB", "settings"):
         table.add_column(column, justify="left" if column == "settings" else "right")
-    done = [r for r in records if r.state == "COMPLETE" and r.feasible]
-    done.sort(key=(lambda r: -r.rps) if higher else (lambda r: r.p99_ms))
+    done = objective.rank((r for r in records if r.measured and r.feasible), lambda r: r.figures)
     for r in done[:TOP_ROWS]:
         table.add_row(
             r.label,

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.metrics.stats import ratio
-from tuner.report.data import StudyData, masked
+from tuner.metrics.stats import Spread, ratio
+from tuner.report.data import StudyData, StudyRow, masked
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
 
 TOP_TRIALS = 10
@@ -38,16 +38,17 @@ def study_tables(data: StudyData, settings_text: SettingsText = all_settings) ->
 def top_trials(data: StudyData, settings_text: SettingsText, limit: int = TOP_TRIALS) -> Table:
     columns = ("trial", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "PSS MB")
     rows = [_trial_row(r) + (settings_text(r.settings),) for r in data.ranked()[:limit]]
-    order = "lowest p99" if data.objective == "latency" else "highest req/s"
     return Table(
-        f"Top trials ({order} first; unfair or SLO-violating last)",
+        f"Top trials ({data.objective.order_text} first; unfair or SLO-violating last)",
         (*columns, "startup s", "notes", "settings"),
         rows,
     )
 
 
 def pareto_front(data: StudyData, settings_text: SettingsText) -> Table:
-    front = sorted((r for r in data.complete if r.number in data.pareto), key=lambda r: -r.rps)
+    front = data.objective.rank(
+        (r for r in data.complete if r.number in data.pareto), lambda r: r.figures
+    )
     return Table(
         "Pareto front (req/s, p99, memory)",
         ("trial", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "PSS MB", "settings"),
@@ -56,19 +57,20 @@ def pareto_front(data: StudyData, settings_text: SettingsText) -> Table:
 
 
 def _trial_row(r: TrialRecord) -> tuple[str, ...]:
-    latency = r.metrics.get("latency_ms", {})
+    m = r.measurement
+    assert m is not None  # only measured trials are ranked
     notes = [r.origin] if r.origin else []
-    notes += ["client_bound"] if r.metrics.get("client_bound") else []
+    notes += ["client_bound"] if m.client_bound else []
     notes += [r.why_infeasible] if r.why_infeasible else []
     return (
         str(r.number),
         f"{r.rps:,.0f}",
-        _ms(latency.get("p50")),
-        _ms(latency.get("p99")),
-        _ms(latency.get("p999")),
-        f"{float(r.metrics.get('error_rate', 0.0)):.2%}",
+        _ms(m.latency.p50_ms),
+        _ms(m.latency.p99_ms),
+        _ms(m.latency.p999_ms),
+        f"{m.error_rate:.2%}",
         f"{r.pss_mb:.1f}",
-        _number(r.metrics.get("startup_s"), "{:.2f}"),
+        _number(m.startup_s, "{:.2f}"),
         ", ".join(notes),
     )
 
@@ -94,30 +96,30 @@ def failed_trials(data: StudyData, settings_text: SettingsText) -> Table:
 def confirmation(data: StudyData) -> Table:
     result = data.result
     rows = []
-    winner = (result.get("verdict") or {}).get("winner")
-    for entry in result.get("confirmation") or []:
-        notes = ["recommended"] if entry["label"] == winner else []
-        notes += ["unfair"] if entry.get("unfair") else []
-        notes += ["client_bound"] if entry.get("client_bound") else []
-        notes += [f"{len(entry['failures'])} failed run(s)"] if entry.get("failures") else []
+    winner = result.verdict.winner if result.verdict else None
+    for entry in result.confirmation:
+        notes = ["recommended"] if entry.label == winner else []
+        notes += ["unfair"] if entry.unfair else []
+        notes += ["client_bound"] if entry.client_bound else []
+        notes += [f"{len(entry.failures)} failed run(s)"] if entry.failures else []
         rows.append(
             (
-                entry["label"],
-                "" if entry.get("trial") is None else str(entry["trial"]),
-                spread_text(entry.get("rps"), "{:,.0f}"),
-                spread_text(entry.get("p99_ms"), "{:.2f}"),
-                spread_text(entry.get("pss_mb"), "{:.1f}"),
+                entry.label,
+                "" if entry.trial is None else str(entry.trial),
+                spread_text(entry.rps, "{:,.0f}"),
+                spread_text(entry.p99_ms, "{:.2f}"),
+                spread_text(entry.pss_mb, "{:.1f}"),
                 ", ".join(notes),
             )
         )
     notes = []
-    if result.get("verdict"):
-        notes.append(f"verdict: {result['verdict']['summary']}")
-    if result.get("noise"):
-        notes.append(f"noise: {result['noise']}")
-    if result.get("config_file"):
-        notes.append(f"config file: {result['config_file']}")
-    if not result:
+    if result.verdict:
+        notes.append(f"verdict: {result.verdict.summary}")
+    if result.noise:
+        notes.append(f"noise: {result.noise}")
+    if result.config_file:
+        notes.append(f"config file: {result.config_file}")
+    if not result.present:
         notes.append("the study has no confirmation round yet (interrupted or still running)")
     return Table(
         "Confirmation: interleaved re-measurement (min / median / max)",
@@ -129,21 +131,21 @@ def confirmation(data: StudyData) -> Table:
 
 def baselines(data: StudyData) -> Table:
     """Each re-measured config's medians against the default and the 2*cpus+1 rule."""
-    entries = [e for e in data.result.get("confirmation") or [] if e.get("rps")]
-    by_label = {e["label"]: e for e in entries}
+    entries = [e for e in data.result.confirmation if e.rps]
+    by_label = {e.label: e for e in entries}
     default, rule = by_label.get(BASELINE_DEFAULT), by_label.get(BASELINE_RULE)
     rows = []
     for entry in entries:
         rows.append(
             (
-                entry["label"],
-                f"{entry['rps']['median']:,.0f}",
-                ratio_text(entry, default, "rps"),
-                ratio_text(entry, rule, "rps"),
-                _ms(entry["p99_ms"]["median"]),
-                ratio_text(entry, default, "p99_ms"),
-                f"{entry['pss_mb']['median']:.1f}",
-                ratio_text(entry, default, "pss_mb"),
+                entry.label,
+                _median(entry.rps, "{:,.0f}"),
+                ratio_text(entry.rps, default and default.rps),
+                ratio_text(entry.rps, rule and rule.rps),
+                _median(entry.p99_ms, "{:.2f}"),
+                ratio_text(entry.p99_ms, default and default.p99_ms),
+                _median(entry.pss_mb, "{:.1f}"),
+                ratio_text(entry.pss_mb, default and default.pss_mb),
             )
         )
     return Table(
@@ -164,7 +166,8 @@ def baselines(data: StudyData) -> Table:
 
 
 def machine(data: StudyData) -> Table:
-    context = data.context()
+    latest = data.latest()
+    context = latest.context if latest else {}
     setup = data.setup
     versions = context.get("versions", {})
     info = context.get("machine", {})
@@ -173,43 +176,46 @@ def machine(data: StudyData) -> Table:
         ("storage", masked(data.storage_url)),
         ("server", data.server),
         ("app", str(setup.get("app", "?"))),
-        ("objective", data.objective),
+        ("objective", data.objective.name),
         ("created", str(data.attrs.get("created", "?"))),
         ("CPU model", str(setup.get("cpu_model") or info.get("cpu_model", "?"))),
         ("CPUs on the machine", str(info.get("cpus", "?"))),
         ("server CPUs", _cpus(setup.get("server_cpus"))),
         ("load generator CPUs", _cpus(setup.get("load_cpus"))),
-        ("load", _load(context)),
+        ("load", _load(latest)),
     ]
     rows += [(f"{name} version", str(version)) for name, version in versions.items()]
     return Table("Machine, CPU split and versions", ("what", "value"), rows)
 
 
-def _load(context: dict[str, Any]) -> str:
-    if not context:
+def _load(latest: TrialRecord | None) -> str:
+    m = latest.measurement if latest else None
+    if m is None:
         return "?"
-    target = context.get("target_rps")
+    target = m.target_rps
     loop = f"open loop at {target:g} req/s" if target else "closed loop"
-    return (
-        f"{context.get('connections', '?')} connections, {loop}, "
-        f"{_number(context.get('duration_s'), '{:.1f}')} s measured per run"
-    )
+    return f"{m.connections} connections, {loop}, {m.duration_s:.1f} s measured per run"
 
 
 def _cpus(cpus: Sequence[int] | None) -> str:
     return ", ".join(str(c) for c in cpus) if cpus else "?"
 
 
-def ratio_text(entry: dict[str, Any], reference: dict[str, Any] | None, key: str) -> str:
-    if reference is None or not entry.get(key) or not reference.get(key):
+def ratio_text(figure: Spread | None, reference: Spread | None) -> str:
+    """The ratio of two medians, "x1.23"."""
+    if figure is None or reference is None:
         return "n/a"
-    return f"x{ratio(entry[key]['median'], reference[key]['median']):.2f}"
+    return f"x{ratio(figure.median, reference.median):.2f}"
 
 
-def spread_text(spread: dict[str, float] | None, pattern: str) -> str:
-    if not spread:
+def spread_text(spread: Spread | None, pattern: str) -> str:
+    if spread is None:
         return "n/a"
-    return " / ".join(pattern.format(spread[k]) for k in ("min", "median", "max"))
+    return " / ".join(pattern.format(v) for v in (spread.low, spread.median, spread.high))
+
+
+def _median(spread: Spread | None, pattern: str) -> str:
+    return "n/a" if spread is None else pattern.format(spread.median)
 
 
 def _ms(value: Any) -> str:
@@ -223,31 +229,31 @@ def _number(value: Any, pattern: str) -> str:
 def summary_lines(data: StudyData) -> list[str]:
     failed = sum(r.state in ("FAIL", "PRUNED") for r in data.records)
     lines = [
-        f"{data.server} serving {data.setup.get('app', '?')}, objective {data.objective}: "
+        f"{data.server} serving {data.setup.get('app', '?')}, objective {data.objective.name}: "
         f"{len(data.records)} trials, {len(data.complete)} complete, {failed} failed or pruned."
     ]
-    verdict = data.result.get("verdict")
-    if verdict:
-        lines.append(f"Verdict: {verdict['summary']}.")
-    elif data.result:
+    result = data.result
+    if result.verdict:
+        lines.append(f"Verdict: {result.verdict.summary}.")
+    elif result.present:
         lines.append("Verdict: no config passed the SLOs in the confirmation rounds.")
     return lines
 
 
-def studies_table(rows: Sequence[dict[str, Any]]) -> Table:
+def studies_table(rows: Sequence[StudyRow]) -> Table:
     return Table(
         "Studies",
         ("study", "server", "app", "objective", "trials", "complete", "best req/s", "created"),
         [
             (
-                row["study"],
-                row["server"],
-                row["app"],
-                row["objective"],
-                str(row["trials"]),
-                str(row["completed"]),
-                "n/a" if row["best_rps"] is None else f"{row['best_rps']:,.0f}",
-                row["created"],
+                row.study,
+                row.server,
+                row.app,
+                row.objective,
+                str(row.trials),
+                str(row.completed),
+                "n/a" if row.best_rps is None else f"{row.best_rps:,.0f}",
+                row.created,
             )
             for row in rows
         ],

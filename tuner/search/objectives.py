@@ -1,18 +1,18 @@
-"""What a study optimises: objective values, SLO constraints and the `multi` pick rule.
+"""What a study optimises: the objective (direction, ranking, pick, wording) and the SLOs.
 
-Pure functions of a trial's metrics (a LoadResult-like mapping):
+Three objectives, one type (`Objective`); get one with `objective_named(name)`:
 
-    {"rps": float, "error_rate": float,
-     "latency_ms": {"p50": ..., "p99": ...}, "memory_mb": {"pss_mean": ..., ...}}
-
-throughput  maximise rps.
+throughput  maximise req/s (the median of one-second windows).
 latency     minimise p99 *under load*: p99 is only comparable between configs measured at the
             same offered load, so the latency objective expects an open-loop run at a fixed
             request rate (a config that cannot keep up shows it as queueing delay or errors).
             With a closed-loop load it uses the same connection count for every trial; then
             p99 ~ connections / rps (Little's law) and largely tracks throughput.
-multi       maximise rps, minimise p99 and PSS memory (MB) at the same load; Optuna keeps the
+multi       maximise req/s, minimise p99 and PSS memory (MB) at the same load; Optuna keeps the
             Pareto front and `pick_pareto_point` chooses the one config that is emitted.
+
+Everything that ranks configs (the study's candidates, `show`, the live view, the confirmation
+round) asks the objective, so "best" means one thing everywhere.
 
 Constraints follow Optuna's convention (each value <= 0 means satisfied) so a study can pass
 them to `Trial.set_constraint`. Two are always present: the error rate, so a config cannot "win"
@@ -24,21 +24,16 @@ than failed trials lets the sampler learn where the boundary lies.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from tuner.errors import ConfigError, InvalidMeasurement
+from tuner.metrics.measurement import Measurement
+from tuner.metrics.stats import Spread, clearly_better, ratio
 
-OBJECTIVES = ("throughput", "latency", "multi")
-_DIRECTIONS = {
-    "throughput": ["maximize"],
-    "latency": ["minimize"],
-    "multi": ["maximize", "minimize", "minimize"],
-}
-
-
-# The constraint value of a run judged unfair whose figures look nearly even: still > 0.
-MIN_UNFAIRNESS = 0.01
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,92 +45,245 @@ class Slo:
     max_memory_mb: float | None = None
 
 
-def _check(objective: str) -> None:
-    if objective not in OBJECTIVES:
-        raise ConfigError(
-            f"unknown objective {objective!r}; valid objectives: " + ", ".join(OBJECTIVES)
+@dataclass(frozen=True)
+class Figures:
+    """What objectives and SLOs judge of one config: one measurement, or the medians of a
+    config's confirmation runs. A figure that was not measured is nan (worst everywhere)."""
+
+    rps: float  # median of the one-second windows
+    p99_ms: float
+    pss_mb: float  # mean PSS of the server tree
+    error_rate: float
+    unfairness: float = 0.0  # 0 fair, up to 1 (see Measurement.unfairness)
+
+    @classmethod
+    def of(cls, measurement: Measurement) -> Figures:
+        return cls(
+            measurement.median_rps,
+            measurement.latency.p99_ms,
+            measurement.pss_mean_mb,
+            measurement.error_rate,
+            measurement.unfairness,
         )
 
 
-def directions(objective: str) -> list[str]:
-    """Optuna study directions for `objective`, in the order of `values`."""
-    _check(objective)
-    return list(_DIRECTIONS[objective])
+class WindowLike(Protocol):
+    """A one-second window of a running measurement (tuner.loadgen.WindowStats)."""
+
+    @property
+    def rps(self) -> float: ...
+    @property
+    def p99_ms(self) -> float: ...
 
 
-def rps(metrics: Mapping) -> float:
-    return _number(metrics.get("rps"), "rps")
+@dataclass(frozen=True)
+class Headline:
+    """A figure an objective is about, with its direction and how a reader names it."""
+
+    name: str  # "throughput", "p99", "PSS"
+    short: str  # "req/s", "p99", "PSS": in ratios like "req/s x1.20"
+    unit: str
+    higher_is_better: bool
+    value: Callable[[Figures], float]
+    # The same figure of a running one-second window, for the pruner (None: not seen live).
+    window: Callable[[WindowLike], float] | None = None
+
+    def sort_value(self, figures: Figures) -> float:
+        """Smaller is better; an unmeasured figure sorts last."""
+        value = self.value(figures)
+        if math.isnan(value):
+            return math.inf
+        return -value if self.higher_is_better else value
 
 
-def p99_ms(metrics: Mapping) -> float:
-    return _number((metrics.get("latency_ms") or {}).get("p99"), "latency_ms.p99")
+RPS = Headline("throughput", "req/s", "req/s", True, lambda f: f.rps, lambda w: w.rps)
+P99 = Headline("p99", "p99", "ms", False, lambda f: f.p99_ms, lambda w: w.p99_ms)
+PSS = Headline("PSS", "PSS", "MB", False, lambda f: f.pss_mb)
 
 
-def pss_mb(metrics: Mapping) -> float:
-    return _number((metrics.get("memory_mb") or {}).get("pss_mean"), "memory_mb.pss_mean")
+@dataclass(frozen=True)
+class Versus:
+    """One headline figure of a config against the same figure of the server's default."""
+
+    headline: Headline
+    mine: Spread
+    default: Spread
+
+    @property
+    def better(self) -> bool:
+        return clearly_better(
+            self.mine, self.default, higher_is_better=self.headline.higher_is_better
+        )
+
+    @property
+    def worse(self) -> bool:
+        return clearly_better(
+            self.default, self.mine, higher_is_better=self.headline.higher_is_better
+        )
 
 
-def error_rate(metrics: Mapping) -> float:
-    return _number(metrics.get("error_rate"), "error_rate")
+class Objective(ABC):
+    """What "best" means for a study: its figures and their directions (Optuna's study
+    directions), how configs rank, which one is recommended, whether a running trial can be
+    pruned, and how the verdict reads. Subclasses: one figure, or a Pareto trade-off."""
+
+    name: str
+    headlines: tuple[Headline, ...]
+    default_wins: str  # the verdict when the server's default config is the pick
+    # True when the study keeps a Pareto front (several figures at once).
+    trade_off: bool = False
+    # A winner with a much worse tail than the default gets a warning (not for the trade-off
+    # objective, whose pick already weighs p99).
+    warns_of_tail: bool = True
+
+    @property
+    def directions(self) -> list[str]:
+        """Optuna study directions, in the order of `values`."""
+        return ["maximize" if h.higher_is_better else "minimize" for h in self.headlines]
+
+    def values(self, figures: Figures) -> list[float]:
+        """The trial's objective values; InvalidMeasurement if one was not measured."""
+        out = []
+        for headline in self.headlines:
+            value = headline.value(figures)
+            if math.isnan(value):
+                raise InvalidMeasurement(f"{headline.name} was not measured")
+            out.append(value)
+        return out
+
+    @property
+    def order_text(self) -> str:
+        """How `rank` orders, for a table title."""
+        first = self.headlines[0]
+        return f"{'highest' if first.higher_is_better else 'lowest'} {first.short}"
+
+    def window_value(self, window: WindowLike) -> float | None:
+        """The running figure the pruner compares each second; None: cannot be pruned."""
+        return None
+
+    def rank(self, items: Iterable[T], figures: Callable[[T], Figures]) -> list[T]:
+        """Best first, by the first headline (ties keep their order)."""
+        first = self.headlines[0]
+        return sorted(items, key=lambda item: first.sort_value(figures(item)))
+
+    def pick(self, items: Sequence[T], figures: Callable[[T], Figures], slo: Slo) -> T:
+        """The one config to recommend among `items` (all usable)."""
+        return self.rank(items, figures)[0]
+
+    def shortlist(
+        self, items: Sequence[T], figures: Callable[[T], Figures], on_front: Callable[[T], bool]
+    ) -> list[T]:
+        """The configs worth re-measuring, best first."""
+        return self.rank(items, figures)
+
+    @abstractmethod
+    def summary(self, label: str, versus: Sequence[Versus], beats: bool) -> str:
+        """The verdict of `label` against the default (`versus`: one entry per headline that
+        both have), in words; `beats` says whether it is better beyond the noise."""
 
 
-def _number(value: object, name: str) -> float:
-    # A missing metric means this measurement is unusable: the study records it and goes on.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidMeasurement(f"metric {name} missing or not a number: {value!r}")
-    return float(value)
+class SingleObjective(Objective):
+    """One figure: the best config is the one with the best value of it."""
+
+    default_wins = "the server's default config measured best; keep it"
+
+    def __init__(self, name: str, headline: Headline) -> None:
+        self.name = name
+        self.headlines = (headline,)
+
+    def summary(self, label: str, versus: Sequence[Versus], beats: bool) -> str:
+        (figure,) = versus
+        h, b, d = figure.headline, figure.mine, figure.default
+        change = ratio(b.median, d.median)
+        ranges = (
+            f"{label} {b.low:,.1f}-{b.high:,.1f} {h.unit} vs default "
+            f"{d.low:,.1f}-{d.high:,.1f} {h.unit} over {len(b.samples)} interleaved rounds"
+        )
+        if beats:
+            return f"{label} beats the default beyond the noise ({h.name} x{change:.2f}; {ranges})"
+        return (
+            f"{label} has the best median ({h.name} x{change:.2f} the default's) but "
+            f"is not measurably better than the default: the ranges overlap ({ranges}); expect "
+            "about the default's figures"
+        )
+
+    def window_value(self, window: WindowLike) -> float | None:
+        live = self.headlines[0].window
+        return None if live is None else live(window)
 
 
-def values(objective: str, metrics: Mapping) -> list[float]:
-    """The trial's objective values, in `directions(objective)` order."""
-    _check(objective)
-    if objective == "throughput":
-        return [rps(metrics)]
-    if objective == "latency":
-        return [p99_ms(metrics)]
-    return [rps(metrics), p99_ms(metrics), pss_mb(metrics)]
+class ParetoObjective(Objective):
+    """Several figures at once: Optuna keeps the front, `pick_pareto_point` picks one."""
+
+    trade_off = True
+    warns_of_tail = False
+    default_wins = "the server's default config is the pick"
+
+    def __init__(self, name: str, headlines: tuple[Headline, ...]) -> None:
+        self.name = name
+        self.headlines = headlines
+
+    def pick(self, items: Sequence[T], figures: Callable[[T], Figures], slo: Slo) -> T:
+        return items[pick_pareto_point([figures(item) for item in items], slo)]
+
+    def shortlist(
+        self, items: Sequence[T], figures: Callable[[T], Figures], on_front: Callable[[T], bool]
+    ) -> list[T]:
+        """The Pareto front only (fastest first), its pick rule's choice in front."""
+        front = [item for item in items if on_front(item)]
+        if not front:
+            return []
+        chosen = front[pick_pareto_point([figures(item) for item in front])]
+        return [chosen] + [item for item in self.rank(front, figures) if item is not chosen]
+
+    def summary(self, label: str, versus: Sequence[Versus], beats: bool) -> str:
+        figures = []
+        for figure in versus:
+            verdict = "better" if figure.better else "worse" if figure.worse else "within noise"
+            change = ratio(figure.mine.median, figure.default.median)
+            figures.append(f"{figure.headline.short} x{change:.2f} ({verdict})")
+        return (
+            f"{label} is the Pareto pick (fast within 5% of the fastest, then "
+            f"leanest); vs the default: {', '.join(figures)}"
+        )
 
 
-def constraints(slo: Slo, metrics: Mapping) -> list[float]:
+THROUGHPUT = SingleObjective("throughput", RPS)
+LATENCY = SingleObjective("latency", P99)
+MULTI = ParetoObjective("multi", (RPS, P99, PSS))
+_ALL = (THROUGHPUT, LATENCY, MULTI)
+OBJECTIVES = tuple(o.name for o in _ALL)
+
+
+def objective_named(name: str) -> Objective:
+    for objective in _ALL:
+        if objective.name == name:
+            return objective
+    raise ConfigError(f"unknown objective {name!r}; valid objectives: " + ", ".join(OBJECTIVES))
+
+
+def constraints(slo: Slo, figures: Figures) -> list[float]:
     """Optuna-style constraint values (<= 0 is satisfied), always the same length for a Slo:
-    [error_rate - max_error_rate] + [p99 - p99_ms if set] + [pss - max_memory_mb if set].
-    A limited metric that was not measured counts as violated (+inf): it cannot be shown met."""
-    return list(named_constraints(slo, metrics).values())
+    [error_rate - max_error_rate, unfairness] + [p99 - p99_ms if set] + [pss - max_memory_mb
+    if set]. A limited figure that was not measured counts as violated (+inf)."""
+    return list(named_constraints(slo, figures).values())
 
 
-def named_constraints(slo: Slo, metrics: Mapping) -> dict[str, float]:
+def named_constraints(slo: Slo, figures: Figures) -> dict[str, float]:
     """The same values as `constraints`, by name (for Optuna's `Trial.set_constraint`)."""
     out = {
-        "error_rate": _excess(metrics.get("error_rate"), slo.max_error_rate),
-        "fair": unfairness(metrics),
+        "error_rate": _excess(figures.error_rate, slo.max_error_rate),
+        "fair": figures.unfairness,
     }
     if slo.p99_ms is not None:
-        out["p99_ms"] = _excess((metrics.get("latency_ms") or {}).get("p99"), slo.p99_ms)
+        out["p99_ms"] = _excess(figures.p99_ms, slo.p99_ms)
     if slo.max_memory_mb is not None:
-        out["pss_mb"] = _excess((metrics.get("memory_mb") or {}).get("pss_mean"), slo.max_memory_mb)
+        out["pss_mb"] = _excess(figures.pss_mb, slo.max_memory_mb)
     return out
 
 
-def unfairness(metrics: Mapping) -> float:
-    """0 for a run judged fair; else how unequal the service was, in (0, 1]: 1 minus the
-    worst of the served share of connections, the fairness index and the Little's-law ratio.
-    A graded value (not a flag) tells the sampler which unfair configs were nearly fair."""
-    if not metrics.get("unfair"):
-        return 0.0
-    connections = metrics.get("connections") or 0
-    starved = metrics.get("starved_connections") or 0
-    shares = [1 - starved / connections] if connections else []
-    for key in ("fairness", "littles_law_ratio"):
-        value = metrics.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            shares.append(min(1.0, float(value)))
-    return min(1.0, max(MIN_UNFAIRNESS, 1 - min(shares, default=0.0)))
-
-
-def _excess(value: object, limit: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        return math.inf
-    return float(value) - limit
+def _excess(value: float, limit: float) -> float:
+    return math.inf if math.isnan(value) else value - limit
 
 
 def satisfied(values: Iterable[float]) -> bool:
@@ -143,12 +291,45 @@ def satisfied(values: Iterable[float]) -> bool:
     return all(value <= 0 for value in values)
 
 
-def feasible(slo: Slo, metrics: Mapping) -> bool:
-    return satisfied(constraints(slo, metrics))
+def feasible(slo: Slo, figures: Figures) -> bool:
+    return satisfied(constraints(slo, figures))
+
+
+def infeasible_reason(slo: Slo, measurement: Measurement) -> str:
+    """Why a measured trial cannot win, as one line ("" when it can): unfair first (its
+    figures describe only the clients the server chose to serve), then the SLOs it breaks."""
+    if measurement.unfair:
+        return "unfair: " + "; ".join(measurement.unfair_reasons)
+    violations = slo_violations(slo, Figures.of(measurement), measurement.errors.detail())
+    return f"violates SLO: {violations}" if violations else ""
+
+
+def slo_violations(slo: Slo, figures: Figures, error_detail: str = "") -> str:
+    """The SLOs a measurement breaks, as one line a user reads ("" when none)."""
+    parts = []
+    errors = figures.error_rate
+    if math.isnan(errors):
+        parts.append("error rate not measured")
+    elif errors > slo.max_error_rate:
+        parts.append(
+            f"{errors:.1%} of requests failed ({error_detail or 'no detail'}) > --max-error-rate "
+            f"{slo.max_error_rate:g}"
+        )
+    p99 = figures.p99_ms
+    if slo.p99_ms is not None and not p99 <= slo.p99_ms:  # nan: not measured, also a breach
+        parts.append(f"p99 {_figure(p99)} ms > --slo-p99 {slo.p99_ms:g}")
+    pss, limit = figures.pss_mb, slo.max_memory_mb
+    if limit is not None and not pss <= limit:
+        parts.append(f"memory (PSS) {_figure(pss)} MB > --max-memory {limit:g}")
+    return "; ".join(parts)
+
+
+def _figure(value: float) -> str:
+    return "not measured" if math.isnan(value) else f"{value:.1f}"
 
 
 def pick_pareto_point(
-    points: Sequence[Mapping],
+    points: Sequence[Figures],
     slo: Slo | None = None,
     *,
     rps_tolerance: float = 0.05,
@@ -165,12 +346,12 @@ def pick_pareto_point(
 
     The pick is always Pareto-optimal among the candidates: anything dominating it would pass
     steps 2-3 too and win step 4. Passing all trials or only Optuna's `best_trials` gives the
-    same answer. A point without a metric counts as worst on it.
+    same answer. A point without a figure counts as worst on it.
     """
     if not points:
         raise ValueError("pick_pareto_point needs at least one point")
     slo = slo or Slo()
-    indices = [i for i, m in enumerate(points) if feasible(slo, m)] or list(range(len(points)))
+    indices = [i for i, f in enumerate(points) if feasible(slo, f)] or list(range(len(points)))
     rows = {i: _row(points[i]) for i in indices}  # i -> (rps, p99, pss)
 
     best_rps = max(r[0] for r in rows.values())
@@ -180,12 +361,12 @@ def pick_pareto_point(
     return min(quick, key=lambda i: (rows[i][2], -rows[i][0], rows[i][1], i))
 
 
-def _row(metrics: Mapping) -> tuple[float, float, float]:
-    def get(fn: Callable[[Mapping], float], worst: float) -> float:
-        try:
-            value = fn(metrics)
-        except InvalidMeasurement:
-            return worst
+def _row(figures: Figures) -> tuple[float, float, float]:
+    def worst_if_nan(value: float, worst: float) -> float:
         return worst if math.isnan(value) else value
 
-    return (get(rps, -math.inf), get(p99_ms, math.inf), get(pss_mb, math.inf))
+    return (
+        worst_if_nan(figures.rps, -math.inf),
+        worst_if_nan(figures.p99_ms, math.inf),
+        worst_if_nan(figures.pss_mb, math.inf),
+    )

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.metrics.measurement import Measurement
+from tuner.search.objectives import Figures
 from tuner.servers.base import BASELINE_DEFAULT
 from tuner.servers.base import BASELINE_FORK_RULE as BASELINE_RULE
 
@@ -16,7 +19,8 @@ class TrialRecord:
     number: int
     state: str  # COMPLETE, FAIL, PRUNED, RUNNING, WAITING
     settings: dict[str, Any]
-    metrics: dict[str, Any] = field(default_factory=dict)
+    measurement: Measurement | None = None  # None: the trial failed before it was measured
+    context: dict[str, Any] = field(default_factory=dict)  # server, versions, machine, CPUs
     values: tuple[float, ...] = ()
     baseline: str = ""  # a Baseline.label ("default", "2*cpus+1"), "" for a searched config
     fail_reason: str = ""
@@ -44,13 +48,27 @@ class TrialRecord:
         return "unfair" if self.fail_reason.startswith("unfair") else "violates SLO"
 
     @property
+    def measured(self) -> bool:
+        """Completed with its figures (a complete trial of a broken record has none)."""
+        return self.state == "COMPLETE" and self.measurement is not None
+
+    @property
+    def figures(self) -> Figures:
+        """What the objective ranks; every figure nan (worst) when not measured."""
+        if self.measurement is None:
+            return Figures(math.nan, math.nan, math.nan, math.nan)
+        return Figures.of(self.measurement)
+
+    # The headline figures for display: 0.0 when not measured.
+    @property
     def rps(self) -> float:
-        return float(self.metrics.get("rps", 0.0))
+        """Median of the one-second windows."""
+        return self.measurement.median_rps if self.measurement else 0.0
 
     @property
     def p99_ms(self) -> float:
-        return float(self.metrics.get("latency_ms", {}).get("p99", 0.0))
+        return self.measurement.latency.p99_ms if self.measurement else 0.0
 
     @property
     def pss_mb(self) -> float:
-        return float(self.metrics.get("memory_mb", {}).get("pss_mean", 0.0))
+        return self.measurement.pss_mean_mb if self.measurement else 0.0

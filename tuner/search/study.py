@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
-import statistics
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,11 +33,13 @@ from tuner.errors import AppBrokenError, ConfigError, InvalidMeasurement, TrialE
 from tuner.loadgen import LoadSpec, WindowStats
 from tuner.machine import hosts
 from tuner.machine.cpus import cpu_model
+from tuner.machine.limits import Limits
 from tuner.machine.probe import cpu_probe_ms
 from tuner.measure.runner import BenchPlan, run_bench
+from tuner.metrics.measurement import Measurement
 from tuner.search import objectives
 from tuner.search.covering import covering_config
-from tuner.search.objectives import Slo
+from tuner.search.objectives import Figures, Objective, Slo
 from tuner.search.records import TrialRecord
 from tuner.search.space import SearchSpace, bounds, suggest
 from tuner.servers.base import ServerAdapter
@@ -68,7 +71,7 @@ class StudySetup:
     app: AppRef
     adapter: ServerAdapter
     space: SearchSpace
-    objective: str
+    objective: Objective
     slo: Slo
     load: LoadSpec
     server_cpus: tuple[int, ...]
@@ -77,20 +80,45 @@ class StudySetup:
     seed: int | None = None
     probe_every: int = 5
     allow_mixed_hosts: bool = False
+    limits: Limits = Limits()
+
+    @property
+    def cpus(self) -> float:
+        """CPUs the server can use: its pinned cores, or the --cpu-limit quota if lower."""
+        return self.limits.effective_cpus(len(self.server_cpus))
+
+    @property
+    def space_cpus(self) -> int:
+        """`cpus` in search-space ranges (`4*cpus+1`): whole CPUs, a fraction rounded up."""
+        return max(1, math.ceil(self.cpus))
 
     def metadata(self) -> dict[str, Any]:
         """What identifies the study; a resumed study must match it."""
         return {
             "server": self.adapter.name,
             "app": self.app_text,
-            "objective": self.objective,
+            "objective": self.objective.name,
             "server_cpus": list(self.server_cpus),
             "load_cpus": list(self.load.load_cpus),
             "cpu_model": cpu_model(),
+            "limits": self.limits.to_dict() if self.limits else None,
         }
 
     def host(self) -> dict[str, Any]:
         return hosts.this_host(self.server_cpus, self.load.load_cpus)
+
+    def plan(self, settings: Mapping[str, Value], log_path: Path) -> BenchPlan:
+        """One measurement of `settings` under this study's app, load, CPUs and limits."""
+        return BenchPlan(
+            adapter=self.adapter,
+            app=self.app,
+            settings=settings,
+            load=self.load,
+            server_cpus=self.server_cpus,
+            log_path=log_path,
+            ready_path=self.ready_path,
+            limits=self.limits,
+        )
 
 
 class StudyListener(Protocol):
@@ -265,7 +293,7 @@ def open_study(setup: StudySetup) -> optuna.Study:
         study = optuna.create_study(
             study_name=setup.name,
             storage=store,
-            directions=objectives.directions(setup.objective),
+            directions=setup.objective.directions,
             sampler=sampler,
             pruner=pruner,
         )
@@ -310,7 +338,7 @@ def fail_stale_trials(study: optuna.Study) -> None:
 
 def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
     mine = setup.metadata()
-    for key in ("server", "app", "objective"):
+    for key in ("server", "app", "objective", "limits"):
         if known.get(key) != mine[key]:
             raise ConfigError(
                 f"study {setup.name!r} exists with {key}={known.get(key)!r}, not {mine[key]!r}; "
@@ -319,7 +347,7 @@ def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
 
 
 def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> None:
-    for baseline in setup.adapter.baselines(len(setup.server_cpus)):
+    for baseline in setup.adapter.baselines(setup.cpus):
         params = {p.name: baseline.values[p.setting] for p in setup.space.params}
         study.enqueue_trial(params, user_attrs={"baseline": baseline.label}, skip_if_exists=False)
 
@@ -357,22 +385,14 @@ class _TrialObjective:
         setup = self.setup
         self._maybe_probe(trial.number)
         try:
-            settings = setup.adapter.resolve(suggest(setup.space, trial, len(setup.server_cpus)))
+            settings = setup.adapter.resolve(suggest(setup.space, trial, setup.space_cpus))
         except ConfigError as exc:
             _fail(trial, "invalid_combination", str(exc))
             raise InvalidMeasurement(str(exc)) from exc
         trial.set_user_attr("settings", settings)
         trial.set_user_attr("host", setup.host())
         self.listener.on_trial_start(trial.number, settings)
-        plan = BenchPlan(
-            adapter=setup.adapter,
-            app=setup.app,
-            settings=settings,
-            load=setup.load,
-            server_cpus=setup.server_cpus,
-            log_path=setup.workdir / "trials" / str(trial.number) / "server.log",
-            ready_path=setup.ready_path,
-        )
+        plan = setup.plan(settings, setup.workdir / "trials" / str(trial.number) / "server.log")
         pruning = _Pruning(trial, setup.objective, self.listener)
         try:
             result = run_bench(plan, on_window=pruning.on_window, on_phase=self.listener.on_phase)
@@ -388,20 +408,22 @@ class _TrialObjective:
         except TunerError as exc:  # e.g. the server binary vanished: stops the study too
             _fail(trial, type(exc).__name__, str(exc))
             raise
-        metrics = trial_metrics(result.to_dict())
-        trial.set_user_attr("metrics", metrics)
+        measurement = result.measurement
+        trial.set_user_attr("metrics", measurement.to_json())
+        trial.set_user_attr("context", result.context)
         if pruning.pruned:
             trial.set_user_attr("fail_reason", "pruned: throughput clearly below the others")
             raise optuna.TrialPruned()
-        named = objectives.named_constraints(setup.slo, metrics)
+        figures = Figures.of(measurement)
+        named = objectives.named_constraints(setup.slo, figures)
         for name, excess in named.items():
             trial.set_constraint(name, excess)  # the sampler steers away from violations
         trial.set_user_attr("constraints", list(named.values()))
-        if reason := infeasible_reason(setup.slo, metrics):
+        if reason := objectives.infeasible_reason(setup.slo, measurement):
             trial.set_user_attr("fail_reason", reason)
-        if metrics.get("starved_connections"):
+        if measurement.starved_connections:
             self._try_covering_config(trial.number, settings)
-        return objectives.values(setup.objective, metrics)
+        return setup.objective.values(figures)
 
     def _try_covering_config(self, number: int, settings: dict[str, Value]) -> None:
         """Queue the nearest config with a thread for every connection (see tuner.search.covering),
@@ -410,8 +432,7 @@ class _TrialObjective:
         tried = [t for t in self.study.get_trials(deepcopy=False) if "covers_for" in t.user_attrs]
         if len(tried) >= MAX_COVERING_TRIES:
             return
-        cpus = len(setup.server_cpus)
-        ranges = bounds(setup.space, cpus)
+        ranges = bounds(setup.space, setup.space_cpus)
         limits = {
             p.setting: (int(ranges[p.name][0]), int(ranges[p.name][1]))
             for p in setup.space.params
@@ -435,7 +456,7 @@ class _TrialObjective:
 class _Pruning:
     """Reports each one-second window to Optuna and stops hopeless trials early."""
 
-    def __init__(self, trial: Trial, objective: str, listener: StudyListener) -> None:
+    def __init__(self, trial: Trial, objective: Objective, listener: StudyListener) -> None:
         self.trial = trial
         self.objective = objective
         self.listener = listener
@@ -443,60 +464,14 @@ class _Pruning:
 
     def on_window(self, window: WindowStats) -> bool:
         self.listener.on_window(window)
-        if self.objective == "multi":  # Optuna cannot prune multi-objective trials
+        value = self.objective.window_value(window)
+        if value is None:  # Optuna cannot prune multi-objective trials
             return True
-        value = window.rps if self.objective == "throughput" else window.p99_ms
         self.trial.report(value, window.index)
         if self.trial.should_prune():
             self.pruned = True
             return False
         return True
-
-
-def trial_metrics(result: dict[str, Any]) -> dict[str, Any]:
-    """The figures kept per trial. The objective's req/s is the median of one-second windows,
-    which one stall or burst of a noisy neighbour cannot move much."""
-    metrics = {key: value for key, value in result.items() if key != "settings"}
-    windows = result.get("windows_rps") or []
-    metrics["rps_overall"] = result["rps"]
-    if windows:
-        metrics["rps"] = statistics.median(windows)
-    return metrics
-
-
-def infeasible_reason(slo: Slo, metrics: dict[str, Any]) -> str:
-    """Why a measured trial cannot win, as one line ("" when it can): unfair first (its
-    figures describe only the clients the server chose to serve), then the SLOs it breaks."""
-    if metrics.get("unfair"):
-        return "unfair: " + ("; ".join(metrics.get("unfair_reasons", [])) or "uneven service")
-    violations = slo_violations(slo, metrics)
-    return f"violates SLO: {violations}" if violations else ""
-
-
-def slo_violations(slo: Slo, metrics: dict[str, Any]) -> str:
-    """The SLOs a measurement breaks, as one line a user reads ("" when none)."""
-    parts = []
-    errors = metrics.get("error_rate")
-    if not isinstance(errors, (int, float)) or errors > slo.max_error_rate:
-        detail = ", ".join(f"{k} {v}" for k, v in (metrics.get("errors") or {}).items() if v)
-        parts.append(
-            f"{errors:.1%} of requests failed ({detail or 'no detail'}) > --max-error-rate "
-            f"{slo.max_error_rate:g}"
-            if isinstance(errors, (int, float))
-            else "error rate not measured"
-        )
-    p99 = (metrics.get("latency_ms") or {}).get("p99")
-    if slo.p99_ms is not None and (not isinstance(p99, (int, float)) or p99 > slo.p99_ms):
-        parts.append(f"p99 {_figure(p99)} ms > --slo-p99 {slo.p99_ms:g}")
-    pss = (metrics.get("memory_mb") or {}).get("pss_mean")
-    limit = slo.max_memory_mb
-    if limit is not None and (not isinstance(pss, (int, float)) or pss > limit):
-        parts.append(f"memory (PSS) {_figure(pss)} MB > --max-memory {limit:g}")
-    return "; ".join(parts)
-
-
-def _figure(value: object) -> str:
-    return f"{value:.1f}" if isinstance(value, (int, float)) else "not measured"
 
 
 def _fail(trial: Trial, reason: str, message: str) -> None:
@@ -515,17 +490,39 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
             f"abandoned: the tuner{where} stopped sending heartbeats during this trial "
             "(killed, or its host died)"
         )
+    metrics = frozen.user_attrs.get("metrics")
     return TrialRecord(
         number=frozen.number,
         state=frozen.state.name,
         settings=dict(frozen.user_attrs.get("settings", {})),
-        metrics=dict(frozen.user_attrs.get("metrics", {})),
+        measurement=_measurement(metrics),
+        context=dict(frozen.user_attrs.get("context") or _old_context(metrics)),
         values=tuple(frozen.values or ()),
         baseline=str(frozen.user_attrs.get("baseline", "")),
         fail_reason=fail_reason,
         feasible=objectives.satisfied(constraints),
         covers_for=frozen.user_attrs.get("covers_for"),
     )
+
+
+# Run context that trials of version-1 studies kept inside their metrics.
+_CONTEXT_KEYS = ("server", "app", "server_cpus", "load_cpus", "versions", "machine")
+
+
+def _measurement(metrics: object) -> Measurement | None:
+    """The trial's figures, in whichever version they were stored (see Measurement)."""
+    if not isinstance(metrics, Mapping) or not metrics:
+        return None
+    try:
+        return Measurement.from_json(metrics)
+    except InvalidMeasurement:
+        return None  # a damaged record: shown as unmeasured, never ranked
+
+
+def _old_context(metrics: object) -> dict[str, Any]:
+    if not isinstance(metrics, Mapping):
+        return {}
+    return {key: metrics[key] for key in _CONTEXT_KEYS if key in metrics}
 
 
 def load_records(storage_url: str, name: str) -> tuple[dict[str, Any], list[TrialRecord]]:
@@ -549,6 +546,9 @@ def load_existing(storage_url: str, name: str) -> optuna.Study:
 
 
 def pareto_numbers(study: optuna.Study) -> list[int]:
+    """The trials on the Pareto front of a study with several directions ([] otherwise)."""
+    if len(study.directions) < 2:
+        return []
     return [t.number for t in study.best_trials]
 
 

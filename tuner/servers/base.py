@@ -135,6 +135,8 @@ class ServerAdapter(abc.ABC):
     artifact_filename: str
     # A search space shipped outside `search_spaces/` (a plugin's own); None = the shipped one.
     space_file: Path | None = None
+    # The PyPI distribution that brings the server (None: nothing to install, e.g. stdlib).
+    distribution: str | None = None
 
     # --- settings -------------------------------------------------------------------------
 
@@ -208,13 +210,34 @@ class ServerAdapter(abc.ABC):
         key = self.process_model.threads
         return max(1, int(values[key])) if key else 1
 
+    # --- what a host needs to run a config -------------------------------------------------
+
+    def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        """The distribution's extras a config needs (gunicorn's `gevent` for gevent workers)."""
+        return ()
+
+    def requirements(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        """pip requirement lines that run this config: the server's distribution with the
+        extras the config needs, pinned to the version installed here (the one measured)."""
+        if self.distribution is None:
+            return ()
+        from importlib.metadata import PackageNotFoundError, version
+
+        extras = sorted(set(self.extras(values)))
+        name = self.distribution + (f"[{','.join(extras)}]" if extras else "")
+        try:
+            return (f"{name}=={version(self.distribution)}",)
+        except PackageNotFoundError:
+            return (name,)
+
     # --- baselines --------------------------------------------------------------------------
 
-    def baselines(self, cpus: int) -> tuple[Baseline, ...]:
+    def baselines(self, cpus: float) -> tuple[Baseline, ...]:
         """The configs every study measures beside its search, the server's default first.
 
         The `2*cpus+1` rule only where the server forks worker processes; a server whose docs
-        recommend another rule overrides this.
+        recommend another rule overrides this. `cpus` may be a fraction (a container's CPU
+        quota): 2 x 1.5 + 1 = 4 workers, 2 x 0.5 + 1 = 2.
         """
         default = Baseline(BASELINE_DEFAULT, self.resolve({}), f"{self.name}'s own defaults")
         key = self.process_model.processes
@@ -222,10 +245,31 @@ class ServerAdapter(abc.ABC):
             return (default,)
         rule = Baseline(
             BASELINE_FORK_RULE,
-            self.resolve({key: 2 * cpus + 1}),
-            f"{key} = 2 x {cpus} CPUs + 1, the folk rule for pre-forking servers",
+            self.resolve({key: max(1, round(2 * cpus + 1))}),
+            f"{key} = 2 x {cpus:g} CPUs + 1, the folk rule for pre-forking servers",
         )
         return (default, rule)
+
+    # --- a hand grid, for the benchmark that checks the tuner --------------------------------
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        """The configs a careful engineer would try by hand on `cpus` CPUs (about 40-64):
+        `benchmarks/grid_vs_tuner.py` measures them all to see whether the tuner finds as good
+        a config. By default every process count of `worker_counts` (if the server forks) by
+        1, 4, 16 and 64 threads (if it has threads); servers with other levers override it."""
+        model = self.process_model
+        counts = worker_counts(cpus) if model.forks_workers and model.processes else [1]
+        threads = [1, 2, 4, 8, 16, 32, 64] if model.threads else [1]
+        grid: list[dict[str, Value]] = []
+        for count in counts:
+            for thread_count in threads:
+                values: dict[str, Value] = {}
+                if model.forks_workers and model.processes:
+                    values[model.processes] = count
+                if model.threads:
+                    values[model.threads] = thread_count
+                grid.append(values)
+        return grid
 
     # --- the deployable artifact -----------------------------------------------------------
 
@@ -247,6 +291,15 @@ class ServerAdapter(abc.ABC):
         """A command that checks the artifact without serving (exit 0 = valid), if the server
         has one; booting it is the check either way."""
         return None
+
+
+def worker_counts(cpus: int) -> list[int]:
+    """Eight worker-process counts from 1 to past 4*cpus+1, denser at the low end."""
+    top = 4 * cpus + 4
+    counts = sorted({1, 2, cpus, cpus + 1, 2 * cpus + 1, 3 * cpus, 4 * cpus + 1, top})
+    while len(counts) < 8:
+        counts = sorted(set(counts) | {max(counts) + 1})
+    return counts[:8]
 
 
 def comment_block(header: str, prefix: str) -> list[str]:

@@ -20,6 +20,7 @@ from tuner.servers.base import (
     bind_address,
     comment_block,
     first_version_number,
+    worker_counts,
 )
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -129,12 +130,23 @@ class GunicornAdapter(ServerAdapter):
     table = SETTINGS
     binary = "gunicorn"
     install_hint = "pip install gunicorn"
+    distribution = "gunicorn"
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
     )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["worker_class"])
+
+    def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        # gunicorn's gevent worker imports `packaging`, declared only in its gevent extra.
+        return ("gevent",) if values["worker_class"] == "gevent" else ()
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        modes: list[dict[str, Value]] = [{"worker_class": "sync"}]
+        modes += [{"worker_class": "gthread", "threads": t} for t in (2, 4, 8, 16)]
+        modes += [{"worker_class": "gevent", "worker_connections": c} for c in (100, 1000, 2000)]
+        return [{"workers": n, **mode} for n in worker_counts(cpus) for mode in modes]
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
         threads = int(values["threads"])

@@ -22,6 +22,7 @@ from tuner.servers.base import (
     bind_address,
     comment_block,
     first_version_number,
+    worker_counts,
 )
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -190,6 +191,8 @@ class UwsgiAdapter(ServerAdapter):
     table = SETTINGS
     binary = "uwsgi"
     install_hint = "pip install pyuwsgi"
+    # The prebuilt wheel, with the gevent loop built in (distribution builds need a plugin).
+    distribution = "pyuwsgi"
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="protocol / mode"
     )
@@ -202,6 +205,19 @@ class UwsgiAdapter(ServerAdapter):
         else:
             mode = "processes"
         return f"{values['protocol']} / {mode}"
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        modes: list[dict[str, Value]] = [
+            {"protocol": "http-socket", "threads": t} for t in (1, 4, 16)
+        ]
+        modes += [{"protocol": "http11-socket", "threads": t} for t in (4, 16)]
+        modes += [{"protocol": "http-socket", "gevent": g} for g in (100, 1000)]
+        modes += [{"protocol": "http", "threads": 1}]
+        return [
+            {"processes": n, "master": True, "disable-logging": True, **mode}
+            for n in worker_counts(cpus)
+            for mode in modes
+        ]
 
     def pins_connections(self, values: Mapping[str, Value]) -> bool:
         # A sync or threaded http11-socket worker stays on its keep-alive connection until the

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.measure.runner import BenchPlan, run_bench
+from tuner.measure.runner import run_bench
+from tuner.metrics.measurement import Measurement
 from tuner.search.records import BASELINE_DEFAULT
-from tuner.search.study import StudySetup, trial_metrics
-from tuner.workflow.confirm import Candidate, Confirmed, confirm
+from tuner.search.study import StudySetup
+from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, confirm
 from tuner.workflow.tune import TuneOutcome
 
-OnRun = Callable[[Candidate, int, dict[str, Any] | None], None]
+OnRun = Callable[[Candidate, int, Measurement | None], None]
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,22 @@ class ServerRow:
 
     server: str
     study: str
-    default: dict[str, Any]  # Confirmed.to_dict() of the default
-    tuned: dict[str, Any] | None  # of the tuned config; None when no config passed the SLOs
+    default: ConfirmedSummary
+    tuned: ConfirmedSummary | None  # None when no config passed the SLOs
     tuned_is_default: bool  # the study's winner is the default config itself
     config_file: str | None
     verdict: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "study": self.study,
+            "default": self.default.to_json(),
+            "tuned": self.tuned.to_json() if self.tuned else None,
+            "tuned_is_default": self.tuned_is_default,
+            "config_file": self.config_file,
+            "verdict": self.verdict,
+        }
 
 
 def candidates(setup: StudySetup, outcome: TuneOutcome) -> list[Candidate]:
@@ -58,18 +67,13 @@ def side_by_side(
 ) -> list[Confirmed]:
     by_server = {setup.adapter.name: setup for setup in setups}
 
-    def measure(candidate: Candidate, round_index: int) -> dict[str, Any]:
+    def measure(candidate: Candidate, round_index: int) -> Measurement:
         setup = by_server[candidate.server]
-        plan = BenchPlan(
-            adapter=setup.adapter,
-            app=setup.app,
-            settings=candidate.settings,
-            load=setup.load,
-            server_cpus=setup.server_cpus,
-            log_path=log_dir / f"{candidate.label.replace(' ', '-')}-round{round_index}.log",
-            ready_path=setup.ready_path,
+        plan = setup.plan(
+            candidate.settings,
+            log_dir / f"{candidate.label.replace(' ', '-')}-round{round_index}.log",
         )
-        return trial_metrics(run_bench(plan).to_dict())
+        return run_bench(plan).measurement
 
     chosen = [c for setup in setups for c in candidates(setup, outcomes[setup.adapter.name])]
     return confirm(chosen, rounds, measure, on_run)
@@ -80,7 +84,7 @@ def rows(
     outcomes: Mapping[str, TuneOutcome],
     confirmed: Sequence[Confirmed],
 ) -> list[ServerRow]:
-    by_label = {entry.candidate.label: entry.to_dict() for entry in confirmed}
+    by_label = {entry.candidate.label: entry.summary() for entry in confirmed}
     result = []
     for setup in setups:
         server = setup.adapter.name

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from tuner.machine.limits import Limits
 from tuner.metrics.stats import Spread, ratio
 from tuner.search.records import TrialRecord
 from tuner.workflow.confirm import Confirmed, Verdict
@@ -33,6 +34,7 @@ def header_lines(
         f"{len(context.get('server_cpus', []))} CPU(s) {context.get('server_cpus')}, load on "
         f"{context.get('load_cpus')}",
         "versions: " + ", ".join(f"{name} {version}" for name, version in versions.items()),
+        *_limits_line(context),
         "",
     ]
     if verdict is not None:
@@ -91,7 +93,7 @@ def _fmt(name: str, spread: Spread | None, pattern: str) -> str:
 
 def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: str) -> list[str]:
     """Header for a file written from one search trial (`tuner emit`): its single measurement."""
-    metrics = record.metrics
+    measurement = record.measurement
     lines = [
         f"Written by tuner emit on {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"study {study_name!r}, trial {record.number} ({record.state.lower()}"
@@ -100,12 +102,11 @@ def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: s
         f"app {setup.get('app', '?')}; server {setup.get('server', '?')} pinned to "
         f"{len(setup.get('server_cpus', []))} CPU(s); machine {setup.get('cpu_model', '?')}",
     ]
-    if metrics:
+    if measurement is not None:
         lines.append(
             f"measured once during the search: {record.rps:,.0f} req/s, "
             f"p99 {record.p99_ms:.2f} ms, "
-            f"PSS {record.pss_mb:.1f} MB"
-            + (" (client_bound)" if metrics.get("client_bound") else "")
+            f"PSS {record.pss_mb:.1f} MB" + (" (client_bound)" if measurement.client_bound else "")
         )
         lines.append(
             "a single search measurement: `tuner tune` re-measures its top configs "
@@ -114,3 +115,11 @@ def trial_header(record: TrialRecord, setup: Mapping[str, Any], *, study_name: s
     if record.fail_reason:
         lines.append(f"WARNING: this trial cannot be recommended: {record.fail_reason}")
     return lines
+
+
+def _limits_line(context: Mapping[str, Any]) -> list[str]:
+    """The container limits the figures were measured under: they hold only under the same."""
+    limits = Limits.from_dict(context.get("limits"))
+    if not limits:
+        return []
+    return [f"tuned for a container limited to {limits.describe()}: deploy it with the same"]

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.measure.runner import BenchPlan, run_bench, run_context
+from tuner.measure.runner import limits_context, run_bench, run_context
+from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
-from tuner.search import objectives
+from tuner.search.objectives import Figures
 from tuner.search.records import TrialRecord
 from tuner.search.study import (
     StudyListener,
@@ -20,7 +21,6 @@ from tuner.search.study import (
     run_search,
     save_summary,
     to_record,
-    trial_metrics,
 )
 from tuner.workflow.confirm import Candidate, Confirmed, Verdict, confirm, decide
 from tuner.workflow.emit import write_artifact
@@ -35,7 +35,7 @@ class TuneOutcome:
     out_path: Path | None
     noise: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "trials": len(self.records),
             "completed": sum(r.state == "COMPLETE" for r in self.records),
@@ -50,8 +50,8 @@ class TuneOutcome:
                 for r in self.records
                 if r.state == "COMPLETE" and not r.feasible
             ],
-            "confirmation": [c.to_dict() for c in self.confirmed],
-            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "confirmation": [c.summary().to_json() for c in self.confirmed],
+            "verdict": self.verdict.to_json() if self.verdict else None,
             "config_file": str(self.out_path) if self.out_path else None,
             "noise": self.noise,
         }
@@ -66,12 +66,12 @@ def tune(
     confirm_rounds: int,
     out_path: Path,
     listener: StudyListener,
-    on_confirm_run: Callable[[Candidate, int, dict[str, Any] | None], None] | None = None,
+    on_confirm_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
 ) -> TuneOutcome:
     study = open_study(setup)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
     records = [to_record(t) for t in study.get_trials(deepcopy=False)]
-    pareto = pareto_numbers(study) if setup.objective == "multi" else []
+    pareto = pareto_numbers(study)
     candidates = pick_candidates(setup, records, top_k, pareto=pareto)
     confirmed = confirm(candidates, confirm_rounds, _measurer(setup), on_confirm_run)
     verdict = decide(confirmed, setup.objective, setup.slo)
@@ -98,28 +98,21 @@ def tune(
             ready_path=setup.ready_path,
         )
     outcome = TuneOutcome(records, confirmed, verdict, written, noise)
-    save_summary(study, "result", outcome.to_dict())
+    save_summary(study, "result", outcome.to_json())
     return outcome
 
 
 def pick_candidates(
     setup: StudySetup, records: Sequence[TrialRecord], top_k: int, pareto: Sequence[int]
 ) -> list[Candidate]:
-    """The best `top_k` usable trials (by objective; Pareto pick first) and both baselines."""
-    usable = [r for r in records if r.state == "COMPLETE" and r.feasible and not r.baseline]
-    if setup.objective == "multi":
-        front = [r for r in usable if r.number in pareto]
-        ranked = sorted(front, key=lambda r: -r.rps)
-        if front:
-            pick = front[objectives.pick_pareto_point([r.metrics for r in front])]
-            ranked = [pick] + [r for r in ranked if r is not pick]
-    elif setup.objective == "latency":
-        ranked = sorted(usable, key=lambda r: r.p99_ms)
-    else:
-        ranked = sorted(usable, key=lambda r: -r.rps)
+    """The best `top_k` usable trials (as the objective shortlists them: for `multi`, the
+    Pareto front with its pick first) and the server's baselines."""
+    usable = [r for r in records if r.measured and r.feasible and not r.baseline]
+    front = set(pareto)
+    ranked = setup.objective.shortlist(usable, _figures, lambda r: r.number in front)
     baselines = [
         Candidate(b.label, _baseline_trial(records, b.label), dict(b.values))
-        for b in setup.adapter.baselines(len(setup.server_cpus))
+        for b in setup.adapter.baselines(setup.cpus)
     ]
     chosen = [Candidate(r.label, r.number, r.settings) for r in ranked[:top_k]]
     unique: list[Candidate] = []
@@ -131,37 +124,28 @@ def pick_candidates(
     return unique
 
 
+def _figures(record: TrialRecord) -> Figures:
+    return record.figures
+
+
 def _baseline_trial(records: Sequence[TrialRecord], label: str) -> int | None:
     return next((r.number for r in records if r.baseline == label), None)
 
 
-def _measurer(setup: StudySetup) -> Callable[[Candidate, int], dict[str, Any]]:
-    def measure(candidate: Candidate, round_index: int) -> dict[str, Any]:
+def _measurer(setup: StudySetup) -> Callable[[Candidate, int], Measurement]:
+    def measure(candidate: Candidate, round_index: int) -> Measurement:
         slug = candidate.label.replace(" ", "-").replace("*", "x")
-        plan = BenchPlan(
-            adapter=setup.adapter,
-            app=setup.app,
-            settings=candidate.settings,
-            load=setup.load,
-            server_cpus=setup.server_cpus,
-            log_path=setup.workdir / "confirm" / f"{slug}-round{round_index}.log",
-            ready_path=setup.ready_path,
+        plan = setup.plan(
+            candidate.settings, setup.workdir / "confirm" / f"{slug}-round{round_index}.log"
         )
-        return trial_metrics(run_bench(plan).to_dict())
+        return run_bench(plan).measurement
 
     return measure
 
 
 def _context(setup: StudySetup) -> dict[str, Any]:
-    plan = BenchPlan(
-        adapter=setup.adapter,
-        app=setup.app,
-        settings={},
-        load=setup.load,
-        server_cpus=setup.server_cpus,
-        log_path=setup.workdir / "unused.log",
-    )
-    return run_context(plan)
+    plan = setup.plan({}, setup.workdir / "unused.log")
+    return {**run_context(plan), **limits_context(setup.limits, None)}
 
 
 def describe_workload(setup: StudySetup) -> str:

@@ -1,9 +1,7 @@
-"""A load run's result, with the checks that say whether its numbers can be trusted."""
+"""The checks that say whether a load run's numbers can be trusted: unfair service, a busy
+client, errors, late requests. The run's figures themselves are a `Measurement`."""
 
 from __future__ import annotations
-
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 # The load generator's own CPU above this (% of its core during the window) means the
 # measured rate is the client's limit, not the server's.
@@ -25,38 +23,8 @@ LITTLES_LAW_MIN_RATIO = 0.5
 FAIRNESS_MIN_INDEX = 0.9
 FAIRNESS_MIN_MEAN = 20.0
 
-PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    rps: float
-    duration_s: float
-    requests: int  # responses completed in the measurement window (any status)
-    latency_ms: dict[str, float]  # p50, p90, p99, p999, max, mean
-    errors: dict[str, int]  # connect, read, timeout, status_4xx, status_5xx
-    error_rate: float
-    bytes: int
-    connections: int
-    starved_connections: int
-    littles_law_ratio: float | None  # closed loop only; None in open loop
-    fairness: float | None  # Jain's index of per-connection responses; None if not judged
-    unfair: bool
-    unfair_reasons: list[str]
-    loadgen_cpu: float  # % busy, of the busiest load process
-    loadgen_cpu_kernel: float  # the part of loadgen_cpu spent in the kernel
-    client_bound: bool
-    late_requests: int
-    target_rps: float | None
-    total_responses: int  # every response received, warm-up and drain included
-    windows_rps: list[float]
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["latency_ms"] = dict(self.latency_ms)
-        data["errors"] = dict(self.errors)
-        return data
+# The latency percentiles every run reports (Latency's p50_ms, p90_ms, p99_ms, p999_ms).
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 
 
 def assess(

@@ -1,0 +1,323 @@
+"""The adapter contract, run over every registered server (and the tests' own wsgiref adapter).
+
+A server ships only if it passes all of this with real processes on 127.0.0.1: its table and
+space are consistent, its default boots and serves sane figures, a tuned artifact is written,
+boots as its run hint says and answers, a rejected value is one clear line, a taken port is
+reported as such, SIGKILL of the tuner leaves none of its processes, and memory covers its
+whole process tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from tests.cli import REPO, run_tuner
+from tests.conftest import HOST, SERVER_CPU, require_adapter
+from tuner.apps import AppRef, parse_app
+from tuner.errors import PortInUseError
+from tuner.measure.process import ServerProcess, free_port
+from tuner.metrics.memory import MemorySampler
+from tuner.search.space import default_space_path, load_space, suggest
+from tuner.servers import server_names
+from tuner.servers.base import BASELINE_DEFAULT, ServerAdapter
+from tuner.settings import Value
+from tuner.workflow.emit import write_artifact
+
+HELLO = "apps/hello.py"
+SHORT = ("--duration", "1", "--warmup", "0.3", "--connections", "8")
+# Long enough that the tuner is surely still measuring when the test kills it.
+LONG = ("--duration", "60", "--warmup", "0")
+
+
+@pytest.fixture(params=server_names())
+def server(request: pytest.FixtureRequest) -> ServerAdapter:
+    return require_adapter(request.param)
+
+
+@pytest.fixture
+def app() -> AppRef:
+    return parse_app(HELLO, cwd=REPO)
+
+
+class SeededTrial:
+    """Draws a config from a search space at random, reproducibly (an Optuna-free TrialLike)."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(seed)
+
+    def suggest_int(
+        self, name: str, low: int, high: int, *, log: bool = False, step: int = 1
+    ) -> int:
+        return low + step * self._random.randint(0, (high - low) // step)
+
+    def suggest_float(self, name: str, low: float, high: float, *, log: bool = False) -> float:
+        return self._random.uniform(low, high)
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        return self._random.choice(list(choices))
+
+
+def tuned_values(adapter: ServerAdapter) -> dict[str, Value]:
+    """A config from the adapter's own search space that differs from its default."""
+    space = load_space(space_path(adapter), adapter.table, adapter.name)
+    defaults = adapter.resolve({})
+    for seed in range(50):
+        drawn = suggest(space, SeededTrial(seed), cpus=1)
+        values = adapter.resolve(drawn)
+        if values != defaults:
+            return values
+    raise AssertionError(f"{adapter.name}: 50 draws from its space all gave the default")
+
+
+def space_path(adapter: ServerAdapter) -> Path:
+    return adapter.space_file or default_space_path(adapter.name)
+
+
+def bench_json(adapter: ServerAdapter, *extra: str) -> dict[str, Any]:
+    done = run_tuner("bench", HELLO, "--server", adapter.name, "--json", *SHORT, *extra)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+# --- the declarations ------------------------------------------------------------------------
+
+
+def test_table_space_and_process_model_agree(server: ServerAdapter) -> None:
+    table = server.table
+    for setting in table.settings:
+        assert setting.coerce(setting.default) == setting.default, setting.name
+        assert setting.doc and "\n" not in setting.doc, setting.name
+    assert server.resolve({}) == table.defaults()
+    model = server.process_model
+    for key in (model.processes, model.threads):
+        assert key is None or key in table.by_name, key
+    assert model.kind_label
+    space = load_space(space_path(server), table, server.name)
+    assert space.params, f"{server.name}'s search space tunes nothing"
+
+
+def test_baselines_are_the_default_first_and_a_rule_only_for_forking_servers(
+    server: ServerAdapter,
+) -> None:
+    baselines = server.baselines(2)
+    assert baselines[0].label == BASELINE_DEFAULT
+    assert baselines[0].values == server.resolve({})
+    labels = [b.label for b in baselines]
+    assert len(set(labels)) == len(labels)
+    if not server.process_model.forks_workers:
+        assert all(server.processes(b.values) == 1 for b in baselines)
+    for baseline in baselines:
+        assert server.resolve(baseline.values) == baseline.values
+        assert baseline.why
+
+
+# --- running it --------------------------------------------------------------------------------
+
+
+def test_default_boots_and_bench_gives_sane_figures(server: ServerAdapter, since: float) -> None:
+    result = bench_json(server)
+    assert result["server"] == server.name
+    assert result["rps"] > 0
+    assert result["requests"] > 0
+    assert result["errors"]["connect"] == 0 and result["errors"]["status_5xx"] == 0
+    latency = result["latency_ms"]
+    assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
+    assert result["memory_mb"]["pss_mean"] > 0
+    assert result["startup_s"] > 0
+    assert result["versions"][server.name]
+
+
+def test_memory_covers_the_whole_process_tree(
+    server: ServerAdapter, app: AppRef, tmp_path: Path
+) -> None:
+    key = server.process_model.processes
+    values = server.resolve({key: 2} if key else {})
+    spec = server.launch_spec(app, HOST, port := free_port(), values, tmp_path)
+    with ServerProcess.start(
+        spec, cpus=(SERVER_CPU,), log_path=tmp_path / "s.log", host=HOST, port=port
+    ) as process:
+        pids = wait_for_tree(process, 1 + (2 if key else 0))
+        with MemorySampler(process.pids, interval_s=0.05) as memory:
+            memory.sample()
+        master_only = psutil.Process(process.pid).memory_full_info().pss / 2**20
+    summary = memory.summary()
+    assert summary["processes_peak"] >= min(len(pids), 3 if key else 1)
+    if key:  # a sampler that read the master alone would see one process and less memory
+        assert summary["processes_peak"] >= 2
+        assert summary["pss_peak"] > master_only
+
+
+def wait_for_tree(process: ServerProcess, count: int, timeout_s: float = 10.0) -> list[int]:
+    """The server's pids once there are `count` (or what there is at the deadline): a server
+    answers as soon as its first worker does."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.01
+    while len(pids := process.pids()) < count and time.monotonic() < deadline:
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+    return pids
+
+
+def test_tuned_artifact_is_written_boots_as_its_hint_says_and_answers(
+    server: ServerAdapter, app: AppRef, tmp_path: Path
+) -> None:
+    values = tuned_values(server)
+    port = free_port()
+    out = tmp_path / "deploy" / server.artifact_filename
+    written = write_artifact(
+        server,
+        app,
+        values,
+        ["tuned by the contract suite", f"values: {values}"],
+        out,
+        server_cpus=(SERVER_CPU,),
+        deploy_port=port,
+    )
+    assert written == out.resolve()
+    text = out.read_text()
+    assert "tuned by the contract suite" in text
+    assert str(port) in text
+    assert server.artifact_filename in server.render_artifact(app, HOST, port, values).run_hint
+    assert [p.name for p in out.parent.iterdir()] == [out.name]  # no temporary left over
+    # Booted again here from the written file itself, as a user would after copying it.
+    spec = server.artifact_launch(out, app, HOST, port, values)
+    with ServerProcess.start(
+        spec, cpus=(SERVER_CPU,), log_path=tmp_path / "boot.log", host=HOST, port=port
+    ):
+        answer = httpx.get(f"http://{HOST}:{port}/", timeout=5)
+    assert answer.status_code == 200
+
+
+def test_a_rejected_value_is_one_clear_line(server: ServerAdapter) -> None:
+    setting = next(s for s in server.table.settings if s.minimum is not None)
+    bad = f"{setting.minimum - 1:g}"
+    done = run_tuner("bench", HELLO, "--server", server.name, "--set", f"{setting.name}={bad}")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"{setting.name}={bad!r}" in lines[0] and "expected" in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_an_unknown_setting_names_the_valid_ones(server: ServerAdapter) -> None:
+    done = run_tuner("bench", HELLO, "--server", server.name, "--set", "no_such_knob=1")
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert "\n" not in line and "no_such_knob" in line
+    assert all(s.name in line for s in server.table.settings)
+
+
+def test_a_taken_port_is_reported_as_such(
+    server: ServerAdapter, app: AppRef, tmp_path: Path
+) -> None:
+    with socket.create_server((HOST, 0)) as holder:
+        port = holder.getsockname()[1]
+        spec = server.launch_spec(app, HOST, port, server.resolve({}), tmp_path)
+        with pytest.raises(PortInUseError) as caught:
+            ServerProcess.start(
+                spec,
+                cpus=(SERVER_CPU,),
+                log_path=tmp_path / "s.log",
+                host=HOST,
+                port=port,
+                ready_timeout_s=20,
+            )
+    assert "holds the port" in str(caught.value).splitlines()[0]
+
+
+def test_sigkill_of_the_tuner_leaves_no_process(server: ServerAdapter) -> None:
+    tuner = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "bench", HELLO, "--server", server.name, *LONG],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    try:
+        tree = wait_for_listener(tuner)
+    finally:
+        tuner.send_signal(signal.SIGKILL)
+        tuner.wait()
+    left = wait_gone(tree)
+    assert not left, f"{server.name} processes outlived the tuner: {left}"
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def wait_for_listener(tuner: subprocess.Popen, timeout_s: float = 60.0) -> list[psutil.Process]:
+    """The tuner's process tree once one of its descendants listens on TCP (the server is up
+    and serving), so everything the server forked exists."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert tuner.poll() is None, tuner.stderr.read().decode() if tuner.stderr else ""
+        tree = descendants(tuner.pid)
+        if any(_listens(p) for p in tree):
+            return descendants(tuner.pid)
+        time.sleep(0.1)
+    raise AssertionError("the server never listened")
+
+
+def _listens(process: psutil.Process) -> bool:
+    try:
+        return any(c.status == psutil.CONN_LISTEN for c in process.net_connections("inet"))
+    except psutil.Error:
+        return False
+
+
+def wait_gone(tree: list[psutil.Process], timeout_s: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = [f"{p.pid} {' '.join(_cmdline(p))[:100]}" for p in tree if _alive(p)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+def test_hand_grid_points_are_valid_and_distinct(server: ServerAdapter) -> None:
+    points = [server.resolve(values) for values in server.hand_grid(2)]
+    assert len(points) >= 2
+    assert len({tuple(sorted(p.items())) for p in points}) == len(points)
+
+
+def test_requirements_pin_the_measured_distribution(server: ServerAdapter) -> None:
+    lines = server.requirements(server.resolve({}))
+    if server.distribution is None:
+        assert lines == ()
+        return
+    from importlib.metadata import version
+
+    assert lines[0].startswith(server.distribution)
+    assert lines[0].endswith(f"=={version(server.distribution)}")

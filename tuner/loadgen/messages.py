@@ -1,0 +1,70 @@
+"""What the load engine and its worker processes say to each other over their pipes.
+
+parent -> worker: Go (start at this instant), Stop (end the measurement now).
+worker -> parent: Ready, then a WindowReport per second of the measurement, then Done;
+or Failed with the traceback if anything went wrong.
+
+Named types instead of positional tuples, so neither side depends on the other's field order.
+Slotted: a report crosses the pipe every second and should pickle small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The worker is pinned, its loop exists: it waits for Go."""
+
+
+@dataclass(frozen=True, slots=True)
+class Go:
+    start_ns: int  # time.monotonic_ns() at which every worker starts sending
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """End the measurement now (the caller has seen enough, e.g. a pruned trial)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowReport:
+    """One worker's counts for one window (one second, the last one possibly shorter)."""
+
+    index: int
+    length_s: float
+    elapsed_s: float  # since the measurement began, at this window's end
+    requests: int  # responses completed (any status)
+    errors: tuple[int, ...]  # per kind, in ERROR_KINDS order
+    response_bytes: int
+    late: int  # open loop: requests sent late
+    completed_us: int  # sum of the completed responses' latencies
+    histogram: dict[str, object]  # Histogram.to_sparse(): the non-empty buckets
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The worker's totals once its measurement window and drain are over."""
+
+    measure_s: float
+    cpu_pct: float  # user + kernel, % of its core over the measurement window
+    cpu_kernel_pct: float
+    starved: int  # connections passed over in the window
+    connections: int
+    total_responses: int  # warm-up and drain included
+    inflight_at_end: int
+    unsent_at_end: int
+    abandoned: int  # still unanswered after the drain
+    # Responses per connection that had a request in the window: how evenly the server
+    # shared itself out.
+    completed: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    traceback: str
+
+
+ToWorker = Go | Stop
+FromWorker = Ready | WindowReport | Done | Failed

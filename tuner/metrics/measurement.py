@@ -1,0 +1,278 @@
+"""One measurement of one config, as a frozen value with one meaning per attribute.
+
+Every module past the runner (the study, the confirmation round, `show`, the reports, `--json`)
+reads these attributes instead of string keys. The serial form is versioned:
+
+- version 2 (`schema_version: 2`, written now): the figures under the keys that `bench --json`
+  and the study's `metrics` attribute always had, where `rps` is always the median of the
+  one-second windows and `rps_overall` the rate over the whole window.
+- version 1 (no `schema_version`: studies and `--json` output of earlier tuners): the same
+  keys, plus run context (server, versions, ...) that is ignored here. Its `rps` was the median
+  of windows when `rps_overall` is present (a study trial) and the overall rate otherwise
+  (`bench --json`); `from_json` reads both right.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.errors import ConfigError, InvalidMeasurement
+
+SCHEMA_VERSION = 2
+# The constraint value of a run judged unfair whose figures look nearly even: still > 0.
+MIN_UNFAIRNESS = 0.01
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency percentiles of the responses in the measurement window, in milliseconds."""
+
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    p999_ms: float
+    max_ms: float
+    mean_ms: float
+
+    def to_json(self) -> dict[str, float]:
+        return {
+            "p50": self.p50_ms,
+            "p90": self.p90_ms,
+            "p99": self.p99_ms,
+            "p999": self.p999_ms,
+            "max": self.max_ms,
+            "mean": self.mean_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Latency:
+        # Percentiles an old record lacks are unknown (nan), never zero: zero would look fast.
+        def get(key: str) -> float:
+            return _float(data.get(key), math.nan)
+
+        return cls(get("p50"), get("p90"), get("p99"), get("p999"), get("max"), get("mean"))
+
+
+ERROR_KINDS = ("connect", "read", "timeout", "status_4xx", "status_5xx")
+
+
+@dataclass(frozen=True)
+class Errors:
+    """Failed requests by kind: no connection, connection lost, no answer in time, 4xx, 5xx."""
+
+    connect: int = 0
+    read: int = 0
+    timeout: int = 0
+    status_4xx: int = 0
+    status_5xx: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.connect + self.read + self.timeout + self.status_4xx + self.status_5xx
+
+    def detail(self) -> str:
+        """The kinds that happened, e.g. "read 18, timeout 2" ("" when none)."""
+        return ", ".join(f"{kind} {count}" for kind, count in self.to_json().items() if count)
+
+    def to_json(self) -> dict[str, int]:
+        return {kind: getattr(self, kind) for kind in ERROR_KINDS}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Errors:
+        return cls(**{kind: int(data.get(kind) or 0) for kind in ERROR_KINDS})
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The server's whole process tree, sampled during warm-up and measurement, in MiB."""
+
+    pss_mean_mb: float  # the headline: shared pages counted once, split between processes
+    pss_peak_mb: float
+    uss_peak_mb: float
+    rss_peak_mb: float
+    samples: int
+    # The most processes one sample summed: the tree with its workers (0 = not recorded).
+    processes_peak: int = 0
+
+    def to_json(self) -> dict[str, float | int]:
+        return {
+            "pss_mean": self.pss_mean_mb,
+            "pss_peak": self.pss_peak_mb,
+            "uss_peak": self.uss_peak_mb,
+            "rss_peak": self.rss_peak_mb,
+            "samples": self.samples,
+            "processes_peak": self.processes_peak,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Memory:
+        return cls(
+            _float(data.get("pss_mean"), math.nan),
+            _float(data.get("pss_peak"), math.nan),
+            _float(data.get("uss_peak"), math.nan),
+            _float(data.get("rss_peak"), math.nan),
+            int(data.get("samples") or 0),
+            int(data.get("processes_peak") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One config measured once: throughput, latency, errors, fairness, client CPU, memory."""
+
+    median_rps: float  # median of the one-second windows' rates: the figure the tuner ranks by
+    overall_rps: float  # responses in the measurement window / its length
+    window_rps: tuple[float, ...]
+    duration_s: float  # length of the measurement window
+    requests: int  # responses completed in the window (any status)
+    total_responses: int  # every response received, warm-up and drain included
+    response_bytes: int
+    latency: Latency
+    errors: Errors
+    error_rate: float  # failed requests / attempted requests
+    connections: int
+    starved_connections: int
+    fairness_index: float | None  # Jain's index of responses per connection; None: not judged
+    littles_law_ratio: float | None  # closed loop only
+    unfair_reasons: tuple[str, ...]
+    late_requests: int  # open loop: sent more than 2 ms after their intended time
+    target_rps: float | None  # open loop rate, None for a closed loop
+    loadgen_cpu_pct: float  # % of one core, the busiest load generator process
+    loadgen_kernel_cpu_pct: float  # the part of loadgen_cpu_pct spent in the kernel
+    client_bound: bool  # the load generator was the bottleneck
+    notes: tuple[str, ...] = ()
+    memory: Memory | None = None  # None: nothing was sampled (`tuner load`)
+    startup_s: float | None = None  # server start to first answer; None: not started by us
+
+    @property
+    def unfair(self) -> bool:
+        return bool(self.unfair_reasons)
+
+    @property
+    def pss_mean_mb(self) -> float:
+        """Mean PSS of the server tree, nan when not measured."""
+        return self.memory.pss_mean_mb if self.memory else math.nan
+
+    @property
+    def unfairness(self) -> float:
+        """0 for a run judged fair; else how unequal the service was, in (0, 1]: 1 minus the
+        worst of the served share of connections, the fairness index and the Little's-law
+        ratio. A graded value (not a flag) tells the sampler which unfair configs were nearly
+        fair."""
+        if not self.unfair:
+            return 0.0
+        shares = []
+        if self.connections:
+            shares.append(1 - self.starved_connections / self.connections)
+        shares += [
+            min(1.0, v) for v in (self.fairness_index, self.littles_law_ratio) if v is not None
+        ]
+        return min(1.0, max(MIN_UNFAIRNESS, 1 - min(shares, default=0.0)))
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "rps": self.median_rps,
+            "rps_overall": self.overall_rps,
+            "windows_rps": list(self.window_rps),
+            "duration_s": self.duration_s,
+            "requests": self.requests,
+            "total_responses": self.total_responses,
+            "bytes": self.response_bytes,
+            "latency_ms": self.latency.to_json(),
+            "errors": self.errors.to_json(),
+            "error_rate": self.error_rate,
+            "connections": self.connections,
+            "starved_connections": self.starved_connections,
+            "fairness": self.fairness_index,
+            "littles_law_ratio": self.littles_law_ratio,
+            "unfair": self.unfair,
+            "unfair_reasons": list(self.unfair_reasons),
+            "late_requests": self.late_requests,
+            "target_rps": self.target_rps,
+            "loadgen_cpu": self.loadgen_cpu_pct,
+            "loadgen_cpu_kernel": self.loadgen_kernel_cpu_pct,
+            "client_bound": self.client_bound,
+            "notes": list(self.notes),
+        }
+        if self.memory is not None:
+            data["memory_mb"] = self.memory.to_json()
+        if self.startup_s is not None:
+            data["startup_s"] = round(self.startup_s, 3)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Measurement:
+        """Read any version this tuner knows. InvalidMeasurement: not a measurement at all;
+        ConfigError: written by a newer tuner (one line telling the user to upgrade)."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("rps"), (int, float)):
+            raise InvalidMeasurement(f"not a measurement (no req/s figure): {str(data)[:200]}")
+        version = data.get("schema_version", 1)
+        if version not in (1, SCHEMA_VERSION):
+            raise ConfigError(
+                f"measurement schema_version {version!r}: written by a newer tuner "
+                f"(this one reads up to {SCHEMA_VERSION}); upgrade tuner to read it"
+            )
+        windows = tuple(float(w) for w in data.get("windows_rps") or ())
+        median, overall = _rates(data, windows, version)
+        reasons = tuple(str(r) for r in data.get("unfair_reasons") or ())
+        if data.get("unfair") and not reasons:
+            reasons = ("uneven service",)
+        memory = data.get("memory_mb")
+        startup = data.get("startup_s")
+        return cls(
+            median_rps=median,
+            overall_rps=overall,
+            window_rps=windows,
+            duration_s=_float(data.get("duration_s"), 0.0),
+            requests=int(data.get("requests") or 0),
+            total_responses=int(data.get("total_responses") or 0),
+            response_bytes=int(data.get("bytes") or 0),
+            latency=Latency.from_json(data.get("latency_ms") or {}),
+            errors=Errors.from_json(data.get("errors") or {}),
+            error_rate=_float(data.get("error_rate"), math.nan),
+            connections=int(data.get("connections") or 0),
+            starved_connections=int(data.get("starved_connections") or 0),
+            fairness_index=_optional(data.get("fairness")),
+            littles_law_ratio=_optional(data.get("littles_law_ratio")),
+            unfair_reasons=reasons,
+            late_requests=int(data.get("late_requests") or 0),
+            target_rps=_optional(data.get("target_rps")),
+            loadgen_cpu_pct=_float(data.get("loadgen_cpu"), 0.0),
+            loadgen_kernel_cpu_pct=_float(data.get("loadgen_cpu_kernel"), 0.0),
+            client_bound=bool(data.get("client_bound")),
+            notes=tuple(str(n) for n in data.get("notes") or ()),
+            memory=Memory.from_json(memory) if isinstance(memory, Mapping) else None,
+            startup_s=_optional(startup),
+        )
+
+
+def median_of_windows(window_rps: tuple[float, ...], overall_rps: float) -> float:
+    """The rate one stall or burst of a noisy neighbour cannot move much: the median of the
+    one-second windows (the overall rate when the run was too short for a window)."""
+    return statistics.median(window_rps) if window_rps else overall_rps
+
+
+def _rates(
+    data: Mapping[str, Any], windows: tuple[float, ...], version: int
+) -> tuple[float, float]:
+    """(median of windows, overall) req/s. Version 1 wrote `rps` as the median beside
+    `rps_overall` in a study, and as the overall rate alone in `bench --json`."""
+    rps = float(data["rps"])
+    if version >= 2 or "rps_overall" in data:
+        return rps, _float(data.get("rps_overall"), rps)
+    return median_of_windows(windows, rps), rps
+
+
+def _float(value: object, missing: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return missing
+    return float(value)
+
+
+def _optional(value: object) -> float | None:
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
