@@ -25,6 +25,7 @@ from tuner.servers.base import (
     ServerAdapter,
     StartupSigns,
     comment_block,
+    worker_counts,
 )
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -80,12 +81,23 @@ class BjoernAdapter(ServerAdapter):
     table = SETTINGS
     binary = "python"  # bjoern is a module: the launcher runs under the tuner's Python
     install_hint = "pip install bjoern (builds against libev: apt-get install libev-dev)"
+    distribution = "bjoern"
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads=None, kind_label="listen mode"
     )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return f"event loop, {values['listen_mode']} socket"
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        # No threads to vary: every process count by both ways to share the port and both
+        # queue lengths (32 points, the whole space at the usual process counts).
+        return [
+            {"processes": n, "listen_mode": mode, "backlog": backlog}
+            for n in worker_counts(cpus)
+            for mode in ("shared", "reuseport")
+            for backlog in (128, 1024)
+        ]
 
     def executable(self) -> str:
         return sys.executable

@@ -152,6 +152,7 @@ class GranianAdapter(ServerAdapter):
     table = SETTINGS
     binary = "granian"
     install_hint = "pip install 'granian>=2,<3'"
+    distribution = "granian"
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="blocking_threads", kind_label="runtime"
     )

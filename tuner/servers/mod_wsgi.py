@@ -126,6 +126,7 @@ class ModWsgiAdapter(ServerAdapter):
     install_hint = (
         "pip install mod_wsgi (builds against Apache: apt-get install apache2-dev apache2-bin)"
     )
+    distribution = "mod_wsgi"
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="Apache MPM"
     )
