@@ -205,7 +205,9 @@ class GranianAdapter(ServerAdapter):
     def _spec(self, argv: list[str], cwd: str, env: Mapping[str, str]) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
-            env={"PYTHONUNBUFFERED": "1", **env},
+            # A Rust backtrace (RUST_BACKTRACE=1 in the environment) would bury the error
+            # line, "Address already in use" among it, under 50 frames.
+            env={"PYTHONUNBUFFERED": "1", "RUST_BACKTRACE": "0", **env},
             cwd=cwd,
             # SIGINT and SIGTERM both make granian stop its workers and exit.
             stop_signal=signal.SIGINT,
