@@ -110,16 +110,6 @@ def test_table_space_and_process_model_agree(server: ServerAdapter) -> None:
     assert space.params, f"{server.name}'s search space tunes nothing"
 
 
-def test_every_baseline_can_be_drawn_from_the_space(server: ServerAdapter) -> None:
-    # Baselines are enqueued as trials of the study: a value outside a choice list that is
-    # always sampled makes the study fail before its first trial.
-    space = load_space(space_path(server), server.table, server.name)
-    for baseline in server.baselines(2):
-        for param in space.params:
-            if param.choices and not param.when:
-                assert baseline.values[param.setting] in param.choices, (baseline.label, param)
-
-
 def test_baselines_are_the_default_first_and_a_rule_only_for_forking_servers(
     server: ServerAdapter,
 ) -> None:

@@ -24,6 +24,15 @@ _BUILT_IN = {
     "cheroot": "tuner.servers.cheroot:CherootAdapter",
     "twisted": "tuner.servers.twisted:TwistedAdapter",
     "werkzeug": "tuner.servers.werkzeug:WerkzeugAdapter",
+    "granian": "tuner.servers.granian:GranianAdapter",
+    "bjoern": "tuner.servers.bjoern:BjoernAdapter",
+    "mod_wsgi": "tuner.servers.mod_wsgi:ModWsgiAdapter",
+}
+# Servers the shoot-outs name that cannot run here, and why: `--server NAME` says so.
+_REFUSED = {
+    "meinheld": "meinheld cannot be installed on Python 3.11: `pip install meinheld` fails "
+    "because its last release (1.0.2, 2020; unmaintained since) requires greenlet<0.5, whose "
+    "C code does not compile against Python 3.11",
 }
 ENTRY_POINT_GROUP = "tuner.servers"
 ENV_VAR = "TUNER_SERVERS"
@@ -58,6 +67,8 @@ def get_adapter(name: str) -> ServerAdapter:
     try:
         target = registry[name.strip().lower()]
     except KeyError:
+        if name.strip().lower() in _REFUSED:
+            raise ConfigError(_REFUSED[name.strip().lower()]) from None
         valid = ", ".join(registry)
         raise ConfigError(f"unknown server {name!r}; valid servers: {valid}") from None
     module_name, _, class_name = target.partition(":")

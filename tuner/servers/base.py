@@ -15,6 +15,7 @@ command line, in its environment, or from a small Python launcher the adapter wr
 from __future__ import annotations
 
 import abc
+import os
 import re
 import shutil
 import signal
@@ -28,6 +29,9 @@ from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
 from tuner.settings import SettingsTable, Value
 
+# Programs of the system, not of a Python environment: a launcher run by one finds the server
+# through PATH (a shell script), or runs the rest of its argv (unshare).
+SYSTEM_PROGRAMS = frozenset({"/bin/sh", "/usr/bin/sh", "/bin/bash", "/usr/bin/unshare"})
 BASELINE_DEFAULT = "default"
 # The folk rule for pre-forking servers ("2 x cores + 1 workers", gunicorn's docs).
 BASELINE_FORK_RULE = "2*cpus+1"
@@ -255,9 +259,15 @@ class ServerAdapter(abc.ABC):
 
     def launch_in(self, spec: LaunchSpec, bin_dir: Path) -> LaunchSpec:
         """`spec` run by the programs of another environment (a clean venv's `bin` folder):
-        its Python for a spec that starts this Python, else the server's own binary there.
-        An adapter whose argv starts otherwise overrides this."""
-        return replace(spec, argv=tuple(self.argv_in(list(spec.argv), bin_dir)))
+        its Python for a spec that starts this Python, else the server's own binary there;
+        a launcher run by a system program (a shell script) finds them first on PATH, as
+        in an activated virtualenv. An adapter whose argv starts otherwise overrides this."""
+        search_path = os.pathsep.join([str(bin_dir), spec.env.get("PATH", os.defpath)])
+        return replace(
+            spec,
+            argv=tuple(self.argv_in(list(spec.argv), bin_dir)),
+            env={**spec.env, "PATH": search_path},
+        )
 
     def argv_in(self, argv: list[str], bin_dir: Path) -> list[str]:
         """`argv` (a launch or check command) with its program taken from `bin_dir`."""
@@ -266,6 +276,8 @@ class ServerAdapter(abc.ABC):
             replacement = bin_dir / "python"
         elif Path(program).name == self.binary:
             replacement = bin_dir / self.binary
+        elif program in SYSTEM_PROGRAMS:
+            return argv  # the system's own: what it runs comes from PATH
         else:
             raise ToolMissingError(
                 f"{self.name}: cannot tell which program of a clean environment replaces "

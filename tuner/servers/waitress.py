@@ -15,7 +15,6 @@ import os
 import shlex
 import signal
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from tuner.apps import AppRef
@@ -252,11 +251,6 @@ class WaitressAdapter(ServerAdapter):
         bin_dir = str(Path(self.executable()).parent)
         path_env = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
         return self._spec(["/bin/sh", str(path)], app, {"PATH": path_env})
-
-    def launch_in(self, spec: LaunchSpec, bin_dir: Path) -> LaunchSpec:
-        # The launcher execs `waitress-serve` from PATH: another environment's comes first.
-        path_env = os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])
-        return replace(spec, env={**spec.env, "PATH": path_env})
 
     def version(self) -> str:
         return first_version_number(importlib.metadata.version(self.distribution))

@@ -1,0 +1,265 @@
+"""granian (2.x), WSGI interface: its tunable settings as one table, its flags and environment.
+
+Pre-forking: a main process spawns `workers` processes; each runs a Rust (tokio) runtime that
+does the network I/O on `runtime_threads` threads and hands requests to a pool of
+`blocking_threads` Python threads. granian has no config file: its own deployable form is the
+`GRANIAN_*` environment, so the artifact is a launcher script holding exactly those variables
+and the one command that reads them.
+
+Pinned to 2.x: 2.0 renamed `--threads` to `--runtime-threads` and replaced `--threading-mode`
+with `--runtime-mode` (granian's 2.0.0 release notes), so 1.x refuses these flags.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+from tuner.apps import AppRef
+from tuner.errors import ConfigError, ToolMissingError
+from tuner.servers.base import (
+    Artifact,
+    LaunchSpec,
+    ProcessModel,
+    ServerAdapter,
+    StartupSigns,
+    comment_block,
+    first_version_number,
+)
+from tuner.settings import Setting, SettingsTable, Value
+
+SUPPORTED_MAJOR = 2
+# granian refuses shorter lifetimes ("cannot be less than 60 seconds").
+MIN_LIFETIME_S = 60
+
+SIGNS = StartupSigns(
+    # The Rust bind error, raised as "RuntimeError: Address already in use (os error 98)".
+    port_in_use=("Address already in use",),
+    # click's message for a flag value out of range, e.g. "Error: Invalid value for
+    # '--backlog': 10 is not in the range x>=128."
+    rejected_value=("Invalid value for", "ConfigurationError"),
+)
+
+
+def _env(name: str) -> str:
+    return "GRANIAN_" + name.upper()
+
+
+def _int_setting(
+    name: str, default: int, doc: str, minimum: int, *, unset: int | None = None
+) -> Setting:
+    """`--name N` / `GRANIAN_NAME=N`; the `unset` value means "granian's own rule" and renders
+    nothing, so granian computes it as it does when the flag is absent."""
+    flag = "--" + name.replace("_", "-")
+
+    def argv(value: Value) -> list[str]:
+        return [] if value == unset else [flag, str(value)]
+
+    def config(value: Value) -> list[tuple[str, str]]:
+        return [] if value == unset else [(_env(name), str(value))]
+
+    return Setting(name, "int", default, doc, argv, config, minimum=minimum)
+
+
+def _bool_setting(name: str, env: str, default: bool, doc: str) -> Setting:
+    """`--name` / `--no-name` (both rendered: explicit beats granian's default changing)."""
+    flag = name.replace("_", "-")
+    return Setting(
+        name,
+        "bool",
+        default,
+        doc,
+        argv=lambda value: [f"--{flag}" if value else f"--no-{flag}"],
+        config=lambda value: [(env, "true" if value else "false")],
+    )
+
+
+SETTINGS = SettingsTable(
+    "granian",
+    (
+        _int_setting("workers", 1, "worker processes", 1),
+        _int_setting(
+            "blocking_threads",
+            0,
+            "Python threads per worker that run the app; 0 = granian's rule, backpressure / 2 "
+            "(512 with the default backlog)",
+            0,
+            unset=0,
+        ),
+        _int_setting(
+            "runtime_threads", 1, "Rust runtime threads per worker (network I/O, no Python)", 1
+        ),
+        Setting(
+            "runtime_mode",
+            "choice",
+            "auto",
+            "st: one single-threaded runtime per runtime thread; mt: one multi-threaded "
+            "runtime; auto = mt for WSGI",
+            lambda v: ["--runtime-mode", str(v)],
+            lambda v: [("GRANIAN_RUNTIME_MODE", str(v))],
+            choices=("auto", "st", "mt"),
+        ),
+        _int_setting("backlog", 1024, "listen queue length (granian's minimum is 128)", 128),
+        _int_setting(
+            "backpressure",
+            0,
+            "requests a worker runs at once, the rest wait in the listen queue; 0 = granian's "
+            "rule, backlog / workers",
+            0,
+            unset=0,
+        ),
+        _bool_setting(
+            "http1_keep_alive",
+            "GRANIAN_HTTP1_KEEP_ALIVE",
+            True,
+            "keep HTTP/1.1 connections open between requests",
+        ),
+        _int_setting(
+            "http1_buffer_size", 417792, "maximum buffer size of an HTTP/1 connection (bytes)", 8192
+        ),
+        _int_setting(
+            "workers_lifetime",
+            0,
+            f"restart each worker after N seconds; 0 = never (granian's minimum is "
+            f"{MIN_LIFETIME_S})",
+            0,
+            unset=0,
+        ),
+        _bool_setting(
+            "access_log",
+            "GRANIAN_LOG_ACCESS_ENABLED",
+            False,
+            "write an access log line per request",
+        ),
+    ),
+)
+
+
+def _blocking_threads(values: Mapping[str, Value]) -> int:
+    """The Python threads per worker granian runs, its own rule included (server/common.py:
+    backpressure defaults to backlog // workers, WSGI blocking threads to backpressure // 2)."""
+    workers = max(1, int(values["workers"]))
+    backpressure = int(values["backpressure"]) or max(1, int(values["backlog"]) // workers)
+    return int(values["blocking_threads"]) or max(1, backpressure // 2)
+
+
+class GranianAdapter(ServerAdapter):
+    name = "granian"
+    artifact_filename = "granian.sh"
+    table = SETTINGS
+    binary = "granian"
+    install_hint = "pip install 'granian>=2,<3'"
+    distribution = "granian"
+    process_model = ProcessModel(
+        forks_workers=True, processes="workers", threads="blocking_threads", kind_label="runtime"
+    )
+
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        mode = "mt" if values["runtime_mode"] == "auto" else str(values["runtime_mode"])
+        return f"{mode} runtime"
+
+    def threads(self, values: Mapping[str, Value]) -> int:
+        return _blocking_threads(values)
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:
+        lifetime = int(values["workers_lifetime"])
+        if 0 < lifetime < MIN_LIFETIME_S:
+            raise ConfigError(
+                f"granian workers_lifetime={lifetime}: granian refuses lifetimes under "
+                f"{MIN_LIFETIME_S} s; use 0 (never) or at least {MIN_LIFETIME_S}"
+            )
+
+    def check_installed(self) -> None:
+        version = self.version()
+        if version.split(".")[0] != str(SUPPORTED_MAJOR):
+            raise ToolMissingError(
+                f"granian {version} is installed, but the tuner speaks granian "
+                f"{SUPPORTED_MAJOR}.x's flags (1.x named them differently); {self.install_hint}"
+            )
+
+    def version(self) -> str:
+        return first_version_number(self._version_output("--version"))
+
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        resolved = self.resolve(values)
+        argv = [
+            self.executable(),
+            "--interface",
+            "wsgi",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *self.table.argv(resolved),
+            app.spec,
+        ]
+        # granian resolves the target against its working folder (and walks up out of any
+        # package it is in), so it must start in the app's folder.
+        return self._spec(argv, app.pythonpath, {})
+
+    def _spec(self, argv: list[str], cwd: str, env: Mapping[str, str]) -> LaunchSpec:
+        return LaunchSpec(
+            argv=tuple(argv),
+            # A Rust backtrace (RUST_BACKTRACE=1 in the environment) would bury the error
+            # line, "Address already in use" among it, under 50 frames.
+            env={"PYTHONUNBUFFERED": "1", "RUST_BACKTRACE": "0", **env},
+            cwd=cwd,
+            # SIGINT and SIGTERM both make granian stop its workers and exit.
+            stop_signal=signal.SIGINT,
+            stop_grace_s=5.0,
+            signs=SIGNS,
+        )
+
+    def render_artifact(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        resolved = self.resolve(values)
+        lines = ["#!/bin/sh", *comment_block(header, "#")]
+        lines += [
+            "#",
+            "# granian reads no config file: its settings are the GRANIAN_* variables below.",
+            "# The KEY=value lines work unchanged in a systemd EnvironmentFile= or a",
+            "# docker --env-file, with the last line as the command.",
+            "set -eu",
+            "set -a  # export every variable assigned below",
+            "# Where to listen. EDIT for your deployment: 127.0.0.1 accepts connections from",
+            "# this machine only (e.g. behind nginx).",
+            "GRANIAN_INTERFACE=wsgi",
+            f"GRANIAN_HOST={host}",
+            f"GRANIAN_PORT={port}",
+            "# Tuned settings (a setting left at granian's own rule is not set).",
+        ]
+        for setting in self.table.settings:
+            for key, text in setting.config(resolved[setting.name]):
+                lines += [f"# {setting.doc}", f"{key}={text}"]
+        lines += [
+            "set +a",
+            "# EDIT: the app's folder (the one it was tuned in). granian finds the app from",
+            "# its working folder.",
+            f"cd {shlex.quote(app.pythonpath)}",
+            f"exec granian {shlex.quote(app.spec)}",
+        ]
+        return Artifact(
+            self.artifact_filename,
+            "\n".join(lines) + "\n",
+            run_hint=f"sh {self.artifact_filename}",
+            mode=0o755,
+        )
+
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        # The script runs `granian` from PATH: put the tuner's own first, so an un-activated
+        # virtualenv boots the granian that was measured.
+        search_path = os.pathsep.join(
+            [os.path.dirname(self.executable()), os.environ.get("PATH", "")]
+        )
+        return self._spec(["/bin/sh", str(path)], str(path.parent), {"PATH": search_path})
+
+    def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return ["/bin/sh", "-n", str(path)]

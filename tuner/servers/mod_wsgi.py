@@ -1,0 +1,266 @@
+"""mod_wsgi-express: Apache httpd with mod_wsgi, configured from one command line.
+
+`mod_wsgi-express start-server` writes an Apache config into its server root and execs
+Apache in the foreground. Apache's MPM children (event, worker or prefork) hold the client
+connections and pass each request to `processes` mod_wsgi daemon processes of `threads`
+threads each, which run the app. The artifact is a launcher script around that one command.
+
+Started as root, Apache refuses to serve unless its children switch to another user
+(`--user`/`--group`), and that user must be able to read the Python installation and the
+app. A trial run as root therefore starts mod_wsgi-express in a user namespace of its own
+(`unshare --user`): Apache sees an ordinary user and serves with the tuner's own file access,
+as every other server's workers do.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from tuner.apps import AppRef
+from tuner.errors import ToolMissingError
+from tuner.servers.base import (
+    Artifact,
+    LaunchSpec,
+    ProcessModel,
+    ServerAdapter,
+    StartupSigns,
+    comment_block,
+    first_version_number,
+)
+from tuner.settings import Setting, SettingsTable, Value
+
+SIGNS = StartupSigns(
+    # Apache: "(98)Address already in use: AH00072: make_sock: could not bind to address".
+    port_in_use=("Address already in use", "could not bind to address"),
+    # optparse: "mod_wsgi-express: error: option --threads: invalid integer value: 'x'";
+    # Apache: "AH00526: Syntax error on line 12 of .../httpd.conf".
+    rejected_value=("error: option", "Syntax error", "not designed to serve pages"),
+)
+# The non-root user Apache's children run as when the deployed launcher is started as root.
+DEFAULT_RUN_USER = "www-data"
+
+
+def _int_setting(
+    name: str, default: int, doc: str, minimum: int, *, unset: int | None = None
+) -> Setting:
+    """`--name N`; the `unset` value renders nothing and leaves mod_wsgi-express's own rule."""
+    flag = "--" + name.replace("_", "-")
+
+    def argv(value: Value) -> list[str]:
+        return [] if value == unset else [flag, str(value)]
+
+    return Setting(
+        name, "int", default, doc, argv, lambda value: [(flag, str(value))], minimum=minimum
+    )
+
+
+SETTINGS = SettingsTable(
+    "mod_wsgi",
+    (
+        # Rendered only above 1: an explicit `--processes 1` also sets wsgi.multiprocess.
+        _int_setting("processes", 1, "mod_wsgi daemon processes that run the app", 1, unset=1),
+        _int_setting("threads", 5, "request threads per daemon process", 1),
+        _int_setting(
+            "max_clients",
+            0,
+            "client connections Apache accepts at once; 0 = mod_wsgi-express's rule, "
+            "10 + max(10, 1.5 x processes x threads)",
+            0,
+            unset=0,
+        ),
+        Setting(
+            "server_mpm",
+            "choice",
+            "event",
+            "Apache's front: event (a thread per active request, idle keep-alive connections "
+            "parked), worker (a thread per connection), prefork (a process per connection)",
+            lambda v: ["--server-mpm", str(v)],
+            lambda v: [("--server-mpm", str(v))],
+            choices=("event", "worker", "prefork"),
+        ),
+        _int_setting("server_backlog", 500, "listen queue length of Apache's client socket", 1),
+        _int_setting(
+            "daemon_backlog",
+            100,
+            "queue length of the socket between Apache and the daemon processes",
+            1,
+        ),
+        _int_setting(
+            "keep_alive_timeout",
+            2,
+            "seconds an idle keep-alive connection stays open; 0 = keep-alive off "
+            "(mod_wsgi 6's default is 2)",
+            0,
+        ),
+        _int_setting(
+            "maximum_requests", 0, "restart a daemon process after N requests; 0 = never", 0
+        ),
+        _int_setting(
+            "queue_timeout",
+            45,
+            "seconds a request may wait for a daemon thread before it is answered 503",
+            1,
+        ),
+        Setting(
+            "access_log",
+            "bool",
+            False,
+            "write an access log line per request",
+            lambda v: ["--access-log"] if v else [],
+            lambda v: [("--access-log", "")] if v else [],
+        ),
+    ),
+)
+
+
+class ModWsgiAdapter(ServerAdapter):
+    name = "mod_wsgi"
+    artifact_filename = "mod_wsgi-express.sh"
+    table = SETTINGS
+    binary = "mod_wsgi-express"
+    install_hint = (
+        "pip install mod_wsgi (builds against Apache: apt-get install apache2-dev apache2-bin)"
+    )
+    distribution = "mod_wsgi"
+    process_model = ProcessModel(
+        forks_workers=True, processes="processes", threads="threads", kind_label="Apache MPM"
+    )
+
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        return f"{values['server_mpm']} MPM / daemon threads"
+
+    def version(self) -> str:
+        # `mod_wsgi-express module-config` would need Apache; the package knows its version.
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as package_version
+
+        try:
+            return first_version_number(package_version("mod_wsgi"))
+        except PackageNotFoundError:
+            raise ToolMissingError(f"mod_wsgi is not installed; {self.install_hint}") from None
+
+    def _command(
+        self, express: str, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> list[str]:
+        """The start-server command: the app, the address, the log, then the tuned flags."""
+        return [
+            express,
+            "start-server",
+            "--application-type",
+            "module",
+            "--entry-point",
+            app.module,
+            "--callable-object",
+            app.callable,
+            "--working-directory",
+            app.pythonpath,
+            "--python-path",
+            app.pythonpath,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            # Apache's error log (and the access log) to stderr/stdout, not the server root.
+            "--log-to-terminal",
+            *self.table.argv(self.resolve(values)),
+        ]
+
+    def _as_ordinary_user(self) -> list[str]:
+        """As root: the prefix that runs Apache in a user namespace of its own (see above)."""
+        if os.geteuid() != 0:
+            return []
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            raise ToolMissingError(
+                "mod_wsgi-express run as root needs `unshare` (util-linux) so that Apache "
+                "does not run as root"
+            )
+        return [unshare, "--user"]
+
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        argv = self._command(self.executable(), app, host, port, values)
+        # A server root per trial: the generated httpd.conf, the pid file and the sockets.
+        argv += ["--server-root", str(workdir / "mod_wsgi-server-root")]
+        return self._spec([*self._as_ordinary_user(), *argv], app, {})
+
+    def _spec(self, argv: list[str], app: AppRef, env: Mapping[str, str]) -> LaunchSpec:
+        return LaunchSpec(
+            argv=tuple(argv),
+            env={"PYTHONUNBUFFERED": "1", **env},
+            cwd=app.pythonpath,
+            # SIGTERM is Apache's "stop now": it stops its children and the daemon
+            # processes (which get mod_wsgi's shutdown-timeout, 5 s, to finish).
+            stop_signal=signal.SIGTERM,
+            stop_grace_s=8.0,
+            signs=SIGNS,
+        )
+
+    def render_artifact(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        command = self._command("mod_wsgi-express", app, host, port, values)
+        lines = ["#!/bin/sh", *comment_block(header, "#")]
+        lines += [
+            "#",
+            "# mod_wsgi-express writes an Apache config (in /tmp/mod_wsgi-HOST:PORT:UID unless",
+            "# --server-root says otherwise) and runs Apache in the foreground; SIGTERM stops it.",
+            "# EDIT --host/--port for your deployment (127.0.0.1 accepts connections from this",
+            "# machine only, e.g. behind nginx) and --working-directory/--python-path: the",
+            "# app's folder.",
+            "set -eu",
+            "# Started as root, Apache must switch its children to another user, one that can",
+            "# read the app and the Python installation.",
+            'if [ "$(id -u)" = 0 ]; then',
+            f'  set -- --user "${{MOD_WSGI_RUN_USER:-{DEFAULT_RUN_USER}}}" '
+            f'--group "${{MOD_WSGI_RUN_GROUP:-{DEFAULT_RUN_USER}}}"',
+            "fi",
+            "# The app, the address, then the tuned settings (processes=1 and max_clients=0",
+            "# are mod_wsgi-express's defaults and left out).",
+        ]
+        lines.append(_continued(command) + ' "$@"')
+        return Artifact(
+            self.artifact_filename,
+            "\n".join(lines) + "\n",
+            run_hint=f"sh {self.artifact_filename}",
+            mode=0o755,
+        )
+
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        # The script runs `mod_wsgi-express` from PATH: the tuner's own first. The default
+        # server root goes under $TMPDIR.
+        search_path = os.pathsep.join(
+            [os.path.dirname(self.executable()), os.environ.get("PATH", "")]
+        )
+        # A short, fresh folder per boot: the daemon's unix socket paths live below it, and a
+        # path past 107 bytes is cut, so two daemons collide ("Address already in use").
+        root = tempfile.mkdtemp(prefix="tuner-mod_wsgi-")
+        env = {"PATH": search_path, "TMPDIR": root}
+        return self._spec([*self._as_ordinary_user(), "/bin/sh", str(path)], app, env)
+
+    def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return ["/bin/sh", "-n", str(path)]
+
+
+def _continued(argv: list[str]) -> str:
+    """`exec` + argv as shell words, one option per line (readable, and easy to edit)."""
+    parts = [f"exec {shlex.quote(argv[0])} {shlex.quote(argv[1])}"]
+    words = argv[2:]
+    index = 0
+    while index < len(words):
+        if index + 1 < len(words) and not words[index + 1].startswith("--"):
+            parts.append(f"{shlex.quote(words[index])} {shlex.quote(words[index + 1])}")
+            index += 2
+        else:
+            parts.append(shlex.quote(words[index]))
+            index += 1
+    return " \\\n  ".join(parts)
