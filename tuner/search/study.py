@@ -231,16 +231,17 @@ def storage(url: str) -> optuna.storages.BaseStorage:
 
 
 def with_postgres_driver(url: str) -> str:
-    """`postgresql://` with the driver that is installed: SQLAlchemy 2.1 assumes psycopg 3,
-    2.0 psycopg2; the tuner's documented extra is psycopg2-binary."""
+    """`postgresql://` with the driver that is installed: SQLAlchemy 2.1 assumes psycopg 3 (the
+    tuner's `postgres` extra), 2.0 psycopg2; either works when it is the one installed."""
     scheme, sep, rest = url.partition("://")
     if not sep or scheme not in ("postgresql", "postgres"):
         return url
-    for module in ("psycopg2", "psycopg"):
+    for module in ("psycopg", "psycopg2"):
         if importlib.util.find_spec(module) is not None:
             return f"postgresql+{module}://{rest}"
     raise ConfigError(
-        f"--storage {redact(url)!r}: no PostgreSQL driver is installed; pip install psycopg2-binary"
+        f"--storage {redact(url)!r}: no PostgreSQL driver is installed; "
+        "pip install 'tuner[postgres]' (psycopg 3)"
     )
 
 
