@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,8 @@ from pathlib import Path
 import optuna
 import pytest
 
+from tests.cli import read_until, wait_under_load, wait_until_stale
+from tests.conftest import unavailable
 from tuner.measure.process import free_port
 from tuner.search.study import load_records, with_postgres_driver
 
@@ -31,12 +32,6 @@ REPO = Path(__file__).resolve().parents[1]
 CPUS = sorted(os.sched_getaffinity(0))
 SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "8"]
 FAST_HEARTBEAT = {"TUNER_HEARTBEAT_S": "1", "TUNER_HEARTBEAT_GRACE_S": "2"}
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true and {reason}")
-    pytest.skip(reason)
 
 
 def _as_postgres(argv: list[str]) -> list[str]:
@@ -48,7 +43,7 @@ def _as_postgres(argv: list[str]) -> list[str]:
 def _own_postgres(tmp: Path) -> Iterator[str]:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or [shutil.which("initdb") or ""]
     if not found[-1]:
-        _unavailable("no PostgreSQL server binaries (apt-get install postgresql)")
+        unavailable("no PostgreSQL server binaries (apt-get install postgresql)")
     bin_dir = Path(found[-1]).parent
     data = tmp / "pgdata"
     data.mkdir()
@@ -85,11 +80,11 @@ def _own_postgres(tmp: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
+def postgres_url(real_servers: None) -> Iterator[str]:
     try:
         import psycopg2  # noqa: F401
     except ImportError:
-        _unavailable("psycopg2 is not installed (pip install -e '.[test]')")
+        unavailable("psycopg2 is not installed (pip install -e '.[test]')")
     if url := os.environ.get("TUNER_TEST_POSTGRES_URL"):
         yield url
         return
@@ -143,11 +138,16 @@ def _tune(
     )
 
 
-needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs: one per host's server")
+@pytest.fixture
+def two_cpus() -> None:
+    """One CPU per host's server; a skip locally, a failure when CI=true."""
+    if len(CPUS) < 2:
+        unavailable("needs 2 CPUs: one per host's server")
 
 
-@needs_two_cpus
-def test_two_hosts_share_one_study(postgres_url: str, tmp_path: Path, since: float) -> None:
+def test_two_hosts_share_one_study(
+    postgres_url: str, tmp_path: Path, since: float, two_cpus: None
+) -> None:
     study = f"shared-{uuid.uuid4().hex[:8]}"
     a = _tune(postgres_url, study, CPUS[0], CPUS[1], tmp_path, 3, "--json")
     b = _tune(postgres_url, study, CPUS[1], CPUS[0], tmp_path, 3, "--json")
@@ -184,22 +184,18 @@ def test_two_hosts_share_one_study(postgres_url: str, tmp_path: Path, since: flo
     assert max(json.loads(out_a)["trials"], json.loads(out_b)["trials"]) == 6
 
 
-@needs_two_cpus
 def test_killed_host_leaves_its_trial_failed_not_running(
-    postgres_url: str, tmp_path: Path, since: float
+    postgres_url: str, tmp_path: Path, since: float, two_cpus: None
 ) -> None:
     study = f"killed-{uuid.uuid4().hex[:8]}"
     victim = _tune(postgres_url, study, CPUS[0], CPUS[1], tmp_path, 20)
-    assert victim.stderr is not None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not victim.stderr.readline().startswith("trial "):
-        pass
-    time.sleep(1.5)  # into the next trial
+    read_until(victim.stderr, "trial ", 1)
+    wait_under_load(victim, "gunicorn")  # the next trial is being measured: RUNNING
     victim.send_signal(signal.SIGKILL)
     victim.communicate(timeout=60)
     running = [r.number for r in load_records(postgres_url, study)[1] if r.state == "RUNNING"]
     assert len(running) == 1
-    time.sleep(3)  # > the grace period
+    wait_until_stale(postgres_url, study, running[0], FAST_HEARTBEAT)
 
     # The other host opens the study: the dead host's trial is failed, its work kept.
     other = _tune(postgres_url, study, CPUS[1], CPUS[0], tmp_path, 1, "--json")

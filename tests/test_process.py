@@ -106,7 +106,9 @@ def test_stop_leaves_no_process_of_a_real_server(adapter, tmp_path: Path) -> Non
     assert not watchdog_children()
 
 
-def test_stop_kills_children_that_ignore_the_stop_signal(tmp_path: Path) -> None:
+def test_stop_kills_children_that_ignore_the_stop_signal(
+    tmp_path: Path, real_servers: None
+) -> None:
     port = free_port()
     server = start(fake_spec(port, children=2, grace_s=0.3), port, tmp_path)
     pids = wait_for_pids(server, 3)
@@ -119,7 +121,9 @@ def test_stop_kills_children_that_ignore_the_stop_signal(tmp_path: Path) -> None
 # --- start failures --------------------------------------------------------------------------
 
 
-def test_a_server_that_exits_at_start_reports_its_code_and_log(tmp_path: Path) -> None:
+def test_a_server_that_exits_at_start_reports_its_code_and_log(
+    tmp_path: Path, real_servers: None
+) -> None:
     spec = LaunchSpec(
         argv=(sys.executable, "-c", "import sys; print('boom: no config'); sys.exit(7)"),
         env={},
@@ -135,7 +139,7 @@ def test_a_server_that_exits_at_start_reports_its_code_and_log(tmp_path: Path) -
     assert not watchdog_children()
 
 
-def test_readiness_timeout_when_nothing_answers(tmp_path: Path) -> None:
+def test_readiness_timeout_when_nothing_answers(tmp_path: Path, real_servers: None) -> None:
     port = free_port()
     started = time.monotonic()
     with pytest.raises(ReadinessTimeout, match="did not answer 2xx"):
@@ -144,13 +148,13 @@ def test_readiness_timeout_when_nothing_answers(tmp_path: Path) -> None:
     assert not watchdog_children()
 
 
-def test_readiness_needs_a_2xx_answer(tmp_path: Path) -> None:
+def test_readiness_needs_a_2xx_answer(tmp_path: Path, real_servers: None) -> None:
     port = free_port()
     with pytest.raises(ReadinessTimeout, match="HTTP 500"):
         start(fake_spec(port, status="500"), port, tmp_path, ready_timeout_s=0.5)
 
 
-def test_unavailable_cpu_is_a_config_error(tmp_path: Path) -> None:
+def test_unavailable_cpu_is_a_config_error(tmp_path: Path, real_servers: None) -> None:
     port = free_port()
     missing = max(os.sched_getaffinity(0)) + 1
     with pytest.raises(ConfigError, match=f"CPUs \\[{missing}\\] are not available"):
@@ -160,13 +164,13 @@ def test_unavailable_cpu_is_a_config_error(tmp_path: Path) -> None:
     assert not watchdog_children()
 
 
-def test_missing_binary_is_a_tool_missing_error(tmp_path: Path) -> None:
+def test_missing_binary_is_a_tool_missing_error(tmp_path: Path, real_servers: None) -> None:
     spec = LaunchSpec(("/nonexistent/gunicorn",), {}, str(ROOT), signal.SIGTERM, 1)
     with pytest.raises(ToolMissingError, match="/nonexistent/gunicorn"):
         start(spec, free_port(), tmp_path)
 
 
-def test_startup_time_is_recorded(tmp_path: Path) -> None:
+def test_startup_time_is_recorded(tmp_path: Path, real_servers: None) -> None:
     port = free_port()
     with start(fake_spec(port), port, tmp_path) as server:
         assert 0 < server.startup_s < 10
@@ -223,7 +227,9 @@ TUNER_STAND_IN = textwrap.dedent(
 
 
 @pytest.mark.parametrize("server_name", ["gunicorn", "uwsgi"])
-def test_server_dies_when_the_tuner_is_sigkilled(server_name: str, tmp_path: Path) -> None:
+def test_server_dies_when_the_tuner_is_sigkilled(
+    server_name: str, tmp_path: Path, since: float
+) -> None:
     require_adapter(server_name)
     tuner = subprocess.Popen(
         [sys.executable, "-c", TUNER_STAND_IN, str(ROOT), server_name, str(tmp_path / "s.log")],

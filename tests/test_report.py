@@ -29,7 +29,7 @@ STUDIES = {"single": ("gunicorn", "throughput"), "multi": ("uwsgi", "multi")}
 
 
 @pytest.fixture(scope="module")
-def storage(tmp_path_factory: pytest.TempPathFactory) -> str:
+def storage(tmp_path_factory: pytest.TempPathFactory, real_servers: None) -> str:
     """One real short study per objective kind, shared by every test here. The two run at
     once to halve the wait: their figures are meaningless, only their shape is tested."""
     started = time.time()

@@ -214,7 +214,7 @@ def test_sigint_mid_study_keeps_trials_and_leaves_no_server(tmp_path, since):
         (["apps/hello.py", "--server", "nginx"], "nginx"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle, real_servers):
     done = tuner("tune", *args, "--out", str(tmp_path / "x.conf"), *SHORT)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -224,7 +224,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
     assert not (tmp_path / "x.conf").exists()
 
 
-def test_bad_space_file_names_file_and_key(tmp_path):
+def test_bad_space_file_names_file_and_key(tmp_path, real_servers):
     space = tmp_path / "space.toml"
     space.write_text('server = "gunicorn"\n[params.wurkers]\ntype = "int"\nlow = 1\nhigh = 4\n')
     done = tuner("tune", "apps/hello.py", "--server", "gunicorn", "--space", str(space), *SHORT)
