@@ -17,6 +17,7 @@ import pytest
 from matplotlib import image as mpimg
 from PIL import Image
 
+from tests.conftest import unavailable
 from tests.serverwatch import wait_none_left
 from tests.test_tune import REPO, SHORT, tuner
 from tuner.cli import main
@@ -130,7 +131,10 @@ def test_studies_are_plain_optuna_studies(storage: str) -> None:
 
 
 def test_optuna_dashboard_serves_the_study(storage: str) -> None:
-    dashboard = pytest.importorskip("optuna_dashboard")  # a tool for users, not a dependency
+    try:  # a tool for users, not a dependency; the test extra installs it
+        import optuna_dashboard as dashboard
+    except ImportError:
+        unavailable("optuna-dashboard is not installed (pip install -e '.[test]')")
     server = make_server("127.0.0.1", 0, dashboard.wsgi(storage), handler_class=_Quiet)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
