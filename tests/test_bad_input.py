@@ -65,6 +65,11 @@ CASES = [
     (TUNE + ["--study-name", "line\nbreak"], "--study-name 'line\\nbreak': use letters"),
     (TUNE + ["--study-name", "../up"], "--study-name '../up': use letters"),
     (TUNE + ["--max-error-rate", "2"], "--max-error-rate 2.0: expected a fraction"),
+    (TUNE + ["--trials", "0"], "--trials 0: expected a whole number >= 1"),
+    (
+        TUNE + ["--space", "search_spaces/uwsgi.toml"],
+        "server = 'uwsgi'; expected server = 'gunicorn'",
+    ),
     (["tune", "apps/nope.py", "--server", "gunicorn"], "nope.py does not exist"),
     (["tune", "apps/hello.py:1bad", "--server", "gunicorn"], "callable '1bad' must be"),
     (["tune", "os", "--server", "gunicorn"], "app os:app is not usable: module 'os' has no"),
