@@ -1,4 +1,12 @@
-"""Shared test fixtures: run real servers on 127.0.0.1 and prove that none is left behind."""
+"""Shared test fixtures: run real servers on 127.0.0.1 and prove that none is left behind.
+
+The `server` marker: a test that starts a real server (gunicorn, uWSGI, any ServerProcess) or
+runs the tuner CLI in a subprocess is marked `server`, so `./scripts/test --fast`
+(`-m "not server"`) gives feedback in seconds. Nobody adds the marker by hand: the collection
+hook below sets it on every test whose fixtures include `real_servers` (every server fixture
+requests it: `adapter`, `gunicorn`, `uwsgi`, `since`, and module fixtures that run the tuner),
+and a test without it that starts a server anyway fails at once, naming the fixture to use.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import atexit
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +50,89 @@ if CACHE_ENV not in os.environ:
 # Process groups of every ServerProcess the tests created (its watchdog leads the group).
 _STARTED_GROUPS: list[int] = []
 
+SERVER_FIXTURE = "real_servers"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str) -> None:
+    """A missing precondition: a skip locally, but a failure when CI=true (CI must run all)."""
+    if in_ci():
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def real_servers() -> None:
+    """Requested (directly or through another fixture) by every test that starts a real server
+    or runs the tuner CLI in a subprocess: it is what marks the test `server`."""
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """With CI=true a green run must have run the tests: none passed, or any skipped (a
+    precondition missing that no `unavailable` call caught), fails the run."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if not in_ci() or exitstatus != 0 or reporter is None:
+        return
+    passed = len(reporter.stats.get("passed", []))
+    skipped = [report.nodeid for report in reporter.stats.get("skipped", [])]
+    if passed == 0 or skipped:
+        reporter.write_line(
+            f"CI=true: {passed} passed, {len(skipped)} skipped ({', '.join(skipped[:5])}): "
+            "in CI every test must run",
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.server)
+
+
+def _starts_a_server(argv: object) -> bool:
+    """gunicorn / uWSGI themselves, the tuner CLI (`python -m tuner ...`), or Python code run
+    with -c that uses the tuner or these fixtures (a stand-in for a tuner process)."""
+    words = [str(word) for word in argv] if isinstance(argv, (list, tuple)) else [str(argv)]
+    heads = [os.path.basename(word) for word in words[:2]]
+    if any(head in ("gunicorn", "uwsgi", "tuner") for head in heads):
+        return True
+    pairs = list(zip(words, words[1:], strict=False))
+    return any(a == "-m" and b == "tuner" for a, b in pairs) or any(
+        a == "-c" and ("tuner." in b or "tests.conftest" in b) for a, b in pairs
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+    """In a test not marked `server`, starting a server or the tuner CLI fails the test: a
+    forgotten marker would otherwise put a slow test into the fast set. The guard covers the
+    whole protocol, so module fixtures set up for the test are guarded too."""
+    if item.get_closest_marker("server"):
+        return (yield)
+    hint = (
+        f"{item.nodeid} starts a real server or the tuner CLI but is not marked `server`: "
+        f"request the `since` fixture (or `{SERVER_FIXTURE}`)"
+    )
+    real_popen = subprocess.Popen
+
+    class GuardedPopen(real_popen):  # type: ignore[valid-type,misc]
+        def __init__(self, args: object, *rest: object, **kwargs: object) -> None:
+            if _starts_a_server(args):
+                pytest.fail(hint)
+            super().__init__(args, *rest, **kwargs)  # type: ignore[arg-type]
+
+    def refused_start(*args: object, **kwargs: object) -> ServerProcess:
+        pytest.fail(hint)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess, "Popen", GuardedPopen)
+        patch.setattr(ServerProcess, "start", refused_start)
+        return (yield)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def no_server_left_behind() -> Iterator[None]:
@@ -69,24 +161,22 @@ def require_adapter(name: str) -> ServerAdapter:
     try:
         adapter.check_installed()
     except ToolMissingError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and {exc}")
-        pytest.skip(str(exc))
+        unavailable(str(exc))
     return adapter
 
 
 @pytest.fixture(params=["gunicorn", "uwsgi"])
-def adapter(request: pytest.FixtureRequest) -> ServerAdapter:
+def adapter(request: pytest.FixtureRequest, real_servers: None) -> ServerAdapter:
     return require_adapter(request.param)
 
 
 @pytest.fixture
-def gunicorn() -> ServerAdapter:
+def gunicorn(real_servers: None) -> ServerAdapter:
     return require_adapter("gunicorn")
 
 
 @pytest.fixture
-def uwsgi() -> ServerAdapter:
+def uwsgi(real_servers: None) -> ServerAdapter:
     return require_adapter("uwsgi")
 
 
@@ -120,7 +210,7 @@ def wait_for_pids(server: ServerProcess, count: int, timeout_s: float = 5.0) -> 
 
 
 @pytest.fixture
-def since() -> Iterator[float]:
+def since(real_servers: None) -> Iterator[float]:
     """The test's start time; afterwards, no gunicorn / uWSGI started since may be alive."""
     started = time.time()
     yield started

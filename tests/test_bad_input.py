@@ -41,48 +41,68 @@ def files(tmp_path: Path) -> dict[str, Path]:
 TUNE = ["tune", HELLO, "--server", "gunicorn", *SHORT]
 CASES = [
     # (argv after substitution, text the error line must contain)
-    (TUNE + ["--connections", "0"], "connections"),
-    (TUNE + ["--duration", "-1"], "duration"),
-    (TUNE + ["--trials", "many"], "--trials"),
-    (TUNE + ["--server-cpus", "x"], "--server-cpus"),
-    (TUNE + ["--server-cpus", "0", "--load-cpus", "0"], "0"),
-    (TUNE + ["--server-cpus", "999"], "999"),
-    (TUNE + ["--path", "no-slash"], "--path"),
-    (TUNE + ["--path", "/a b"], "path"),
-    (TUNE + ["--workload", "{tmp}/missing.toml"], "missing.toml"),
-    (TUNE + ["--workload", "{tmp}/bad.toml"], "bad.toml"),
-    (TUNE + ["--workload", "{tmp}/wl_method.toml"], "FETCH"),
-    (TUNE + ["--workload", "{tmp}/wl_crlf.toml"], "header"),
-    (TUNE + ["--workload", "{tmp}/wl_empty.toml"], "wl_empty.toml"),
-    (TUNE + ["--space", "{tmp}/missing.toml"], "missing.toml"),
-    (TUNE + ["--space", "{tmp}/bad.toml"], "bad.toml"),
-    (TUNE + ["--space", "{tmp}/space_type.toml"], "workers"),
-    (TUNE + ["--space", "{tmp}/space_range.toml"], "workers"),
-    (TUNE + ["--storage", "nosuchdb://x"], "nosuchdb"),
+    (TUNE + ["--connections", "0"], "connections 0: expected at least one"),
+    (TUNE + ["--duration", "-1"], "duration_s -1.0: expected a number > 0"),
+    (TUNE + ["--trials", "many"], "--trials: invalid int value: 'many'"),
+    (TUNE + ["--server-cpus", "x"], "--server-cpus 'x': expected CPU numbers"),
+    (TUNE + ["--server-cpus", "0", "--load-cpus", "0"], "share CPU 0"),
+    (TUNE + ["--server-cpus", "999"], "CPU 999 is not available"),
+    (TUNE + ["--path", "no-slash"], "--path 'no-slash': expected a URL path"),
+    (TUNE + ["--path", "/a b"], "path '/a b': expected an absolute path"),
+    (TUNE + ["--workload", "{tmp}/missing.toml"], "missing.toml: cannot read it"),
+    (TUNE + ["--workload", "{tmp}/bad.toml"], "bad.toml: not valid TOML"),
+    (TUNE + ["--workload", "{tmp}/wl_method.toml"], "method 'FETCH': expected one of"),
+    (TUNE + ["--workload", "{tmp}/wl_crlf.toml"], "header 'X-A': expected a token"),
+    (TUNE + ["--workload", "{tmp}/wl_empty.toml"], "wl_empty.toml: expected a non-empty"),
+    (TUNE + ["--space", "{tmp}/missing.toml"], "missing.toml: cannot read search space"),
+    (TUNE + ["--space", "{tmp}/bad.toml"], "bad.toml: invalid TOML"),
+    (TUNE + ["--space", "{tmp}/space_type.toml"], "params.workers: type = 'integer'"),
+    (TUNE + ["--space", "{tmp}/space_range.toml"], "params.workers: low 9 > high 1"),
+    (TUNE + ["--storage", "nosuchdb://x"], "--storage 'nosuchdb://x': cannot open it"),
     (TUNE + ["--storage", "postgresql://me:s3cret@127.0.0.1:1/db"], "cannot open it"),
-    (TUNE + ["--storage", "sqlite:////proc/no/such/dir/s.db"], "--storage"),
-    (TUNE + ["--study-name", "a'b"], "--study-name"),
-    (TUNE + ["--study-name", "line\nbreak"], "--study-name"),
-    (TUNE + ["--study-name", "../up"], "--study-name"),
-    (TUNE + ["--max-error-rate", "2"], "--max-error-rate"),
-    (["tune", "apps/nope.py", "--server", "gunicorn"], "nope.py"),
-    (["tune", "apps/hello.py:1bad", "--server", "gunicorn"], "1bad"),
-    (["tune", "os", "--server", "gunicorn"], "os"),
-    (["tune", HELLO, "--server", "nginx"], "nginx"),
-    (["bench", HELLO, "--server", "gunicorn", "--set", "workers=abc", *SHORT], "workers"),
-    (["bench", HELLO, "--server", "gunicorn", "--set", "wurkers=2", *SHORT], "wurkers"),
-    (["bench", HELLO, "--server", "gunicorn", "--set", "workers=0", *SHORT], "workers"),
-    (["bench", HELLO, "--server", "uwsgi", "--set", "listen=70000", *SHORT], "listen"),
-    (["load", "http://10.1.2.3:80/", *SHORT], "10.1.2.3"),
-    (["load", "ftp://127.0.0.1:21/", *SHORT], "ftp"),
-    (["load", "http://127.0.0.1/", *SHORT], "port"),
-    (["emit", "--study", "nope", "--trial", "0", "--out", "{out}", "--storage", "{db}"], "nope"),
-    (["emit", "--study", "known", "--trial", "99", "--out", "{out}", "--storage", "{db}"], "99"),
-    (["emit", "--study", "x", "--trial", "0", "--out", "{out}", "--storage", "bad://"], "bad://"),
+    (TUNE + ["--storage", "sqlite:////proc/no/such/dir/s.db"], "cannot create the folder"),
+    (TUNE + ["--study-name", "a'b"], '--study-name "a\'b": use letters'),
+    (TUNE + ["--study-name", "line\nbreak"], "--study-name 'line\\nbreak': use letters"),
+    (TUNE + ["--study-name", "../up"], "--study-name '../up': use letters"),
+    (TUNE + ["--max-error-rate", "2"], "--max-error-rate 2.0: expected a fraction"),
+    (TUNE + ["--trials", "0"], "--trials 0: expected a whole number >= 1"),
+    (
+        TUNE + ["--space", "search_spaces/uwsgi.toml"],
+        "server = 'uwsgi'; expected server = 'gunicorn'",
+    ),
+    (["tune", "apps/nope.py", "--server", "gunicorn"], "nope.py does not exist"),
+    (["tune", "apps/hello.py:1bad", "--server", "gunicorn"], "callable '1bad' must be"),
+    (["tune", "os", "--server", "gunicorn"], "app os:app is not usable: module 'os' has no"),
+    (["tune", HELLO, "--server", "nginx"], "unknown server 'nginx'; valid servers: gunicorn"),
+    (["bench", HELLO, "--server", "gunicorn", "--set", "workers=abc", *SHORT], "workers='abc'"),
+    (["bench", HELLO, "--server", "gunicorn", "--set", "wurkers=2", *SHORT], "setting 'wurkers'"),
+    (["bench", HELLO, "--server", "gunicorn", "--set", "workers=0", *SHORT], "workers='0'"),
+    (["bench", HELLO, "--server", "uwsgi", "--set", "listen=70000", *SHORT], "listen='70000'"),
+    (["load", "http://10.1.2.3:80/", *SHORT], "host '10.1.2.3': the load generator only"),
+    (["load", "ftp://127.0.0.1:21/", *SHORT], "url 'ftp://127.0.0.1:21/': expected http"),
+    (["load", "http://127.0.0.1/", *SHORT], "with an explicit port"),
+    (
+        ["emit", "--study", "nope", "--trial", "0", "--out", "{out}", "--storage", "{db}"],
+        "--study 'nope': no such study",
+    ),
+    (
+        ["emit", "--study", "known", "--trial", "99", "--out", "{out}", "--storage", "{db}"],
+        "--trial 99: study 'known' has no such trial",
+    ),
+    (
+        ["emit", "--study", "x", "--trial", "0", "--out", "{out}", "--storage", "bad://"],
+        "--storage 'bad://': cannot open it",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("argv", "needle"), CASES, ids=[" ".join(c[0][-2:]) for c in CASES])
+def _case_id(argv: list[str]) -> str:
+    """The words that make the case: the command and what differs from the common options."""
+    common = {*TUNE[1:], *SHORT}
+    return " ".join([argv[0]] + [Path(a).name for a in argv[1:] if a not in common])
+
+
+@pytest.mark.parametrize(("argv", "needle"), CASES, ids=[_case_id(c[0]) for c in CASES])
 def test_bad_input_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
 ) -> None:

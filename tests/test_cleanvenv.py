@@ -27,6 +27,9 @@ from tuner.workflow.cleanvenv import (
 from tuner.workflow.emit import write_artifact
 from tuner.workflow.provenance import install_command
 
+# Runs the tuner or a server in a subprocess: not in the fast set.
+pytestmark = pytest.mark.usefixtures("real_servers")
+
 GUNICORN = version("gunicorn")
 
 

@@ -16,6 +16,9 @@ import pytest
 from tests.cli import REPO
 from tuner.servers import SERVERS
 
+# Runs the tuner or a server in a subprocess: not in the fast set.
+pytestmark = pytest.mark.usefixtures("real_servers")
+
 # Top-level packages and tuner modules that only a running command needs.
 HEAVY = (
     "optuna",

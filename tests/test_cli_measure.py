@@ -55,6 +55,13 @@ def test_bench_json_has_stable_keys_and_real_figures(since, server, settings):
     assert sum(result["errors"].values()) == 0
     assert 0 < result["memory_mb"]["pss_peak"] <= result["memory_mb"]["rss_peak"]
     assert result["startup_s"] > 0
+    percentiles = [result["latency_ms"][key] for key in ("p50", "p90", "p99", "p999", "max")]
+    assert percentiles[0] > 0 and percentiles == sorted(percentiles)
+    # rps is the responses of the 1 s window per second (not of the warm-up or drain)
+    assert 0.8 <= result["requests"] / result["rps"] <= 1.25, (result["requests"], result["rps"])
+    for pair in settings:  # every --set reached the server's settings, typed
+        name, value = pair.split("=")
+        assert str(result["settings"][name]).lower() == value, (name, result["settings"])
     assert result["settings"][settings[0].split("=")[0]] == 2
 
 

@@ -18,7 +18,9 @@ SERVERS = ("gunicorn", "uwsgi")
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+def compared(
+    tmp_path_factory: pytest.TempPathFactory, real_servers: None
+) -> tuple[subprocess.CompletedProcess, Path]:
     started = time.time()
     folder = tmp_path_factory.mktemp("compare")
     done = tuner(

@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,8 +23,9 @@ import optuna
 import psutil
 import pytest
 
+from tests.cli import read_until, wait_under_load, wait_until_stale
 from tests.cli import run_tuner as tuner_cli
-from tests.conftest import require_adapter
+from tests.conftest import require_adapter, unavailable
 from tuner.cli import build_parser
 from tuner.commands.tune import build_setup
 from tuner.measure import runner
@@ -53,6 +53,8 @@ def search(
     setup = build_setup(args)
     listener = QuietListener()
     run_search(setup, open_study(setup), n_trials=trials, timeout_s=None, listener=listener)
+    # Every trial asked for ended and was recorded: a loop over none would pass anything.
+    assert len(listener.ended) == trials, [(r.state, r.fail_reason) for r in listener.ended]
     return listener.ended
 
 
@@ -99,10 +101,10 @@ def test_crashing_worker_is_an_slo_violation_for_gunicorn(tmp_path: Path, since:
     # gunicorn's master replaces the dead worker: the study sees failed requests, not a dead
     # server, and the sampler learns to avoid the config through the error-rate constraint.
     records = search(tmp_path, FAULTY, "gunicorn", "--path", "/crash?every=25", trials=1)
-    for record in records:
-        assert record.state == "COMPLETE" and not record.feasible
-        assert record.fail_reason.startswith("violates SLO: ")
-        assert "of requests failed" in record.fail_reason
+    assert len(records) == 1
+    assert records[0].state == "COMPLETE" and not records[0].feasible
+    assert records[0].fail_reason.startswith("violates SLO: ")
+    assert "of requests failed" in records[0].fail_reason
 
 
 def test_crashing_worker_kills_a_uwsgi_without_master(tmp_path: Path, since: float) -> None:
@@ -150,7 +152,7 @@ def test_slow_start_is_waited_for_and_measured(tmp_path: Path, since: float) -> 
 def test_value_the_server_rejects_fails_that_trial_only(tmp_path: Path, since: float) -> None:
     somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
     if somaxconn >= 60000:
-        pytest.skip("somaxconn is near its maximum; uWSGI accepts every listen value")
+        unavailable("somaxconn is near its maximum; uWSGI accepts every listen value")
     space = tmp_path / "space.toml"
     space.write_text(
         'server = "uwsgi"\n[params.listen]\ntype = "int"\n'
@@ -165,7 +167,7 @@ def test_value_the_server_rejects_fails_that_trial_only(tmp_path: Path, since: f
     assert "somaxconn" in records[2].fail_reason
 
 
-def test_missing_server_binary_is_one_line_exit_2(tmp_path: Path) -> None:
+def test_missing_server_binary_is_one_line_exit_2(tmp_path: Path, since: float) -> None:
     done = subprocess.run(
         [
             sys.executable,
@@ -286,25 +288,8 @@ def _start_tune(tmp_path: Path, trials: int = 20) -> subprocess.Popen[str]:
 def _wait_mid_trial(proc: subprocess.Popen[str], done_trials: int) -> list[psutil.Process]:
     """Wait until `done_trials` more trials ended and the next one is measuring; returns the
     tuner's process tree at that moment (servers, watchdogs, load workers)."""
-    assert proc.stderr is not None
-    ended = 0
-    deadline = time.monotonic() + 120
-    while ended < done_trials and time.monotonic() < deadline:
-        ended += proc.stderr.readline().startswith("trial ")
-    assert ended == done_trials
-    # The next trial is under load once its server and its load workers are both running.
-    while time.monotonic() < deadline:
-        tree = psutil.Process(proc.pid).children(recursive=True)
-        lines = []
-        for child in tree:
-            with contextlib.suppress(psutil.Error):
-                lines.append(" ".join(child.cmdline()))
-        if any("gunicorn" in line for line in lines) and any(
-            "multiprocessing.spawn" in line for line in lines
-        ):
-            return tree
-        time.sleep(0.05)
-    raise AssertionError("the next trial never got under load")
+    read_until(proc.stderr, "trial ", done_trials)
+    return wait_under_load(proc, "gunicorn")
 
 
 def _listening_ports() -> set[int]:
@@ -348,7 +333,7 @@ def test_sigterm_then_sigkill_then_resume_loses_nothing(tmp_path: Path, since: f
     _assert_tree_gone(tree, _server_port(tmp_path, killed_trial))
     study = optuna.load_study(study_name="stopped", storage=storage)
     assert study.trials[killed_trial].state.name == "RUNNING"
-    time.sleep(3)  # > TUNER_HEARTBEAT_GRACE_S
+    wait_until_stale(storage, "stopped", killed_trial, FAST_HEARTBEAT)
 
     # Resume: the dead trial is failed on open, completed ones are kept, the study goes on.
     proc = _start_tune(tmp_path, trials=1)

@@ -19,6 +19,9 @@ from tuner.machine import limits as limits_module
 from tuner.machine.limits import Cgroup, Limits, parse_cpu_limit, parse_memory_limit
 from tuner.servers import get_adapter
 
+# Runs the tuner or a server in a subprocess: not in the fast set.
+pytestmark = pytest.mark.usefixtures("real_servers")
+
 SHORT = ("--duration", "1.5", "--warmup", "0.3", "--json")
 
 
@@ -31,7 +34,7 @@ def tuner_cgroups() -> set[Path]:
 
 
 @pytest.fixture
-def cgroups_left_unchanged() -> object:
+def cgroups_left_unchanged(real_servers: None) -> object:
     """Fails the test if it leaves a tuner cgroup behind."""
     before = tuner_cgroups()
     yield

@@ -62,7 +62,7 @@ Server = Callable[..., int]
 
 
 @pytest.fixture
-def server(tmp_path) -> Iterator[Server]:
+def server(tmp_path, real_servers) -> Iterator[Server]:
     """`server(kind, app, *extra_args, ready_path="/")` starts a server and returns its port."""
     started: list[subprocess.Popen] = []
 

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from tests.conftest import unavailable
 from tuner.errors import ConfigError
 from tuner.loadgen import LoadSpec, RequestSpec, Workload, load_workload_file
 from tuner.loadgen.http import build_request, request_sequence
@@ -48,7 +49,7 @@ def test_bad_values_are_config_errors(changes: dict, message: str) -> None:
 def test_fewer_connections_than_load_cpus() -> None:
     cpus = tuple(sorted(os.sched_getaffinity(0)))
     if len(cpus) < 2:
-        pytest.skip("needs two CPUs")
+        unavailable("needs two CPUs")
     with pytest.raises(ConfigError, match="at least one per load CPU"):
         LoadSpec(**OK, connections=1, load_cpus=cpus[:2]).validate()
 

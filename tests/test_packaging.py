@@ -86,6 +86,7 @@ _WHERE = """
 import json, tuner
 from tuner.search.space import default_space_path, load_space
 from tuner.servers import SERVERS, get_adapter
+
 spaces = {}
 for name in SERVERS:
     path = default_space_path(name)
@@ -97,6 +98,7 @@ print(json.dumps({"tuner": tuner.__file__, "spaces": spaces}))
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.usefixtures("real_servers")  # runs the tuner and a server from the wheel
 def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     wheel = _build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:

@@ -18,6 +18,7 @@ import pytest
 from matplotlib import image as mpimg
 from PIL import Image
 
+from tests.conftest import unavailable
 from tests.serverwatch import wait_none_left
 from tests.test_tune import REPO, SHORT, tuner
 from tuner.cli import main
@@ -30,7 +31,7 @@ STUDIES = {"single": ("gunicorn", "throughput"), "multi": ("uwsgi", "multi")}
 
 
 @pytest.fixture(scope="module")
-def storage(tmp_path_factory: pytest.TempPathFactory) -> str:
+def storage(tmp_path_factory: pytest.TempPathFactory, real_servers: None) -> str:
     """One real short study per objective kind, shared by every test here. The two run at
     once to halve the wait: their figures are meaningless, only their shape is tested."""
     started = time.time()
@@ -134,7 +135,10 @@ def test_studies_are_plain_optuna_studies(storage: str) -> None:
 
 
 def test_optuna_dashboard_serves_the_study(storage: str) -> None:
-    dashboard = pytest.importorskip("optuna_dashboard")  # a tool for users, not a dependency
+    try:  # a tool for users, not a dependency; the test extra installs it
+        import optuna_dashboard as dashboard
+    except ImportError:
+        unavailable("optuna-dashboard is not installed (pip install -e '.[test]')")
     server = make_server("127.0.0.1", 0, dashboard.wsgi(storage), handler_class=_Quiet)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -416,7 +416,16 @@ def test_default_spaces_load_against_real_tables(server: str) -> None:
     space = load_space(path, adapter.table, server)
     assert space.server == server
     for cpus in (1, 2, 8, 16):
-        assert bounds(space, cpus)
+        resolved = bounds(space, cpus)
+        assert list(resolved) == [param.name for param in space.params]
+        for param in space.params:
+            if param.type in ("int", "float"):
+                low, high = resolved[param.name]
+                assert low <= high, (param.name, cpus, resolved[param.name])
+            else:
+                assert resolved[param.name] == param.choices and param.choices
+        # the default spaces' one CPU-scaled bound: worker processes up to 4*cpus+1
+        assert resolved[{"gunicorn": "workers", "uwsgi": "processes"}[server]] == (1, 4 * cpus + 1)
         for seed in range(50):
             trial = FakeTrial(seed)
             config = suggest(space, trial, cpus)

@@ -44,7 +44,7 @@ LONG = ("--duration", "60", "--warmup", "0")
 
 
 @pytest.fixture(params=server_names())
-def server(request: pytest.FixtureRequest) -> ServerAdapter:
+def server(request: pytest.FixtureRequest, real_servers: None) -> ServerAdapter:
     return require_adapter(request.param)
 
 

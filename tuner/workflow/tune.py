@@ -154,9 +154,10 @@ def _default_logging_variant(setup: StudySetup, top: Sequence[Candidate]) -> lis
     defaults = setup.adapter.resolve({})
     variants = []
     for candidate in top:
+        current = setup.adapter.resolve(candidate.settings)
         reset = {name: defaults[name] for name in setup.adapter.logging_settings}
-        if any(candidate.settings.get(name) != value for name, value in reset.items()):
-            settings = setup.adapter.resolve({**candidate.settings, **reset})
+        if any(current[name] != value for name, value in reset.items()):
+            settings = setup.adapter.resolve({**current, **reset})
             variants.append(
                 Candidate(f"{candidate.label}, default logging", candidate.trial_number, settings)
             )

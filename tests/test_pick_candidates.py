@@ -1,0 +1,47 @@
+"""Candidate picking for the confirmation rounds (pure logic, no server): the objective decides
+the ranking, unusable trials never qualify, the baselines always come first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.measurements import measurement
+from tuner.cli import build_parser
+from tuner.commands.tune import build_setup
+from tuner.search.records import TrialRecord
+from tuner.search.study import StudySetup
+from tuner.workflow.tune import pick_candidates
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _setup(tmp_path: Path, objective: str) -> StudySetup:
+    args = build_parser().parse_args(
+        ["tune", str(REPO / "apps/hello.py"), "--server", "gunicorn", "--objective", objective]
+        + ["--storage", f"sqlite:///{tmp_path}/s.db"]
+    )
+    return build_setup(args)
+
+
+def _trial(number: int, rps: float, p99: float, **extra: object) -> TrialRecord:
+    figures = measurement(rps, p99=p99)
+    return TrialRecord(number, "COMPLETE", {"workers": number + 1}, figures, **extra)  # type: ignore[arg-type]
+
+
+RECORDS = [
+    _trial(2, rps=900, p99=30.0),  # fastest
+    _trial(3, rps=500, p99=4.0),  # lowest tail
+    _trial(4, rps=9000, p99=1.0, feasible=False),  # unfair or over an SLO: never picked
+    _trial(5, rps=700, p99=9.0),
+]
+
+
+@pytest.mark.parametrize(("objective", "expected"), [("throughput", [2, 5]), ("latency", [3, 5])])
+def test_the_objective_ranks_the_usable_trials(
+    tmp_path: Path, objective: str, expected: list[int]
+) -> None:
+    picked = pick_candidates(_setup(tmp_path, objective), RECORDS, top_k=2, pareto=[])
+    assert [c.label for c in picked[:2]] == ["default", "2*cpus+1"]
+    assert [c.trial_number for c in picked[2:]] == expected
