@@ -103,3 +103,18 @@ def test_an_ipv6_address_is_refused_in_one_line() -> None:
         get_adapter("bjoern").launch_spec(
             parse_app("apps/hello.py", cwd=REPO), "::1", 8000, {}, REPO
         )
+
+
+def test_a_relative_workdir_still_finds_the_launcher(
+    bjoern: ServerAdapter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `tuner tune` passes studies/NAME/trials/N, relative to where it runs; bjoern runs in
+    # the app's folder. The trial's folder is its log's, which exists by then.
+    monkeypatch.chdir(tmp_path)
+    port = free_port()
+    app = parse_app("apps/hello.py", cwd=REPO)
+    spec = bjoern.launch_spec(app, HOST, port, {}, Path("trials/0"))
+    with ServerProcess.start(
+        spec, cpus=(SERVER_CPU,), log_path=Path("trials/0/b.log"), host=HOST, port=port
+    ):
+        pass

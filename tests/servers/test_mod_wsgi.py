@@ -75,3 +75,18 @@ def test_as_root_apache_runs_in_a_user_namespace_and_the_file_switches_user() ->
     assert Path(argv[0]).name == "unshare" and argv[1] == "--user"
     text = adapter.render_artifact(app, HOST, 8000, {}).text
     assert '--user "${MOD_WSGI_RUN_USER:-www-data}"' in text
+
+
+def test_a_relative_workdir_still_finds_the_server_root(
+    mod_wsgi: ServerAdapter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `tuner tune` passes studies/NAME/trials/N, relative to where it runs; Apache runs in
+    # the app's folder. The trial's folder is its log's, which exists by then.
+    monkeypatch.chdir(tmp_path)
+    port = free_port()
+    app = parse_app("apps/hello.py", cwd=REPO)
+    spec = mod_wsgi.launch_spec(app, HOST, port, {}, Path("trials/0"))
+    with ServerProcess.start(
+        spec, cpus=(SERVER_CPU,), log_path=Path("trials/0/m.log"), host=HOST, port=port
+    ):
+        pass

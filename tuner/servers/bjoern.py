@@ -119,7 +119,8 @@ class BjoernAdapter(ServerAdapter):
     ) -> LaunchSpec:
         if ":" in host:
             raise ConfigError(f"bjoern listens on IPv4 only; {host} is an IPv6 address")
-        launcher = workdir / LAUNCHER
+        # Absolute: the launcher runs in the app's folder, and trials pass a relative workdir.
+        launcher = workdir.resolve() / LAUNCHER
         text = self.render_artifact(app, host, port, values).text
         return self._spec(launcher, app, {str(launcher): text})
 

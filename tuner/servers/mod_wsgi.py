@@ -188,7 +188,8 @@ class ModWsgiAdapter(ServerAdapter):
     ) -> LaunchSpec:
         argv = self._command(self.executable(), app, host, port, values)
         # A server root per trial: the generated httpd.conf, the pid file and the sockets.
-        argv += ["--server-root", str(workdir / "mod_wsgi-server-root")]
+        # Absolute: Apache runs in the app's folder, and trials pass a relative workdir.
+        argv += ["--server-root", str(workdir.resolve() / "mod_wsgi-server-root")]
         return self._spec([*self._as_ordinary_user(), *argv], app, {})
 
     def _spec(self, argv: list[str], app: AppRef, env: Mapping[str, str]) -> LaunchSpec:
