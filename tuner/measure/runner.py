@@ -126,7 +126,7 @@ def _start_server(plan: BenchPlan) -> ServerProcess:
     for attempt in range(PORT_ATTEMPTS):
         port = free_port(LOOPBACK)
         spec = plan.adapter.launch_spec(
-            plan.app, LOOPBACK, port, plan.settings, plan.log_path.parent
+            plan.app, LOOPBACK, port, plan.settings, plan.log_path.parent.resolve()
         )
         try:
             return ServerProcess.start(

@@ -178,7 +178,8 @@ class ServerAdapter(abc.ABC):
     def launch_spec(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        """How to start the server for one measurement; generated files go under `workdir`."""
+        """How to start the server for one measurement; generated files go under `workdir`
+        (an absolute path: the server runs in the app's folder)."""
 
     @abc.abstractmethod
     def version(self) -> str: ...
