@@ -1,4 +1,4 @@
-"""Finds gunicorn / uWSGI processes started since a moment: a test's proof that none leaked."""
+"""Finds server processes started since a moment: a test's proof that none leaked."""
 
 from __future__ import annotations
 
@@ -8,13 +8,27 @@ import time
 
 import psutil
 
-SERVER_NAMES = ("gunicorn", "uwsgi")
+from tuner.servers import get_adapter, server_names
+
+
+def _names() -> tuple[str, ...]:
+    """Every registered server's program and launcher file names (gunicorn, uwsgi,
+    waitress-serve.sh, twisted_serve.py, ...)."""
+    names = {"gunicorn", "uwsgi"}
+    for name in server_names():
+        adapter = get_adapter(name)
+        names |= {adapter.binary, adapter.artifact_filename}
+    # an adapter run by the interpreter itself names it as its binary: not a server's name
+    return tuple(sorted(names - {"python", "python3", "sh"}))
+
+
+SERVER_NAMES = _names()
 
 
 def is_server(argv: list[str]) -> bool:
-    """gunicorn / uWSGI run as `python .../bin/NAME ...` or under a process title `NAME: ...`;
-    a tuner whose arguments merely mention a server is not one."""
-    heads = [os.path.basename(arg) for arg in argv[:2]]
+    """A server runs as `python .../bin/NAME ...`, `python [-u] LAUNCHER`, `sh LAUNCHER`, or
+    under a process title `NAME: ...`; a tuner whose arguments merely mention one is not one."""
+    heads = [os.path.basename(arg) for arg in argv[:3]]
     titled = bool(argv) and argv[0].split(":")[0].lower() in SERVER_NAMES
     return titled or any(head in SERVER_NAMES for head in heads)
 
