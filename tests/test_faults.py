@@ -267,6 +267,7 @@ def _start_tune(tmp_path: Path, trials: int = 20) -> subprocess.Popen[str]:
             f"sqlite:///{tmp_path}/s.db",
             "--study-name",
             "stopped",
+            "--no-branch-starts",  # no queued trials: the resumed study has nothing waiting
             "--out",
             str(tmp_path / "gunicorn.conf.py"),
             "--duration",
