@@ -181,3 +181,13 @@ def test_the_kept_summary_reads_back_the_same():
     again = ConfirmedSummary.from_json(summary.to_json())
     assert again.to_json() == summary.to_json()
     assert again.rps is not None and again.rps.high == 120
+
+
+def test_a_cheaper_equal_that_does_not_beat_the_default_is_not_written():
+    default = settled("default", [100, 110, 105], pss=30)
+    best = settled("trial 5", [150, 160, 155], pss=85, workers=5)
+    # ties with the best within the noise, is leaner, but overlaps the default
+    lean = settled("trial 9", [108, 158, 150], pss=47, workers=2)
+    verdict = decide([default, best, lean], THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner is best and verdict.beats_default
+    assert "beats the default beyond the noise" in verdict.summary

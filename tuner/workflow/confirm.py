@@ -269,6 +269,8 @@ def decide(
                 + "; a difference inside the noise is no difference, so the default is written"
             )
             return Verdict(default, default, rule, False, summary)
+    if default.usable(slo):  # the cheaper config written instead must beat the default too
+        usable = [e for e in usable if any(v.better for v in _versus(e, default, objective))]
     best, tied, why = _among_equals(best, usable, objective, defaults)
     label = best.candidate.label
     versus = _versus(best, default, objective)
