@@ -343,6 +343,20 @@ class ServerAdapter(abc.ABC):
         """How to boot the artifact written at `path` (rendered for `host`:`port`), exactly as
         its `run_hint` tells a user to: this is how the tuner proves the file works."""
 
+    def shell_launcher(self, lines: list[str]) -> Artifact:
+        """The artifact as a shell script, run as `sh FILE` (granian, waitress, mod_wsgi)."""
+        return Artifact(
+            self.artifact_filename,
+            "\n".join(lines) + "\n",
+            run_hint=f"sh {self.artifact_filename}",
+            mode=0o755,
+        )
+
+    def own_bin_first(self) -> str:
+        """PATH with the folder of the measured server binary first, as in an activated
+        virtualenv: a shell launcher then runs the server that was measured."""
+        return os.pathsep.join([os.path.dirname(self.executable()), os.environ.get("PATH", "")])
+
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         """A command that checks the artifact without serving (exit 0 = valid), if the server
         has one; booting it is the check either way."""

@@ -12,7 +12,6 @@ with `--runtime-mode` (granian's 2.0.0 release notes), so 1.x refuses these flag
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 from collections.abc import Mapping
@@ -244,22 +243,14 @@ class GranianAdapter(ServerAdapter):
             f"cd {shlex.quote(app.pythonpath)}",
             f"exec granian {shlex.quote(app.spec)}",
         ]
-        return Artifact(
-            self.artifact_filename,
-            "\n".join(lines) + "\n",
-            run_hint=f"sh {self.artifact_filename}",
-            mode=0o755,
-        )
+        return self.shell_launcher(lines)
 
     def artifact_launch(
         self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
     ) -> LaunchSpec:
         # The script runs `granian` from PATH: put the tuner's own first, so an un-activated
         # virtualenv boots the granian that was measured.
-        search_path = os.pathsep.join(
-            [os.path.dirname(self.executable()), os.environ.get("PATH", "")]
-        )
-        return self._spec(["/bin/sh", str(path)], str(path.parent), {"PATH": search_path})
+        return self._spec(["/bin/sh", str(path)], str(path.parent), {"PATH": self.own_bin_first()})
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return ["/bin/sh", "-n", str(path)]

@@ -227,21 +227,14 @@ class ModWsgiAdapter(ServerAdapter):
             "# are mod_wsgi-express's defaults and left out).",
         ]
         lines.append(_continued(command) + ' "$@"')
-        return Artifact(
-            self.artifact_filename,
-            "\n".join(lines) + "\n",
-            run_hint=f"sh {self.artifact_filename}",
-            mode=0o755,
-        )
+        return self.shell_launcher(lines)
 
     def artifact_launch(
         self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
     ) -> LaunchSpec:
         # The script runs `mod_wsgi-express` from PATH: the tuner's own first. The default
         # server root goes under $TMPDIR.
-        search_path = os.pathsep.join(
-            [os.path.dirname(self.executable()), os.environ.get("PATH", "")]
-        )
+        search_path = self.own_bin_first()
         # A short, fresh folder per boot: the daemon's unix socket paths live below it, and a
         # path past 107 bytes is cut, so two daemons collide ("Address already in use").
         root = tempfile.mkdtemp(prefix="tuner-mod_wsgi-")

@@ -11,7 +11,6 @@ tuned setting on its command line, so a user reads the exact command the tuner m
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import shlex
 import signal
 from collections.abc import Mapping
@@ -237,20 +236,13 @@ class WaitressAdapter(ServerAdapter):
         lines.append(f"cd {shlex.quote(app.pythonpath)} || exit 1")
         argv = ["waitress-serve", *self._argv(app, host, port, resolved)]
         lines.append("exec " + " \\\n    ".join(shlex.quote(arg) for arg in argv))
-        return Artifact(
-            self.artifact_filename,
-            "\n".join(lines) + "\n",
-            run_hint=f"sh {self.artifact_filename}",
-            mode=0o755,
-        )
+        return self.shell_launcher(lines)
 
     def artifact_launch(
         self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
     ) -> LaunchSpec:
         # As a user runs it from an activated virtualenv: the tuner's own waitress-serve first.
-        bin_dir = str(Path(self.executable()).parent)
-        path_env = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
-        return self._spec(["/bin/sh", str(path)], app, {"PATH": path_env})
+        return self._spec(["/bin/sh", str(path)], app, {"PATH": self.own_bin_first()})
 
     def version(self) -> str:
         return first_version_number(importlib.metadata.version(self.distribution))
