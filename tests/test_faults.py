@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -286,20 +287,28 @@ def _start_tune(tmp_path: Path, trials: int = 20) -> subprocess.Popen[str]:
     )
 
 
-def _wait_mid_trial(proc: subprocess.Popen[str], done_trials: int) -> list[psutil.Process]:
-    """Wait until `done_trials` more trials ended and the next one is measuring; returns the
-    tuner's process tree at that moment (servers, watchdogs, load workers)."""
+def _wait_mid_trial(
+    proc: subprocess.Popen[str], done_trials: int, tmp_path: Path
+) -> tuple[list[psutil.Process], int, int]:
+    """Wait until `done_trials` more trials ended and the next one's server is listening under
+    load; returns the tuner's process tree at that moment (servers, watchdogs, load workers),
+    that trial's number and its server's port."""
     read_until(proc.stderr, "trial ", done_trials)
-    return wait_under_load(proc, "gunicorn")
+    wait_under_load(proc, "gunicorn")
+    # The previous trial's load workers may still be exiting while the next server boots, so
+    # "under load" alone does not mean this server is up yet: wait for its own line.
+    trial = max(r.number for r in load_records(f"sqlite:///{tmp_path}/s.db", "stopped")[1])
+    log = tmp_path / "stopped" / "trials" / str(trial) / "server.log"
+    deadline = time.monotonic() + 60
+    while "Listening at: http://127.0.0.1:" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, f"trial {trial}'s server never listened"
+        time.sleep(0.05)
+    port = int(log.read_text().split("Listening at: http://127.0.0.1:")[1].split()[0])
+    return psutil.Process(proc.pid).children(recursive=True), trial, port
 
 
 def _listening_ports() -> set[int]:
     return {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
-
-
-def _server_port(tmp_path: Path, trial: int) -> int:
-    log = (tmp_path / "stopped" / "trials" / str(trial) / "server.log").read_text()
-    return int(log.split("Listening at: http://127.0.0.1:")[1].split()[0])
 
 
 def _assert_tree_gone(tree: list[psutil.Process], port: int) -> None:
@@ -314,12 +323,13 @@ def test_sigterm_then_sigkill_then_resume_loses_nothing(tmp_path: Path, since: f
 
     # SIGTERM mid-trial: like Ctrl-C.
     proc = _start_tune(tmp_path)
-    tree = _wait_mid_trial(proc, 1)
+    tree, trial, port = _wait_mid_trial(proc, 1, tmp_path)
+    assert trial == 1
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "interrupted (SIGTERM)" in err and "completed trial(s) kept" in err
-    _assert_tree_gone(tree, _server_port(tmp_path, 1))
+    _assert_tree_gone(tree, port)
     _, records = load_records(storage, "stopped")
     assert [r.state for r in records[:2]] == ["COMPLETE", "FAIL"]
     assert records[1].fail_reason == "interrupted: the tuner got SIGTERM during this trial"
@@ -327,11 +337,10 @@ def test_sigterm_then_sigkill_then_resume_loses_nothing(tmp_path: Path, since: f
     # SIGKILL mid-trial: nothing can run in the tuner; the watchdog stops the server, and the
     # trial stays RUNNING until the heartbeat grace period has passed.
     proc = _start_tune(tmp_path)
-    tree = _wait_mid_trial(proc, 1)
-    killed_trial = max(r.number for r in load_records(storage, "stopped")[1])
+    tree, killed_trial, port = _wait_mid_trial(proc, 1, tmp_path)
     proc.kill()
     proc.communicate(timeout=30)
-    _assert_tree_gone(tree, _server_port(tmp_path, killed_trial))
+    _assert_tree_gone(tree, port)
     study = optuna.load_study(study_name="stopped", storage=storage)
     assert study.trials[killed_trial].state.name == "RUNNING"
     wait_until_stale(storage, "stopped", killed_trial, FAST_HEARTBEAT)

@@ -27,7 +27,7 @@ def _setup(tmp_path: Path, objective: str) -> StudySetup:
 
 def _trial(number: int, rps: float, p99: float, **extra: object) -> TrialRecord:
     figures = measurement(rps, p99=p99)
-    return TrialRecord(number, "COMPLETE", {"workers": number + 1}, figures, **extra)  # type: ignore[arg-type]
+    return TrialRecord(number, "COMPLETE", {"workers": number + 10}, figures, **extra)  # type: ignore[arg-type]
 
 
 RECORDS = [
@@ -45,3 +45,18 @@ def test_the_objective_ranks_the_usable_trials(
     picked = pick_candidates(_setup(tmp_path, objective), RECORDS, top_k=2, pareto=[])
     assert [c.label for c in picked[:2]] == ["default", "2*cpus+1"]
     assert [c.trial_number for c in picked[2:]] == expected
+
+
+def test_a_searched_config_equal_to_a_baseline_gives_its_place_to_the_next(
+    tmp_path: Path,
+) -> None:
+    setup = _setup(tmp_path, "throughput")
+    rule = dict(setup.adapter.baselines(setup.cpus)[1].values)  # the 2*cpus+1 rule's settings
+    records = [
+        TrialRecord(6, "COMPLETE", rule, measurement(5000, p99=2.0)),  # fastest, but a baseline
+        TrialRecord(7, "COMPLETE", {**rule}, measurement(4000, p99=2.0)),  # the same again
+        *RECORDS,
+    ]
+    picked = pick_candidates(setup, records, top_k=2, pareto=[])
+    assert [c.label for c in picked[:2]] == ["default", "2*cpus+1"]
+    assert [c.trial_number for c in picked[2:]] == [2, 5]

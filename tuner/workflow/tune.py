@@ -136,15 +136,27 @@ def pick_candidates(
         Candidate(b.label, _baseline_trial(records, b.label), dict(b.values))
         for b in setup.adapter.baselines(setup.cpus)
     ]
-    chosen = [Candidate(r.label, r.number, r.settings) for r in ranked[:top_k]]
-    chosen += _default_logging_variant(setup, chosen[:1])
-    unique: list[Candidate] = []
+    # Configs are compared as the server would run them: a searched trial that resolves to a
+    # baseline (or to a config already picked) is that config, and the next one in the ranking
+    # takes its place, so `top_k` searched configs get confirmed when the study has them.
     seen: list[dict[str, Any]] = []
-    for candidate in baselines + chosen:
-        if candidate.settings not in seen:
-            seen.append(candidate.settings)
-            unique.append(candidate)
-    return unique
+
+    def new(candidate: Candidate) -> bool:
+        resolved = setup.adapter.resolve(candidate.settings)
+        if resolved in seen:
+            return False
+        seen.append(resolved)
+        return True
+
+    chosen = [b for b in baselines if new(b)]
+    picked: list[Candidate] = []
+    for record in ranked:
+        if len(picked) == top_k:
+            break
+        if new(candidate := Candidate(record.label, record.number, record.settings)):
+            picked.append(candidate)
+    variants = [v for v in _default_logging_variant(setup, picked[:1]) if new(v)]
+    return chosen + picked + variants
 
 
 def _default_logging_variant(setup: StudySetup, top: Sequence[Candidate]) -> list[Candidate]:
