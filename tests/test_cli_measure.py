@@ -30,6 +30,7 @@ JSON_KEYS = {
     "starved_connections",
     "unfair",
     "settings",
+    "server_cpu",
 }
 
 
@@ -55,6 +56,9 @@ def test_bench_json_has_stable_keys_and_real_figures(since, server, settings):
     assert sum(result["errors"].values()) == 0
     assert 0 < result["memory_mb"]["pss_peak"] <= result["memory_mb"]["rss_peak"]
     assert result["startup_s"] > 0
+    # A server under a closed loop on fib keeps its one server CPU busy (some of it waiting
+    # on the loopback); more than one CPU busy would mean the tree escaped its pinning.
+    assert 0.2 < result["server_cpu"]["busy_cpus"] <= result["server_cpu"]["of_cpus"] * 1.05
     percentiles = [result["latency_ms"][key] for key in ("p50", "p90", "p99", "p999", "max")]
     assert percentiles[0] > 0 and percentiles == sorted(percentiles)
     # rps is the responses of the 1 s window per second (not of the warm-up or drain)

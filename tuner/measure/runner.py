@@ -22,6 +22,7 @@ from tuner.machine.cpus import cpu_model, pinned
 from tuner.machine.limits import Limits, Usage
 from tuner.measure.logsigns import load_sign_lines
 from tuner.measure.process import LOOPBACK, ServerProcess, free_port, key_line
+from tuner.metrics.cpu import TreeCpuClock
 from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
 from tuner.servers.base import ServerAdapter
@@ -75,7 +76,12 @@ def run_bench(
         phase("measuring")
         # The tuner's own thread (and the memory sampler it starts) stays off the server's
         # CPUs while measuring; memory is sampled over warm-up and measurement.
-        with pinned(plan.load.load_cpus), MemorySampler(server.pids) as memory:
+        cpus = plan.limits.effective_cpus(len(plan.server_cpus))
+        with (
+            pinned(plan.load.load_cpus),
+            MemorySampler(server.pids) as memory,
+            TreeCpuClock(server.pids, cpus) as cpu,
+        ):
             load = run_load(replace(plan.load, host=LOOPBACK, port=server.port), on_window)
         usage = server.cgroup.usage() if server.cgroup else None
         if usage is not None and usage.oom_kills:
@@ -100,6 +106,7 @@ def run_bench(
             memory=Memory.from_json(memory.summary()),
             startup_s=startup_s,
             server_log=load_sign_lines(plan.log_path, load_signs),
+            server_cpu=cpu.result(),
         ),
         settings=dict(plan.settings),
         context={**run_context(plan), **limits_context(plan.limits, usage)},

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import ConfigError, InvalidMeasurement
+from tuner.metrics.cpu import ServerCpu
 
 SCHEMA_VERSION = 2
 # The constraint value of a run judged unfair whose figures look nearly even: still > 0.
@@ -149,6 +150,7 @@ class Measurement:
     startup_s: float | None = None  # server start to first answer; None: not started by us
     # The server's own log lines saying it fell behind (its LoadSigns), one line per sign.
     server_log: tuple[str, ...] = ()
+    server_cpu: ServerCpu | None = None  # None: not started by us, or an older record
 
     @property
     def unfair(self) -> bool:
@@ -207,6 +209,8 @@ class Measurement:
             data["startup_s"] = round(self.startup_s, 3)
         if self.server_log:
             data["server_log"] = list(self.server_log)
+        if self.server_cpu is not None:
+            data["server_cpu"] = self.server_cpu.to_json()
         return data
 
     @classmethod
@@ -228,6 +232,7 @@ class Measurement:
             reasons = ("uneven service",)
         memory = data.get("memory_mb")
         startup = data.get("startup_s")
+        cpu = data.get("server_cpu")
         return cls(
             median_rps=median,
             overall_rps=overall,
@@ -253,6 +258,7 @@ class Measurement:
             memory=Memory.from_json(memory) if isinstance(memory, Mapping) else None,
             startup_s=_optional(startup),
             server_log=tuple(str(line) for line in data.get("server_log") or ()),
+            server_cpu=ServerCpu.from_json(cpu) if isinstance(cpu, Mapping) else None,
         )
 
 

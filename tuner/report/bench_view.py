@@ -114,6 +114,8 @@ def result_table(
             f"{memory.pss_peak_mb:.1f}  USS peak {memory.uss_peak_mb:.1f}  "
             f"RSS peak {memory.rss_peak_mb:.1f}",
         )
+    if m.server_cpu is not None:
+        table.add_row("server CPU (whole tree)", m.server_cpu.describe())
     if m.startup_s is not None:
         table.add_row("startup", f"{m.startup_s:.2f} s")
     if context.get("limits"):

@@ -26,7 +26,7 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
     for row in rows:
         for name, entry in (("default", row.default), ("tuned", row.tuned)):
             if entry is None:
-                lines.append((row.server, name, "n/a", "n/a", "n/a", "", "", "", "no winner"))
+                lines.append((row.server, name, "n/a", "n/a", "n/a", "", "", "", "", "no winner"))
                 continue
             kept = name == "tuned" and row.tuned_is_default
             lines.append(
@@ -39,6 +39,7 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
                     ratio_text(entry.rps, row.default.rps),
                     ratio_text(entry.p99_ms, row.default.p99_ms),
                     ratio_text(entry.pss_mb, row.default.pss_mb),
+                    cpu_text(entry),
                     Path(row.config_file).name if name == "tuned" and row.config_file else "",
                 )
             )
@@ -53,11 +54,41 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
             "req/s x default",
             "p99 x default",
             "PSS x default",
+            "server CPUs busy",
             "config file",
         ),
         lines,
         [f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}" for row in rows]
+        + [line for row in rows if (line := cpu_bound_line(row))]
         + [best_line(rows)],
+    )
+
+
+def cpu_text(entry: ConfirmedSummary) -> str:
+    """Median CPUs busy of those the server had: "0.98 / 2"."""
+    if entry.cpu_busy is None or not entry.of_cpus:
+        return ""
+    return f"{entry.cpu_busy.median:.2f} / {entry.of_cpus:g}"
+
+
+def cpu_bound_line(row: ServerRow) -> str:
+    """Said when the tuned server left server CPUs idle: a one-process server on several cores
+    is limited by its design, not by its tuning, and the reader must not take one for the
+    other. Quiet when less than half a CPU is idle."""
+    entry = row.tuned or row.default
+    if entry.cpu_busy is None or not entry.of_cpus:
+        return ""
+    idle = entry.of_cpus - entry.cpu_busy.median
+    if idle < 0.5:
+        return ""
+    why = (
+        "one process: its Python runs on one core at a time, so more CPUs cannot help it"
+        if row.one_process
+        else "the server waited (on the app's I/O or on its clients)"
+    )
+    return (
+        f"{row.server}: kept {entry.cpu_busy.median:.2f} of its {entry.of_cpus:g} server CPUs "
+        f"busy, {idle:.1f} idle; {why}"
     )
 
 

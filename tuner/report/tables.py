@@ -8,7 +8,7 @@ from typing import Any
 
 from tuner.metrics.stats import Spread, ratio, spread_text
 from tuner.report.data import StudyData, StudyRow
-from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
+from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.storage_url import redact
 
 TOP_TRIALS = 10
@@ -131,18 +131,20 @@ def confirmation(data: StudyData) -> Table:
 
 
 def baselines(data: StudyData) -> Table:
-    """Each re-measured config's medians against the default and the 2*cpus+1 rule."""
+    """Each re-measured config's medians against every baseline the study measured: the
+    default, then the server's own rules (the `2*cpus+1` rule, `flask run`, ...)."""
     entries = [e for e in data.result.confirmation if e.rps]
     by_label = {e.label: e for e in entries}
-    default, rule = by_label.get(BASELINE_DEFAULT), by_label.get(BASELINE_RULE)
+    labels = baseline_labels(data)
+    compared = [by_label.get(label) for label in labels]
+    default = by_label.get(BASELINE_DEFAULT)
     rows = []
     for entry in entries:
         rows.append(
             (
                 entry.label,
                 _median(entry.rps, "{:,.0f}"),
-                ratio_text(entry.rps, default and default.rps),
-                ratio_text(entry.rps, rule and rule.rps),
+                *(ratio_text(entry.rps, other and other.rps) for other in compared),
                 _median(entry.p99_ms, "{:.2f}"),
                 ratio_text(entry.p99_ms, default and default.p99_ms),
                 _median(entry.pss_mb, "{:.1f}"),
@@ -154,8 +156,7 @@ def baselines(data: StudyData) -> Table:
         (
             "config",
             "req/s",
-            "x default",
-            "x 2*cpus+1",
+            *(f"x {label}" for label in labels),
             "p99 ms",
             "p99 x default",
             "PSS MB",
@@ -164,6 +165,15 @@ def baselines(data: StudyData) -> Table:
         rows,
         ["x > 1 in req/s is better; x < 1 in p99 and PSS is better"] if rows else ["no data"],
     )
+
+
+def baseline_labels(data: StudyData) -> list[str]:
+    """The baselines this study measured, default first, in the order they were queued."""
+    labels = [BASELINE_DEFAULT]
+    for record in data.records:
+        if record.baseline and record.baseline not in labels:
+            labels.append(record.baseline)
+    return labels
 
 
 def machine(data: StudyData) -> Table:

@@ -33,6 +33,7 @@ class ServerRow:
     tuned_is_default: bool  # the study's winner is the default config itself
     config_file: str | None
     verdict: str
+    one_process: bool = False  # the server runs Python in one process (no processes setting)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +44,7 @@ class ServerRow:
             "tuned_is_default": self.tuned_is_default,
             "config_file": self.config_file,
             "verdict": self.verdict,
+            "one_process": self.one_process,
         }
 
 
@@ -103,6 +105,7 @@ def rows(
                 verdict=outcome.verdict.summary
                 if outcome.verdict
                 else "no config passed the SLOs; no file written",
+                one_process=setup.adapter.process_model.processes is None,
             )
         )
     return result

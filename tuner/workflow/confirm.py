@@ -62,6 +62,16 @@ class Confirmed:
         return self.spread(PSS)
 
     @property
+    def cpu_busy(self) -> Spread | None:
+        """CPUs the server tree kept busy per run; None when no run recorded it."""
+        busy = [run.server_cpu.busy_cpus for run in self.runs if run.server_cpu]
+        return Spread.of(busy) if busy else None
+
+    @property
+    def of_cpus(self) -> float | None:
+        return next((run.server_cpu.of_cpus for run in self.runs if run.server_cpu), None)
+
+    @property
     def unfair(self) -> bool:
         return any(run.unfair for run in self.runs)
 
@@ -108,6 +118,8 @@ class Confirmed:
             client_bound=self.client_bound,
             server=self.candidate.server,
             latency_ms_median=self.latency_medians(),
+            cpu_busy=self.cpu_busy,
+            of_cpus=self.of_cpus,
         )
 
 
@@ -127,6 +139,8 @@ class ConfirmedSummary:
     client_bound: bool = False
     server: str = ""
     latency_ms_median: dict[str, float] = field(default_factory=dict)
+    cpu_busy: Spread | None = None  # CPUs the server tree kept busy (ServerCpu.busy_cpus)
+    of_cpus: float | None = None  # of the CPUs it could use
 
     def median_figures(self) -> Figures:
         """The medians, as an objective ranks them (the error rate is not kept: nan)."""
@@ -154,6 +168,8 @@ class ConfirmedSummary:
             "client_bound": self.client_bound,
             "server": self.server,
             "latency_ms_median": self.latency_ms_median,
+            "cpu_busy": _spread_json(self.cpu_busy),
+            "of_cpus": self.of_cpus,
         }
 
     @classmethod
@@ -171,6 +187,8 @@ class ConfirmedSummary:
             client_bound=bool(data.get("client_bound")),
             server=str(data.get("server") or ""),
             latency_ms_median=dict(data.get("latency_ms_median") or {}),
+            cpu_busy=_spread_from(data.get("cpu_busy")),
+            of_cpus=None if data.get("of_cpus") is None else float(data["of_cpus"]),
         )
 
 
