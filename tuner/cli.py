@@ -22,14 +22,14 @@ import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
-from tuner import __version__
+from tuner import __version__, interrupts
 from tuner.commands import COMMANDS
 from tuner.errors import TunerError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-# Signals a service manager or a closed terminal sends; each stops the tuner like Ctrl-C.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+# Ctrl-C, and what a service manager or a closed terminal sends: each stops the tuner alike.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,7 +55,9 @@ def first_line(text: str) -> str:
 
 
 def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    name = signal.Signals(signum).name
+    interrupts.request(name)  # kept, in case the exception lands in a finalizer and is lost
+    raise KeyboardInterrupt(name)
 
 
 def _has_file_descriptor(stream: object) -> bool:
@@ -96,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        interrupts.clear()
 
 
 def run() -> NoReturn:

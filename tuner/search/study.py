@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from tuner import interrupts
 from tuner.apps import AppRef
 from tuner.errors import AppBrokenError, ConfigError, InvalidMeasurement, TrialError, TunerError
 from tuner.loadgen import LoadSpec, WindowStats
@@ -382,7 +383,7 @@ def run_search(
             n_trials=remaining,
             timeout=left_s,
             catch=(TrialError,),
-            callbacks=[lambda _study, frozen: listener.on_trial_end(to_record(frozen))],
+            callbacks=[lambda _study, frozen: _trial_ended(listener, frozen)],
         )
         if remaining is None:
             return
@@ -391,6 +392,11 @@ def run_search(
         repeats = sum(DUPLICATE_OF in t.user_attrs for t in study.get_trials()[before:])
         remaining = min(repeats, spare)
         spare -= remaining
+
+
+def _trial_ended(listener: StudyListener, frozen: FrozenTrial) -> None:
+    listener.on_trial_end(to_record(frozen))
+    interrupts.raise_if_requested()  # a stop signal whose exception was lost on the way
 
 
 class _TrialObjective:

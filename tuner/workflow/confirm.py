@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner import interrupts
 from tuner.errors import TrialError
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
@@ -216,6 +217,7 @@ def confirm(
     confirmed = [Confirmed(candidate) for candidate in candidates]
     for round_index in range(rounds):
         for entry in confirmed:
+            interrupts.raise_if_requested()  # a stop signal whose exception was lost
             run: Measurement | None
             try:
                 run = measure(entry.candidate, round_index)
