@@ -269,6 +269,7 @@ def _start_tune(tmp_path: Path, trials: int = 20) -> subprocess.Popen[str]:
             "--study-name",
             "stopped",
             "--no-branch-starts",  # no queued trials: the resumed study has nothing waiting
+            "--no-clean-venv-check",  # the written file's boot is checked in test_tune.py
             "--out",
             str(tmp_path / "gunicorn.conf.py"),
             "--duration",
@@ -294,16 +295,25 @@ def _wait_mid_trial(
     load; returns the tuner's process tree at that moment (servers, watchdogs, load workers),
     that trial's number and its server's port."""
     read_until(proc.stderr, "trial ", done_trials)
-    wait_under_load(proc, "gunicorn")
     # The previous trial's load workers may still be exiting while the next server boots, so
-    # "under load" alone does not mean this server is up yet: wait for its own line.
-    trial = max(r.number for r in load_records(f"sqlite:///{tmp_path}/s.db", "stopped")[1])
-    log = tmp_path / "stopped" / "trials" / str(trial) / "server.log"
+    # "under load" alone does not mean this server is up yet: wait for the running trial's own
+    # line. The running trial is looked up each time: a sampled config that repeats an earlier
+    # one is reused without a server (no log ever), and the trial after it is the one to catch.
+    listening = "Listening at: http://127.0.0.1:"
     deadline = time.monotonic() + 60
-    while "Listening at: http://127.0.0.1:" not in (log.read_text() if log.exists() else ""):
-        assert time.monotonic() < deadline, f"trial {trial}'s server never listened"
+    while True:
+        assert time.monotonic() < deadline, "no trial's server listened within 60 s"
+        assert proc.poll() is None, f"the tuner exited ({proc.returncode})"
+        records = load_records(f"sqlite:///{tmp_path}/s.db", "stopped")[1]
+        running = [r.number for r in records if r.state == "RUNNING"]
+        if running:
+            trial = running[-1]
+            log = tmp_path / "stopped" / "trials" / str(trial) / "server.log"
+            if listening in (text := log.read_text() if log.exists() else ""):
+                break
         time.sleep(0.05)
-    port = int(log.read_text().split("Listening at: http://127.0.0.1:")[1].split()[0])
+    wait_under_load(proc, "gunicorn")
+    port = int(text.split(listening)[1].split()[0])
     return psutil.Process(proc.pid).children(recursive=True), trial, port
 
 
