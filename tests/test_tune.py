@@ -208,7 +208,12 @@ def test_sigint_mid_study_keeps_trials_and_leaves_no_server(tmp_path, since):
             proc.communicate(timeout=5)  # collects the stacks; output read so far is kept
         proc.kill()
         _, err = proc.communicate()
-        pytest.fail(f"the tuner did not exit within 60 s of SIGINT; its stacks:\n{err[-6000:]}")
+        # The head too: where the SIGINT landed (an "Exception ignored" KeyboardInterrupt, the
+        # trial it hit) is there; the stacks are at the end. Seen once in 5 runs, cause unknown.
+        pytest.fail(
+            f"the tuner did not exit within 60 s of SIGINT; its output:\n{err[:4000]}\n...\n"
+            f"{err[-5000:]}"
+        )
     assert proc.returncode == 130, err
     assert "interrupted" in err
     study = optuna.load_study(study_name="cut", storage=storage)
