@@ -40,6 +40,7 @@ def compared(
         "1",
         "--name",
         "cmp",
+        "--no-clean-venv-check",  # the written files' boot is checked in test_tune.py
         "--storage",
         f"sqlite:///{folder}/s.db",
         *SHORT,

@@ -11,6 +11,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -269,6 +270,7 @@ def _start_tune(tmp_path: Path, trials: int = 20) -> subprocess.Popen[str]:
             "--study-name",
             "stopped",
             "--no-branch-starts",  # no queued trials: the resumed study has nothing waiting
+            "--no-clean-venv-check",  # the written file's boot is checked in test_tune.py
             "--out",
             str(tmp_path / "gunicorn.conf.py"),
             "--duration",
@@ -287,6 +289,9 @@ def _start_tune(tmp_path: Path, trials: int = 20) -> subprocess.Popen[str]:
     )
 
 
+GUNICORN_LISTENING = re.compile(r"\[(\d+)\] \[INFO\] Listening at:")
+
+
 def _wait_mid_trial(
     proc: subprocess.Popen[str], done_trials: int, tmp_path: Path
 ) -> tuple[list[psutil.Process], int, int]:
@@ -294,16 +299,26 @@ def _wait_mid_trial(
     load; returns the tuner's process tree at that moment (servers, watchdogs, load workers),
     that trial's number and its server's port."""
     read_until(proc.stderr, "trial ", done_trials)
-    wait_under_load(proc, "gunicorn")
     # The previous trial's load workers may still be exiting while the next server boots, so
-    # "under load" alone does not mean this server is up yet: wait for its own line.
-    trial = max(r.number for r in load_records(f"sqlite:///{tmp_path}/s.db", "stopped")[1])
-    log = tmp_path / "stopped" / "trials" / str(trial) / "server.log"
+    # "under load" alone does not mean this server is up yet: wait for the running trial's own
+    # "Listening at:" line. The running trial is looked up each time: a sampled config that
+    # repeats an earlier one is reused without a server (no log ever). The port comes from
+    # the master's --bind: with reuse_port gunicorn logs "Listening at:  (pid)", no address.
     deadline = time.monotonic() + 60
-    while "Listening at: http://127.0.0.1:" not in (log.read_text() if log.exists() else ""):
-        assert time.monotonic() < deadline, f"trial {trial}'s server never listened"
+    while True:
+        assert time.monotonic() < deadline, "no trial's server listened within 60 s"
+        assert proc.poll() is None, f"the tuner exited ({proc.returncode})"
+        records = load_records(f"sqlite:///{tmp_path}/s.db", "stopped")[1]
+        running = [r.number for r in records if r.state == "RUNNING"]
+        if running:
+            trial = running[-1]
+            log = tmp_path / "stopped" / "trials" / str(trial) / "server.log"
+            if found := GUNICORN_LISTENING.search(log.read_text() if log.exists() else ""):
+                break
         time.sleep(0.05)
-    port = int(log.read_text().split("Listening at: http://127.0.0.1:")[1].split()[0])
+    wait_under_load(proc, "gunicorn")
+    argv = psutil.Process(int(found[1])).cmdline()
+    port = int(argv[argv.index("--bind") + 1].rsplit(":", 1)[1])
     return psutil.Process(proc.pid).children(recursive=True), trial, port
 
 
@@ -354,9 +369,12 @@ def test_sigterm_then_sigkill_then_resume_loses_nothing(tmp_path: Path, since: f
     assert "RUNNING" not in states and "WAITING" not in states
     assert records[killed_trial].state == "FAIL"
     assert records[killed_trial].fail_reason.startswith("abandoned: the tuner on ")
-    # One measured trial per run (complete, or pruned as hopeless).
+    # One measured trial per run (complete, or pruned as hopeless); a sampled config that
+    # repeats an earlier one reuses its result and gives its slot back, so it does not count.
     stopped = ("interrupted: ", "abandoned: ")
-    measured = [r for r in records if not r.fail_reason.startswith(stopped)]
+    measured = [
+        r for r in records if not r.fail_reason.startswith(stopped) and r.duplicate_of is None
+    ]
     assert len(measured) == 3, [(r.state, r.fail_reason) for r in records]
     assert sum(r.baseline == "default" for r in records) == 1
     assert (tmp_path / "gunicorn.conf.py").exists()

@@ -127,6 +127,7 @@ def _tune(
             str(tmp / f"host{server_cpu}.conf.py"),
             "--seed",
             str(server_cpu),
+            "--no-clean-venv-check",  # the written file's boot is checked in test_tune.py
             *SHORT,
             *extra,
         ],  # fmt: skip

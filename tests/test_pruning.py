@@ -62,8 +62,10 @@ def test_a_noisy_study_widens_the_margin() -> None:
 
 
 def test_the_cpu_probe_spread_counts_as_noise() -> None:
-    probes = [[3.7, 6.0, 4.1, 4.0]]  # a fixed CPU loop: 3.7-6.0 ms, as measured here
+    # [trial number, ms] per probe, as the study stores them: a fixed CPU loop took 3.7-6.0 ms
+    probes = [[0, 3.7], [5, 6.0], [10, 4.1], [15, 4.0]]
     assert study_noise([], probes) == pytest.approx((6.0 - 3.7) / 4.05)
+    assert study_noise([], [[0, 5.0]]) == MIN_MARGIN  # one probe: no spread (the 0 is a trial)
     call, _ = _call([_finished(w) for w in STEADY], running=[700, 700], probes=probes)
     assert call.margin > 0.5 and not call.prune
 

@@ -62,6 +62,7 @@ def storage(tmp_path_factory: pytest.TempPathFactory, real_servers: None) -> str
                 "--study-name",
                 name,
                 "--json",
+                "--no-clean-venv-check",  # reports read the study, not the written file
                 *SHORT,
             ],
             cwd=REPO,

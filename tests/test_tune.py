@@ -19,9 +19,10 @@ from tuner.servers import get_adapter
 SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "16"]
 
 
-@pytest.mark.parametrize(
-    ("server", "config_name"), [("gunicorn", "gunicorn.conf.py"), ("uwsgi", "uwsgi.ini")]
-)
+# One server: the workflow checked here (baselines, interleaved rounds, verdict, file, study)
+# is the same code for every server; uWSGI's own tune runs end to end in test_compare.py and
+# test_report.py, and every server's written file boots in tests/servers/test_contract.py.
+@pytest.mark.parametrize(("server", "config_name"), [("gunicorn", "gunicorn.conf.py")])
 def test_tune_end_to_end_writes_a_file_that_boots(tmp_path, since, server, config_name):
     storage = f"sqlite:///{tmp_path}/s.db"
     out = tmp_path / config_name
@@ -112,13 +113,15 @@ def test_resume_adds_trials_and_emit_writes_any_trial(tmp_path, since):
         "--out",
         str(tmp_path / "g.conf.py"),
         "--json",
+        "--no-clean-venv-check",  # the written file is not what this test is about
         *SHORT,
     ]
-    assert tuner(*common, "--trials", "3").returncode == 0
-    done = tuner(*common, "--trials", "2")
+    assert tuner(*common, "--trials", "2").returncode == 0
+    done = tuner(*common, "--trials", "1")
     assert done.returncode == 0, done.stderr
     study = optuna.load_study(study_name="resumed", storage=storage)
-    assert len(study.trials) == 5
+    # 2 + 1 run; the branch start the second run did not reach is still queued (WAITING)
+    assert len([t for t in study.trials if t.state.name != "WAITING"]) == 3
     assert sum(t.user_attrs.get("baseline") == "default" for t in study.trials) == 1
     emitted = tmp_path / "trial2.conf.py"
     done = tuner(
@@ -205,7 +208,12 @@ def test_sigint_mid_study_keeps_trials_and_leaves_no_server(tmp_path, since):
             proc.communicate(timeout=5)  # collects the stacks; output read so far is kept
         proc.kill()
         _, err = proc.communicate()
-        pytest.fail(f"the tuner did not exit within 60 s of SIGINT; its stacks:\n{err[-6000:]}")
+        # The head too: where the SIGINT landed (an "Exception ignored" KeyboardInterrupt, the
+        # trial it hit) is there; the stacks are at the end. Seen once in 5 runs, cause unknown.
+        pytest.fail(
+            f"the tuner did not exit within 60 s of SIGINT; its output:\n{err[:4000]}\n...\n"
+            f"{err[-5000:]}"
+        )
     assert proc.returncode == 130, err
     assert "interrupted" in err
     study = optuna.load_study(study_name="cut", storage=storage)

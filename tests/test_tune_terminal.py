@@ -47,7 +47,7 @@ def test_live_display_latency_objective_and_study_timeout(tmp_path: Path, since:
         [sys.executable, "-m", "tuner", "tune", "apps/hello.py", "--server", "gunicorn",
          "--objective", "latency", "--trials", "100", "--timeout", "6", "--top-k", "1",
          "--confirm-rounds", "1", "--storage", storage, "--study-name", "live",
-         "--out", str(tmp_path / "gunicorn.conf.py"), "--seed", "1",
+         "--out", str(tmp_path / "gunicorn.conf.py"), "--seed", "1", "--no-clean-venv-check",
          "--duration", "1", "--warmup", "0.5", "--connections", "8"]
     )  # fmt: skip
     assert code == 0, shown[-3000:]

@@ -32,7 +32,7 @@ def test_a_search_that_ties_with_the_default_writes_the_default(
         "--trials", "3", "--duration", "1", "--warmup", "0.3", "--top-k", "1",
         # 5 interleaved rounds: two equal configs look separated 1 time in 252
         "--confirm-rounds", "5", "--storage", f"sqlite:///{tmp_path / 'db.sqlite'}",
-        "--out", str(out), "--json",
+        "--out", str(out), "--json", "--no-clean-venv-check",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)

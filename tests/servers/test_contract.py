@@ -161,12 +161,21 @@ def test_memory_covers_the_whole_process_tree(
         assert summary["pss_peak"] > master_only
 
 
-def wait_for_tree(process: ServerProcess, count: int, timeout_s: float = 10.0) -> list[int]:
-    """The server's pids once there are `count` (or what there is at the deadline): a server
-    answers as soon as its first worker does."""
+def wait_for_tree(
+    process: ServerProcess, count: int, timeout_s: float = 10.0, steady_s: float = 1.0
+) -> list[int]:
+    """The server's pids once there are `count`, or once their number has not changed for
+    `steady_s` (a server without a master process, as uWSGI runs by default, never reaches
+    `count`; waiting for it to the deadline cost 10 s), or what there is at the deadline: a
+    server answers as soon as its first worker does."""
     deadline = time.monotonic() + timeout_s
     delay = 0.01
+    seen, since = -1, time.monotonic()
     while len(pids := process.pids()) < count and time.monotonic() < deadline:
+        if len(pids) != seen:
+            seen, since = len(pids), time.monotonic()
+        elif time.monotonic() - since >= steady_s:
+            break
         time.sleep(delay)
         delay = min(delay * 2, 0.2)
     return pids

@@ -73,11 +73,13 @@ class NoiseAwarePruner(optuna.pruners.BasePruner):
 
 def study_noise(trials: Sequence[FrozenTrial], probes: Sequence[Sequence[float]]) -> float:
     """The largest relative noise measured so far: the median spread ((max - min) / median)
-    of the windows within a trial, and the median spread of the CPU probe's repeats."""
+    of the windows within a trial, and the spread of the CPU probe's times over the study.
+
+    `probes` is the study's PROBE_ATTR as the study writes it: one [trial number, ms] pair per
+    probe, each a run of the same fixed loop, so the probes are the repeats."""
     spreads = [_relative_range(list(t.intermediate_values.values())) for t in trials]
     window_noise = statistics.median(spreads) if spreads else 0.0
-    probe_spreads = [_relative_range(list(repeats)) for repeats in probes if repeats]
-    probe_noise = statistics.median(probe_spreads) if probe_spreads else 0.0
+    probe_noise = _relative_range([float(ms) for _trial, ms in probes])
     return max(MIN_MARGIN, window_noise, probe_noise)
 
 
