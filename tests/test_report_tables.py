@@ -191,16 +191,16 @@ def test_compare_table_puts_each_servers_default_and_tuned_side_by_side() -> Non
     table = compare_table([GUNICORN, UWSGI, WAITRESS])
     assert table.rows == [
         ("gunicorn", "default", "900 / 1,000 / 1,100", "8.00 / 10.00 / 12.00")
-        + ("40.0 / 40.0 / 41.0", "x1.00", "x1.00", "x1.00", ""),
+        + ("40.0 / 40.0 / 41.0", "x1.00", "x1.00", "x1.00", "", ""),
         ("gunicorn", "tuned", "2,400 / 2,500 / 2,600", "4.00 / 5.00 / 6.00")
-        + ("60.0 / 60.0 / 62.0", "x2.50", "x0.50", "x1.50", "gunicorn.conf.py"),
+        + ("60.0 / 60.0 / 62.0", "x2.50", "x0.50", "x1.50", "", "gunicorn.conf.py"),
         ("uwsgi", "default", "1,900 / 2,000 / 2,100", "5.00 / 6.00 / 7.00")
-        + ("30.0 / 30.0 / 30.0", "x1.00", "x1.00", "x1.00", ""),
+        + ("30.0 / 30.0 / 30.0", "x1.00", "x1.00", "x1.00", "", ""),
         ("uwsgi", "tuned (= default)", "1,900 / 2,000 / 2,100", "5.00 / 6.00 / 7.00")
-        + ("30.0 / 30.0 / 30.0", "x1.00", "x1.00", "x1.00", "uwsgi.ini"),
+        + ("30.0 / 30.0 / 30.0", "x1.00", "x1.00", "x1.00", "", "uwsgi.ini"),
         ("waitress", "default", "500 / 600 / 700", "20.00 / 22.00 / 25.00")
-        + ("20.0 / 20.0 / 20.0", "x1.00", "x1.00", "x1.00", ""),
-        ("waitress", "tuned", "n/a", "n/a", "n/a", "", "", "", "no winner"),
+        + ("20.0 / 20.0 / 20.0", "x1.00", "x1.00", "x1.00", "", ""),
+        ("waitress", "tuned", "n/a", "n/a", "n/a", "", "", "", "", "no winner"),
     ]
     assert len(table.columns) == len(table.rows[0])
     assert table.notes == [
@@ -342,7 +342,7 @@ def test_without_confirmation_the_contenders_are_single_trials_with_unknown_perc
 
 
 def test_confirmation_and_baseline_tables_use_the_medians_against_both_baselines() -> None:
-    data = _study([_trial(0, 100, baseline="default")])
+    data = _study([_trial(0, 100, baseline="default"), _trial(1, 200, baseline="2*cpus+1")])
     shown = tables.confirmation(data)
     assert shown.rows == [
         ("default", "0", "90 / 100 / 110", "10.00 / 10.00 / 10.00", "40.0 / 40.0 / 40.0", ""),
