@@ -101,6 +101,17 @@ SETTINGS = SettingsTable(
             lambda v: [("GRANIAN_RUNTIME_MODE", str(v))],
             choices=("auto", "st", "mt"),
         ),
+        Setting(
+            "http",
+            "choice",
+            "auto",
+            "HTTP versions served: auto detects HTTP/2 per connection, 1 serves HTTP/1 only "
+            "(an HTTP/2 client is refused)",
+            # auto is granian's default: written only when tuned away from it.
+            lambda v: [] if v == "auto" else ["--http", str(v)],
+            lambda v: [] if v == "auto" else [("GRANIAN_HTTP", str(v))],
+            choices=("auto", "1"),
+        ),
         _int_setting("backlog", 1024, "listen queue length (granian's minimum is 128)", 128),
         _int_setting(
             "backpressure",

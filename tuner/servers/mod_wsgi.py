@@ -108,6 +108,33 @@ SETTINGS = SettingsTable(
             1,
         ),
         Setting(
+            "embedded_mode",
+            "bool",
+            False,
+            "run the app inside Apache's MPM children (processes x threads of them) instead "
+            "of daemon processes: no hop over a unix socket; daemon-only settings are ignored",
+            lambda v: ["--embedded-mode"] if v else [],
+            lambda v: [("--embedded-mode", "")] if v else [],
+        ),
+        _int_setting(
+            "response_flush_delay",
+            5,
+            "milliseconds Apache waits for more of a daemon's response before flushing what "
+            "it has to the client (daemon mode)",
+            0,
+            unset=5,
+        ),
+        Setting(
+            "switch_interval",
+            "float",
+            0.005,
+            "Python's GIL switch interval in seconds (sys.setswitchinterval), in every "
+            "process that runs the app",
+            lambda v: [] if float(v) == 0.005 else ["--switch-interval", str(v)],
+            lambda v: [("--switch-interval", str(v))],
+            minimum=0.0001,
+        ),
+        Setting(
             "access_log",
             "bool",
             False,
@@ -133,7 +160,8 @@ class ModWsgiAdapter(ServerAdapter):
     )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
-        return f"{values['server_mpm']} MPM / daemon threads"
+        where = "embedded" if values["embedded_mode"] else "daemon threads"
+        return f"{values['server_mpm']} MPM / {where}"
 
     def version(self) -> str:
         # `mod_wsgi-express module-config` would need Apache; the package knows its version.
@@ -223,8 +251,9 @@ class ModWsgiAdapter(ServerAdapter):
             f'  set -- --user "${{MOD_WSGI_RUN_USER:-{DEFAULT_RUN_USER}}}" '
             f'--group "${{MOD_WSGI_RUN_GROUP:-{DEFAULT_RUN_USER}}}"',
             "fi",
-            "# The app, the address, then the tuned settings (processes=1 and max_clients=0",
-            "# are mod_wsgi-express's defaults and left out).",
+            "# The app, the address, then the tuned settings (processes=1, max_clients=0,",
+            "# response_flush_delay=5 and switch_interval=0.005 are mod_wsgi-express's",
+            "# defaults and left out).",
         ]
         lines.append(_continued(command) + ' "$@"')
         return self.shell_launcher(lines)

@@ -37,6 +37,13 @@ SETTINGS = SettingsTable(
             minimum=0,
         ),
         py_setting(
+            "reactor",
+            "choice",
+            "default",
+            "the reactor's I/O loop (`twist --reactor`); default is epoll on Linux",
+            choices=("default", "epoll", "poll", "select", "asyncio"),
+        ),
+        py_setting(
             "backlog", "int", 50, "listen queue length (capped by net.core.somaxconn)", minimum=1
         ),
         py_setting(
@@ -55,6 +62,10 @@ SETTINGS = SettingsTable(
 # The lines after the prologue (which imports the app and defines HOST, PORT and the tuned
 # constants): the same objects `twist web --wsgi` builds, with the pool sized.
 _SERVER_CODE = f"""\
+from twisted.application.reactors import installReactor
+
+if {constant("reactor")} != "default":
+    installReactor({constant("reactor")})  # before anything imports twisted.internet.reactor
 from twisted.internet import reactor
 from twisted.logger import globalLogBeginner, textFileLogObserver
 from twisted.python.threadpool import ThreadPool

@@ -42,6 +42,13 @@ SETTINGS = SettingsTable(
         ),
         py_setting("request_log", "bool", True, "a log line per request on stderr"),
         py_setting(
+            "nodelay",
+            "bool",
+            False,
+            "TCP_NODELAY on accepted connections (WSGIRequestHandler.disable_nagle_algorithm); "
+            "off, a response's body waits for the ACK of its headers",
+        ),
+        py_setting(
             "backlog", "int", 128, "listen queue length (capped by net.core.somaxconn)", minimum=1
         ),
     ),
@@ -50,10 +57,12 @@ SETTINGS = SettingsTable(
 _SERVER_CODE = f"""\
 import logging
 
-from werkzeug.serving import BaseWSGIServer, run_simple
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, run_simple
 
 # Read when the socket starts listening, so set on the class before the server is made.
 BaseWSGIServer.request_queue_size = {constant("backlog")}
+# Read by socketserver's StreamRequestHandler.setup for every accepted connection.
+WSGIRequestHandler.disable_nagle_algorithm = {constant("nodelay")}
 if not {constant("request_log")}:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
 print(f"werkzeug serving on http://{{HOST}}:{{PORT}}", flush=True)
