@@ -120,3 +120,29 @@ def test_show_leaves_out_a_confirmation_round_the_study_never_reached(
     assert main(["show", "--study", "old-throughput", "--storage", old_storage]) == 0
     shown = capsys.readouterr().out
     assert "Top trials" in shown and "Confirmation" not in shown and "Verdict" not in shown
+
+
+def test_client_model_and_template_figures_round_trip_and_stay_optional() -> None:
+    from dataclasses import replace
+
+    from tuner.metrics.measurement import IdleConnections, Latency, SlowClients, TemplateFigures
+
+    latency = Latency(1.0, 2.0, 3.0, 4.0, 5.0, 1.5)
+    m = replace(
+        measurement(1000.0, p99=3.0),
+        templates=(
+            TemplateFigures("GET /", 0.75, 750, 750.0, 0, latency),
+            TemplateFigures("GET /items/{int}", 0.25, 250, 250.0, 2, latency),
+        ),
+        slow_clients=SlowClients(6, 256.0, 500.0, 40, 20.0, latency, 0),
+        idle_connections=IdleConnections(opened=50, held=48),
+    )
+    data = json.loads(json.dumps(m.to_json()))
+    assert Measurement.from_json(data) == m
+    assert data["templates"][1]["name"] == "GET /items/{int}"
+    # A record without them (any earlier one) reads as a run without them, and a run without
+    # them writes none of the keys.
+    plain = measurement(1000.0)
+    assert not {"templates", "slow_clients", "idle_connections"} & set(plain.to_json())
+    read = Measurement.from_json(plain.to_json())
+    assert (read.templates, read.slow_clients, read.idle_connections) == ((), None, None)
