@@ -342,3 +342,28 @@ def test_a_paced_connection_reads_at_its_bandwidth_and_holds_the_writer_back(lis
     assert writer_done[0] - started >= 0.1  # measured 0.19-0.2 s; unpaced: at once
     assert connection.closed
     loop.close()
+
+
+def test_a_paced_connection_saves_no_credit_while_idle(listener):
+    # Two answers with a pause between: the second is read at the link's rate too, not at
+    # once on the time the link sat idle (a slow client thinking between requests).
+    def two_answers(peer: socket.socket) -> None:
+        peer.sendall(b"a" * 10_000)
+        time.sleep(0.3)
+        peer.sendall(b"b" * 10_000)
+
+    class Timed(Recorder):
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            times.append((time.monotonic(), len(self.data)))
+
+    times: list[tuple[float, int]] = []
+    thread = serve_once(listener, two_answers)
+    loop = Loop()
+    protocol = Timed(loop)
+    PacedConnection(loop, protocol, *listener.getsockname(), bytes_per_s=100_000)
+    run_with_deadline(loop)
+    thread.join(5)
+    second = [t for t, total in times if total > 10_000]
+    assert len(protocol.data) == 20_000
+    assert second[-1] - second[0] >= 0.08, times  # 0.1 s at 100 kB/s

@@ -399,7 +399,7 @@ class PacedConnection(Connection):
         self.out_clock_ns = 0  # when the link has carried everything let out so far
         self.pumping = False  # a timer will let out more of `outbox`
         self.eof_after = False  # half-close once `outbox` is out
-        self.in_clock_ns = 0  # when the link has delivered everything read so far (0: idle)
+        self.in_clock_ns = 0  # when the link has delivered everything read so far
         self.paused = False  # not watching the socket until the link has delivered more
         super().__init__(loop, protocol, host, port)
 
@@ -450,8 +450,10 @@ class PacedConnection(Connection):
             if self.closed or not events & (_IN | _ERR | _HUP):
                 return
         now = time.monotonic_ns()
-        if not self.in_clock_ns:
-            self.in_clock_ns = now  # the first bytes after a quiet spell: no credit saved up
+        if now - self.in_clock_ns > PACE_INTERVAL_NS:
+            # Behind by more than a wake-up: the socket had nothing for us meanwhile (every
+            # read takes all the link allows), so the link was idle and saved up no credit.
+            self.in_clock_ns = now
         self._read(now)
 
     def _read(self, now: int) -> None:
@@ -467,7 +469,6 @@ class PacedConnection(Connection):
         try:
             data = self.sock.recv(wanted)
         except (BlockingIOError, InterruptedError):
-            self.in_clock_ns = 0  # nothing waiting: the link is idle
             return
         except OSError as error:
             self._lost(error)
@@ -476,11 +477,7 @@ class PacedConnection(Connection):
             self.peer_closed = True
             self._lost(None)
             return
-        # Read less than allowed: the socket is empty and the link idle until more comes.
-        if len(data) == wanted:
-            self.in_clock_ns += int(len(data) / self.rate)
-        else:
-            self.in_clock_ns = 0
+        self.in_clock_ns += int(len(data) / self.rate)
         self.protocol.data_received(data)
 
     def _resume(self) -> None:
