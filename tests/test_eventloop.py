@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tuner.loadgen.eventloop import Connection, Loop
+from tuner.loadgen.eventloop import Connection, Loop, PacedConnection
 
 
 class Recorder:
@@ -287,3 +287,83 @@ def test_a_write_failure_is_not_reported_after_an_abort(listener):
     assert protocol.failed_at_once, "the write did not fail: nothing was tested"
     assert protocol.events == ["connection_made"]
     loop.close()
+
+
+# -- a slow client's link -----------------------------------------------------------------------
+
+
+def test_a_paced_connection_sends_at_its_bandwidth(listener):
+    arrivals: list[tuple[float, int]] = []
+
+    def receive_all(peer: socket.socket) -> None:
+        while chunk := peer.recv(65536):
+            arrivals.append((time.monotonic(), len(chunk)))
+
+    thread = serve_once(listener, receive_all)
+    loop = Loop()
+    protocol = Recorder(loop, stop_on="")
+    connection = PacedConnection(loop, protocol, *listener.getsockname(), bytes_per_s=20_000)
+    started = time.monotonic()
+    connection.write(b"x" * 2000)  # 0.1 s at 20 kB/s
+    connection.write_eof()  # after the last paced byte, not before
+    loop.call_later(0.3, loop.stop)
+    run_with_deadline(loop)
+    thread.join(5)
+    assert sum(n for _, n in arrivals) == 2000
+    assert len(arrivals) >= 10  # in pieces, as the link carried them
+    took = arrivals[-1][0] - started
+    assert 0.09 <= took <= 0.2, took
+    loop.close()
+
+
+def test_a_paced_connection_reads_at_its_bandwidth_and_holds_the_writer_back(listener):
+    # 0.75 s at 800 kB/s: more than the writer's kernel buffers take. Its send buffer grows as
+    # data flows, sized from the 1460-byte segments: measured up to ~450 KB ahead of the reader
+    # at this rate, ~100 KB at 256 kbit/s (on loopback's 64 KB segments it takes 2.8 MB).
+    size = 600_000
+    writer_done: list[float] = []
+
+    def send_all(peer: socket.socket) -> None:
+        peer.sendall(b"y" * size)
+        writer_done.append(time.monotonic())
+
+    thread = serve_once(listener, send_all)
+    loop = Loop()
+    protocol = Recorder(loop)
+    connection = PacedConnection(loop, protocol, *listener.getsockname(), bytes_per_s=800_000)
+    started = time.monotonic()
+    run_with_deadline(loop)
+    took = time.monotonic() - started
+    thread.join(5)
+    assert len(protocol.data) == size
+    assert 0.7 <= took <= 1.2, took
+    # The writer could not hand the whole response to the kernel at once: it waited on the
+    # slow reader, as a sync worker writing to a phone does.
+    assert writer_done[0] - started >= 0.1  # measured 0.19-0.2 s; unpaced: at once
+    assert connection.closed
+    loop.close()
+
+
+def test_a_paced_connection_saves_no_credit_while_idle(listener):
+    # Two answers with a pause between: the second is read at the link's rate too, not at
+    # once on the time the link sat idle (a slow client thinking between requests).
+    def two_answers(peer: socket.socket) -> None:
+        peer.sendall(b"a" * 10_000)
+        time.sleep(0.3)
+        peer.sendall(b"b" * 10_000)
+
+    class Timed(Recorder):
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            times.append((time.monotonic(), len(self.data)))
+
+    times: list[tuple[float, int]] = []
+    thread = serve_once(listener, two_answers)
+    loop = Loop()
+    protocol = Timed(loop)
+    PacedConnection(loop, protocol, *listener.getsockname(), bytes_per_s=100_000)
+    run_with_deadline(loop)
+    thread.join(5)
+    second = [t for t, total in times if total > 10_000]
+    assert len(protocol.data) == 20_000
+    assert second[-1] - second[0] >= 0.08, times  # 0.1 s at 100 kB/s

@@ -76,3 +76,24 @@ def test_a_window_shorter_than_one_turn_of_a_slow_queue_is_not_unfair() -> None:
     )
     assert ratio is not None and ratio < 0.5
     assert reasons == []
+
+
+def test_starved_slow_clients_are_named_and_counted_among_all_connections() -> None:
+    _, reasons, _, _ = assess(
+        rps=1000.0,
+        mean_completed_ms=50.0,
+        connections=54,  # the fast ones: Little's law is theirs
+        open_loop=False,
+        starved=2,
+        fairness=None,
+        error_rate=0.0,
+        loadgen_cpu=10.0,
+        late_requests=0,
+        requests=2000,
+        slow_connections=6,
+        slow_starved=2,
+    )
+    assert reasons == [
+        "starved: 2 of 60 connections (2 of them slow clients) got no response during the "
+        "measurement window (the server serves some clients and ignores others)"
+    ]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.loadgen import LoadSpec, WindowStats, Workload, run_load
+from tuner.loadgen import ClientModel, LoadSpec, WindowStats, Workload, run_load
 from tuner.loadgen.spec import RequestSpec
 from tuner.metrics.measurement import Errors, Measurement
 
@@ -316,6 +316,18 @@ def test_starved_connections_make_the_run_unfair(server) -> None:
     assert result.littles_law_ratio < 0.5
     # The waiting requests show in the tail with their age at the end of the window.
     assert result.latency.max_ms >= 1000
+
+
+def test_a_slow_client_passed_over_is_still_starved(server) -> None:
+    # The same server serves one connection forever: whichever it is, at least one of the
+    # two slow clients waits unanswered. Slow by design is allowed for; passed over is not.
+    port = server("--http11-socket", "apps.hello:app", "--processes", "1")
+    clients = ClientModel(slow_fraction=0.25)
+    result = run_load(spec(port, connections=8, timeout_s=5.0, duration_s=1.5, clients=clients))
+    assert result.slow_clients is not None and result.slow_clients.connections == 2
+    assert result.slow_clients.starved >= 1
+    assert result.starved_connections >= 6  # all but the one served
+    assert any("slow clients" in r for r in result.unfair_reasons), result.unfair_reasons
 
 
 # -- windows ----------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ import pytest
 
 from tests.conftest import unavailable
 from tuner.errors import ConfigError
-from tuner.loadgen import LoadSpec, RequestSpec, Workload, load_workload_file
-from tuner.loadgen.http import build_request, request_sequence
+from tuner.loadgen import ClientModel, LoadSpec, RequestSpec, Workload, load_workload_file
+from tuner.loadgen.http import build_request, request_sequence, tagged_sequence
 from tuner.loadgen.spec import MAX_PATHS
 
 HELLO = Workload.single("/")
@@ -194,3 +194,87 @@ def test_equal_weights_are_round_robin_and_every_path_comes_round() -> None:
     assert len(sequence) == 6000  # longer than 1000, so each of the 3000 paths is sent
     replayed = [p for p in sent if p != "/other"]
     assert replayed == [f"/i/{n}" for n in range(3000)]
+
+
+# -- the client model -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (ClientModel(slow_fraction=1.0), "slow clients 1.0: expected a fraction"),
+        (ClientModel(slow_fraction=-0.1), "slow clients -0.1"),
+        (ClientModel(slow_fraction=float("nan")), "slow clients nan"),
+        (ClientModel(slow_fraction=0.1, slow_kbps=0), "slow client kbps 0"),
+        (ClientModel(slow_fraction=0.1, think_ms=-1), "think time -1"),
+        (ClientModel(idle_connections=-1), "idle connections -1"),
+        (ClientModel(idle_connections=100_000), "idle connections 100000"),
+        (ClientModel(slow_fraction=0.9), "leaves 0 fast connection"),
+    ],
+)
+def test_bad_client_models_are_config_errors(model: ClientModel, message: str) -> None:
+    spec = LoadSpec(**OK, load_cpus=(A_CPU,), connections=1, clients=model)
+    with pytest.raises(ConfigError, match=message):
+        spec.validate()
+
+
+def test_slow_connections_round_the_fraction_and_spread_over_the_workers() -> None:
+    model = ClientModel(slow_fraction=0.1)
+    assert model.slow_connections(64) == 6
+    assert model.slow_connections(4) == 1  # a fraction that rounds to none still gets one
+    assert ClientModel().slow_connections(64) == 0
+    cpus = tuple(sorted(os.sched_getaffinity(0)))[:2]
+    if len(cpus) < 2:
+        unavailable("needs two CPUs")
+    spec = LoadSpec(
+        **OK,
+        load_cpus=cpus,
+        connections=5,
+        clients=ClientModel(slow_fraction=0.2, idle_connections=3),
+    )
+    spec.validate()
+    # (connections, of them slow, idle) per worker: every worker keeps a fast connection.
+    assert spec.per_worker() == [(2, 0, 2), (3, 1, 1)]
+    assert spec.fast_connections == 4
+
+
+def test_the_client_model_is_recorded_only_when_set() -> None:
+    assert ClientModel().to_dict() is None
+    assert ClientModel().describe() == "fast clients only"
+    model = ClientModel(slow_fraction=0.1, think_ms=500, idle_connections=50)
+    assert model.to_dict() == {
+        "slow_fraction": 0.1,
+        "slow_kbps": 256.0,
+        "think_ms": 500,
+        "idle_connections": 50,
+    }
+    assert model.describe() == (
+        "10% slow clients at 256 kbit/s, 500 ms think time; 50 idle connections"
+    )
+
+
+def test_slow_client_options_need_a_fraction() -> None:
+    import argparse
+
+    from tuner.commands.options import client_model_from
+
+    def args(**kw: object) -> argparse.Namespace:
+        base = {"slow_clients": 0.0, "slow_client_kbps": None, "think_ms": None}
+        return argparse.Namespace(**{**base, "idle_connections": 0, **kw})
+
+    with pytest.raises(ConfigError, match="--think-ms: describes the slow clients"):
+        client_model_from(args(think_ms=100.0))
+    assert client_model_from(args(slow_clients=0.1, slow_client_kbps=1000.0)) == ClientModel(
+        slow_fraction=0.1, slow_kbps=1000.0
+    )
+
+
+def test_each_request_of_a_mix_carries_its_entry() -> None:
+    workload = Workload(
+        (RequestSpec(path="/a", weight=3), RequestSpec(path="/b/{int}", paths=(("/b/1", 1.0),)))
+    )
+    requests, entries = tagged_sequence(workload, "127.0.0.1", 8000, True)
+    assert len(requests) == len(entries)
+    for request, entry in zip(requests, entries, strict=True):
+        assert request.startswith(b"GET /a " if entry == 0 else b"GET /b/1 ")
+    assert entries.count(0) == 3 * entries.count(1)

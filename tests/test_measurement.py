@@ -120,3 +120,64 @@ def test_show_leaves_out_a_confirmation_round_the_study_never_reached(
     assert main(["show", "--study", "old-throughput", "--storage", old_storage]) == 0
     shown = capsys.readouterr().out
     assert "Top trials" in shown and "Confirmation" not in shown and "Verdict" not in shown
+
+
+def test_client_model_and_template_figures_round_trip_and_stay_optional() -> None:
+    from dataclasses import replace
+
+    from tuner.metrics.measurement import IdleConnections, Latency, SlowClients, TemplateFigures
+
+    latency = Latency(1.0, 2.0, 3.0, 4.0, 5.0, 1.5)
+    m = replace(
+        measurement(1000.0, p99=3.0),
+        templates=(
+            TemplateFigures("GET /", 0.75, 750, 750.0, 0, latency),
+            TemplateFigures("GET /items/{int}", 0.25, 250, 250.0, 2, latency),
+        ),
+        slow_clients=SlowClients(6, 256.0, 500.0, 40, 20.0, latency, 0),
+        idle_connections=IdleConnections(opened=50, held=48),
+    )
+    data = json.loads(json.dumps(m.to_json()))
+    assert Measurement.from_json(data) == m
+    assert data["templates"][1]["name"] == "GET /items/{int}"
+    # A record without them (any earlier one) reads as a run without them, and a run without
+    # them writes none of the keys.
+    plain = measurement(1000.0)
+    assert not {"templates", "slow_clients", "idle_connections"} & set(plain.to_json())
+    read = Measurement.from_json(plain.to_json())
+    assert (read.templates, read.slow_clients, read.idle_connections) == ((), None, None)
+
+
+def test_the_result_table_shows_each_template_and_the_slow_clients() -> None:
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from tuner.metrics.measurement import IdleConnections, Latency, SlowClients, TemplateFigures
+    from tuner.report.bench_view import result_table
+
+    fast, slow = Latency(1.0, 2.0, 3.0, 4.0, 5.0, 1.5), Latency(40.0, 45, 52.5, 60, 61, 41)
+    m = replace(
+        measurement(1000.0, p99=3.0, connections=64),
+        templates=(
+            TemplateFigures("GET /fast", 0.75, 750, 750.0, 0, fast),
+            TemplateFigures("GET /slow/{int}", 0.25, 250, 250.0, 3, slow),
+        ),
+        slow_clients=SlowClients(6, 256.0, 0.0, 40, 20.0, slow, 0),
+        idle_connections=IdleConnections(opened=50, held=48),
+    )
+    console = Console(record=True, width=200)
+    console.print(result_table(m, "bench", {}))
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in console.export_text().splitlines()
+        if line.count("│") == 3
+    }
+    assert rows["GET /slow/{int}"] == (
+        "25% of the mix: 250.0 req/s  p50 40.00  p99 52.50 ms  errors 3"
+    )
+    assert rows["slow clients"] == (
+        "6 at 256 kbit/s: 20.0 req/s  p50 40.00  p99 52.50 ms "
+        "(throughput and latency above: the other 58)"
+    )
+    assert rows["idle connections"] == "48 of 50 held open to the end"

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.errors import ConfigError
+from tuner.loadgen.spec import DEFAULT_SLOW_KBPS
 from tuner.machine.cpus import check_disjoint, default_split, parse_cpu_list
 from tuner.machine.limits import Limits, check_cgroups, parse_cpu_limit, parse_memory_limit
 
 if TYPE_CHECKING:
-    from tuner.loadgen import LoadSpec, Workload
+    from tuner.loadgen import ClientModel, LoadSpec, Workload
 
 
 def add_load_options(
@@ -73,6 +74,37 @@ def add_load_options(
         help="TOML file of weighted requests (method, path, headers, body)",
     )
     group.add_argument("--json", action="store_true", help="print one JSON object")
+    clients = parser.add_argument_group("client model (slow and idle clients)")
+    clients.add_argument(
+        "--slow-clients",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="this fraction of the connections are slow clients (e.g. 0.1): paced at "
+        "--slow-client-kbps each way, --think-ms between requests; reported apart",
+    )
+    clients.add_argument(
+        "--slow-client-kbps",
+        type=float,
+        default=None,
+        metavar="KBPS",
+        help=f"a slow client's bandwidth, kbit/s each way (default {DEFAULT_SLOW_KBPS:g}: "
+        "a 3G phone)",
+    )
+    clients.add_argument(
+        "--think-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="a slow client's pause between reading an answer and its next request (default 0)",
+    )
+    clients.add_argument(
+        "--idle-connections",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N more keep-alive connections that send one request, then stay open and silent",
+    )
 
 
 def add_server_cpu_option(parser: argparse.ArgumentParser) -> None:
@@ -141,6 +173,7 @@ def load_spec_from(
     from tuner.loadgen import LoadSpec
 
     spec = LoadSpec(
+        clients=client_model_from(args),
         host=host,
         port=port,
         workload=workload,
@@ -155,3 +188,21 @@ def load_spec_from(
     # A server's port is only known once it starts: check everything else now.
     replace(spec, port=spec.port or 1).validate()
     return spec
+
+
+def client_model_from(args: argparse.Namespace) -> ClientModel:
+    """The --slow-clients, --slow-client-kbps, --think-ms and --idle-connections options."""
+    from tuner.loadgen import ClientModel
+
+    given = (("--slow-client-kbps", args.slow_client_kbps), ("--think-ms", args.think_ms))
+    slow_only = [option for option, value in given if value is not None]
+    if slow_only and not args.slow_clients:
+        raise ConfigError(
+            f"{slow_only[0]}: describes the slow clients; give --slow-clients FRACTION too"
+        )
+    return ClientModel(
+        slow_fraction=args.slow_clients,
+        slow_kbps=DEFAULT_SLOW_KBPS if args.slow_client_kbps is None else args.slow_client_kbps,
+        think_ms=0.0 if args.think_ms is None else args.think_ms,
+        idle_connections=args.idle_connections,
+    )

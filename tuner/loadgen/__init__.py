@@ -9,12 +9,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from tuner.loadgen.spec import LoadSpec, RequestSpec, Workload, load_workload_file
+from tuner.loadgen.spec import ClientModel, LoadSpec, RequestSpec, Workload, load_workload_file
 
 if TYPE_CHECKING:  # NOTE: lets type checkers and editors follow the lazy names
     from tuner.loadgen.engine import WindowStats, run_load
 
 __all__ = [
+    "ClientModel",
     "LoadSpec",
     "RequestSpec",
     "WindowStats",

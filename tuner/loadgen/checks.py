@@ -39,8 +39,15 @@ def assess(
     loadgen_cpu: float,
     late_requests: int,
     requests: int,
+    slow_connections: int = 0,
+    slow_starved: int = 0,
 ) -> tuple[float | None, list[str], bool, list[str]]:
-    """(littles_law_ratio, unfair_reasons, client_bound, notes) for a run's totals."""
+    """(littles_law_ratio, unfair_reasons, client_bound, notes) for a run's totals.
+
+    `rps`, `mean_completed_ms`, `connections`, `fairness` and `requests` are the fast
+    clients'. Slow clients (`slow_connections`, slow by design: their rate is their link's and
+    their think time's) are judged only on starvation, by their own rule (the worker's), and
+    `starved` includes their `slow_starved`."""
     reasons: list[str] = []
     notes: list[str] = []
     ratio = None
@@ -56,9 +63,11 @@ def assess(
                 "so the latency percentiles understate what clients saw"
             )
     if starved:
+        slow = f" ({slow_starved} of them slow clients)" if slow_starved else ""
         reasons.append(
-            f"starved: {starved} of {connections} connections got no response during the "
-            "measurement window (the server serves some clients and ignores others)"
+            f"starved: {starved} of {connections + slow_connections} connections{slow} got no "
+            "response during the measurement window (the server serves some clients and "
+            "ignores others)"
         )
     if fairness is not None and fairness < FAIRNESS_MIN_INDEX:
         reasons.append(

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from tuner.errors import TunerError
+from tuner.loadgen import breakdown
 from tuner.loadgen.checks import PERCENTILES, assess, fairness_index
-from tuner.loadgen.http import request_sequence
+from tuner.loadgen.http import idle_request, tagged_sequence
 from tuner.loadgen.messages import Done, Failed, FromWorker, Go, Ready, Stop, WindowReport
 from tuner.loadgen.spec import LoadSpec
 from tuner.loadgen.worker import ERROR_KINDS, TIMEOUT, WorkerConfig, worker_main
@@ -65,25 +66,20 @@ class _Window:
         return WindowStats(index, self.elapsed_s, self.requests, rps, self.errors, p99)
 
 
-def _split(total: int, parts: int) -> list[int]:
-    """Spread `total` connections evenly over `parts` workers."""
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
-
-
 def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = None) -> Measurement:
     """Send `spec`'s load and measure it (no memory or startup: the caller adds those when it
     started the server). `on_window` sees each merged one-second window of the measurement
     phase; returning False stops the run early (the result then covers the part measured)."""
     spec.validate()
     host = spec.connect_host()
-    requests = request_sequence(spec.workload, spec.host, spec.port, spec.keepalive)
+    requests, entries = tagged_sequence(spec.workload, spec.host, spec.port, spec.keepalive)
     workers = len(spec.load_cpus)
     ctx = multiprocessing.get_context("spawn")  # the parent may have threads: never fork
     pipes: list[Connection] = []
     procs = []
     try:
-        for index, (cpu, conns) in enumerate(
-            zip(spec.load_cpus, _split(spec.connections, workers), strict=True)
+        for index, (cpu, (conns, slow, idle)) in enumerate(
+            zip(spec.load_cpus, spec.per_worker(), strict=True)
         ):
             cfg = WorkerConfig(
                 index=index,
@@ -98,6 +94,13 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
                 warmup_s=spec.warmup_s,
                 duration_s=spec.duration_s,
                 timeout_s=spec.timeout_s,
+                entries=entries,
+                entry_count=len(spec.workload.requests),
+                slow_connections=slow,
+                slow_bytes_per_s=spec.clients.slow_bytes_per_s,
+                think_s=spec.clients.think_ms / 1000,
+                idle_connections=idle,
+                idle_request=idle_request(spec.workload, spec.host, spec.port) if idle else b"",
             )
             parent_end, child_end = ctx.Pipe()
             proc = ctx.Process(
@@ -199,13 +202,14 @@ def _reap(procs: list, pipes: list[Connection]) -> None:
 def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Measurement:
     hist = Histogram()
     errors = [0] * len(ERROR_KINDS)
-    requests = bytes_ = late = completed_us = 0
+    requests = bytes_ = late = completed_us = slow_requests = 0
     windows: dict[int, _Window] = {}
     for snap in snaps:
         requests += snap.requests
         bytes_ += snap.response_bytes
         late += snap.late
         completed_us += snap.completed_us
+        slow_requests += snap.slow_requests
         errors = [a + b for a, b in zip(errors, snap.errors, strict=True)]
         hist.merge(Histogram.from_sparse(snap.histogram))
         windows.setdefault(snap.index, _Window()).add(snap)
@@ -213,7 +217,9 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
     rps = requests / duration if duration > 0 else 0.0
     # Requests answered with 4xx/5xx are in `requests`; the others never got an answer.
     unanswered = errors[0] + errors[1] + errors[TIMEOUT]
-    error_rate = sum(errors) / (requests + unanswered) if requests + unanswered else 0.0
+    # Every client's failures count: `requests` is the fast clients', slow_requests the others'.
+    attempts = requests + slow_requests + unanswered
+    error_rate = sum(errors) / attempts if attempts else 0.0
     completed = requests  # completed responses have latency sums in completed_us
     mean_completed_ms = completed_us / completed / 1000 if completed else 0.0
     p50, p90, p99, p999 = (us / 1000 for us in hist.percentiles(list(PERCENTILES)))
@@ -225,7 +231,7 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
     ratio, reasons, client_bound, notes = assess(
         rps=rps,
         mean_completed_ms=mean_completed_ms,
-        connections=spec.connections,
+        connections=spec.fast_connections,
         open_loop=spec.open_loop,
         starved=starved,
         fairness=fairness,
@@ -233,7 +239,11 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
         loadgen_cpu=loadgen_cpu,
         late_requests=late,
         requests=requests,
+        slow_connections=spec.slow_connections,
+        slow_starved=sum(f.slow_starved for f in finals),
     )
+    idle = breakdown.idle_connections(spec, finals)
+    notes += breakdown.idle_note(idle)
     window_rps = tuple(windows[i].stats(i).rps for i in sorted(windows))
     return Measurement(
         median_rps=median_of_windows(window_rps, rps),
@@ -257,4 +267,7 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
         loadgen_kernel_cpu_pct=busiest.cpu_kernel_pct,
         client_bound=client_bound,
         notes=tuple(notes),
+        templates=breakdown.templates(spec.workload, finals, duration),
+        slow_clients=breakdown.slow_clients(spec, snaps, finals, duration),
+        idle_connections=idle,
     )

@@ -109,6 +109,10 @@ class Loop:
     def rewatch(self, fd: int, events: int) -> None:
         self._epoll.modify(fd, events)
 
+    def unwatch(self, fd: int) -> None:
+        """Stop watching `fd` (its handler stays, for `watch` to register it again)."""
+        self._epoll.unregister(fd)
+
     def forget(self, fd: int) -> None:
         self._handlers.pop(fd, None)
 
@@ -186,6 +190,8 @@ class Connection:
         "peer_closed",
         "silenced",
     )
+    # (level, option, value) set on the socket before connecting (none: the kernel's defaults).
+    SOCKET_OPTIONS: tuple[tuple[int, int, int], ...] = ()
 
     def __init__(self, loop: Loop, protocol: ConnectionProtocol, host: str, port: int) -> None:
         self.loop = loop
@@ -201,6 +207,8 @@ class Connection:
         self.fd = sock.fileno()
         # Like wrk and uvloop: a request larger than one segment must not wait on Nagle.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for level, option, value in self.SOCKET_OPTIONS:
+            sock.setsockopt(level, option, value)
         code = sock.connect_ex((host, port))
         if code and code not in _CONNECT_PENDING:
             # Refused at once (loopback answers a closed port inside connect): report it on
@@ -224,7 +232,7 @@ class Connection:
         self.loop.watch_again(self.fd, _READING, self._on_ready)
         if self.pending or self.eof_pending:  # written before the connect finished
             data, self.pending = self.pending, b""
-            self.write(data)
+            Connection.write(self, data)  # already through any pacing of a subclass
             if self.eof_pending:
                 self.write_eof()
             if self.closed:
@@ -356,3 +364,125 @@ class Connection:
     def _report(self, callback: Callable[[OSError], None], error: OSError) -> None:
         if not self.silenced:
             callback(error)
+
+
+# A paced connection wakes up at most this often per direction: its timing is exact to this,
+# and a slow client costs the load core at most 1 / PACE_INTERVAL wake-ups a second each way.
+PACE_INTERVAL_NS = 2_000_000
+
+
+class PacedConnection(Connection):
+    """A Connection over a slow link: it sends and reads at most `bytes_per_s` each way.
+
+    Output leaves in pieces as the link would carry it (byte k of a burst may leave k / rate
+    after the burst began), input is read no faster, and the socket is set up as a real
+    client's would be (SOCKET_OPTIONS), so a server writing a response larger than its send
+    buffer blocks until the client has read it, as it would writing to a phone. The link has
+    no latency: on loopback only bandwidth is modelled. Timing is exact to PACE_INTERVAL_NS: a
+    burst's first bytes wait one interval, like its last ones.
+    """
+
+    __slots__ = ("rate", "outbox", "out_clock_ns", "pumping", "eof_after", "in_clock_ns", "paused")
+    SOCKET_OPTIONS = (
+        # A small receive window (the kernel doubles it): a few KB in flight, like a slow link.
+        (socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),
+        # The Internet's segment size instead of loopback's 64 KB: the server's kernel sizes
+        # its send buffer from it (measured: 47 KB written before blocking, against 2.8 MB).
+        (socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1460),
+    )
+
+    def __init__(
+        self, loop: Loop, protocol: ConnectionProtocol, host: str, port: int, bytes_per_s: float
+    ) -> None:
+        self.rate = bytes_per_s / 1e9  # bytes per nanosecond
+        self.outbox = b""  # written by the protocol, not yet let out by the link
+        self.out_clock_ns = 0  # when the link has carried everything let out so far
+        self.pumping = False  # a timer will let out more of `outbox`
+        self.eof_after = False  # half-close once `outbox` is out
+        self.in_clock_ns = 0  # when the link has delivered everything read so far
+        self.paused = False  # not watching the socket until the link has delivered more
+        super().__init__(loop, protocol, host, port)
+
+    # -- output -----------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        now = time.monotonic_ns()
+        if not self.outbox:
+            self.out_clock_ns = max(self.out_clock_ns, now)  # an idle link saves no credit
+        self.outbox += data
+        if not self.pumping:
+            self.pumping = True
+            self.loop.call_at(self._next_ns(now, self.out_clock_ns), self._pump)
+
+    def _next_ns(self, now: int, clock_ns: int) -> int:
+        """When the link has carried at least one more byte, but not sooner than an interval."""
+        return max(now + PACE_INTERVAL_NS, clock_ns + int(1 / self.rate) + 1)
+
+    def _pump(self) -> None:
+        self.pumping = False
+        if self.closed or not self.outbox:
+            return
+        now = time.monotonic_ns()
+        due = int((now - self.out_clock_ns) * self.rate)
+        if due > 0:
+            chunk, self.outbox = self.outbox[:due], self.outbox[due:]
+            self.out_clock_ns += int(len(chunk) / self.rate)
+            Connection.write(self, chunk)
+            if not self.outbox and self.eof_after:
+                Connection.write_eof(self)
+        if self.outbox and not self.closed:
+            self.pumping = True
+            self.loop.call_at(self._next_ns(now, self.out_clock_ns), self._pump)
+
+    def write_eof(self) -> None:
+        if self.outbox:
+            self.eof_after = True
+        else:
+            Connection.write_eof(self)
+
+    # -- input ------------------------------------------------------------------------------
+
+    def _on_ready(self, events: int) -> None:
+        if self.pending and events & _OUT:
+            self._flush()
+            if self.closed or not events & (_IN | _ERR | _HUP):
+                return
+        now = time.monotonic_ns()
+        if now - self.in_clock_ns > PACE_INTERVAL_NS:
+            # Behind by more than a wake-up: the socket had nothing for us meanwhile (every
+            # read takes all the link allows), so the link was idle and saved up no credit.
+            self.in_clock_ns = now
+        self._read(now)
+
+    def _read(self, now: int) -> None:
+        due = int((now - self.in_clock_ns) * self.rate)
+        if due <= 0:
+            # Stop watching (a level-triggered socket with data, or a hang-up, would wake the
+            # loop on every pass) until the link has carried more.
+            self.paused = True
+            self.loop.unwatch(self.fd)
+            self.loop.call_at(self._next_ns(now, self.in_clock_ns), self._resume)
+            return
+        wanted = min(due, READ_SIZE)
+        try:
+            data = self.sock.recv(wanted)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            self._lost(error)
+            return
+        if not data:
+            self.peer_closed = True
+            self._lost(None)
+            return
+        self.in_clock_ns += int(len(data) / self.rate)
+        self.protocol.data_received(data)
+
+    def _resume(self) -> None:
+        self.paused = False
+        if self.closed:
+            return
+        self.loop.watch(self.fd, _READING | (_OUT if self.pending else 0), self._on_ready)
+        self._read(time.monotonic_ns())

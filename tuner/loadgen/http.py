@@ -31,17 +31,32 @@ def build_request(request: RequestSpec, host: str, port: int, keepalive: bool) -
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + request.body
 
 
+def idle_request(workload: Workload, host: str, port: int) -> bytes:
+    """What an idle connection sends once: the workload's first request, kept alive (an idle
+    connection is a keep-alive one, also in a `--no-keepalive` run)."""
+    first = workload.requests[0]
+    return build_request(replace(first, path=first.targets[0][0]), host, port, keepalive=True)
+
+
 def request_sequence(
     workload: Workload, host: str, port: int, keepalive: bool
 ) -> tuple[bytes, ...]:
+    """The workload's requests in a smooth weighted order (see `tagged_sequence`)."""
+    return tagged_sequence(workload, host, port, keepalive)[0]
+
+
+def tagged_sequence(
+    workload: Workload, host: str, port: int, keepalive: bool
+) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
     """The workload's requests in a smooth weighted order (a request of weight 3 comes three
-    times as often as one of weight 1, interleaved rather than in runs). An entry with
-    concrete `paths` fills its turns with them, again in a smooth order by their weights.
+    times as often as one of weight 1, interleaved rather than in runs), and beside each the
+    index of its workload entry (for the per-template figures). An entry with concrete
+    `paths` fills its turns with them, again in a smooth order by their weights.
 
     Every distinct request is built once, so the hot path only picks the next bytes."""
     requests = workload.requests
     if len(requests) == 1 and not requests[0].paths:
-        return (build_request(requests[0], host, port, keepalive),)
+        return (build_request(requests[0], host, port, keepalive),), (0,)
     total = sum(r.weight for r in requests)
     shares = [r.weight / total for r in requests]
     # Long enough for every entry to send each of its paths at least once, if bounded.
@@ -62,7 +77,7 @@ def request_sequence(
     for pick in order:
         sequence.append(per_request[pick][positions[pick]])
         positions[pick] += 1
-    return tuple(sequence)
+    return tuple(sequence), tuple(order)
 
 
 def _paths_in_turns(

@@ -10,7 +10,7 @@ Slotted: a report crosses the pipe every second and should pickle small.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,21 @@ class WindowReport:
     late: int  # open loop: requests sent late
     completed_us: int  # sum of the completed responses' latencies
     histogram: dict[str, object]  # Histogram.to_sparse(): the non-empty buckets
+    # `requests`, `completed_us` and `histogram` are the fast clients'; the slow clients'
+    # are these (`errors` and `response_bytes` count every client).
+    slow_requests: int = 0
+    slow_completed_us: int = 0
+    slow_histogram: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryFigures:
+    """One workload entry's (template's) figures over a worker's measurement window, fast
+    clients only: responses, failed requests, and the latency histogram (sparse)."""
+
+    requests: int
+    errors: int
+    histogram: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +74,15 @@ class Done:
     # Responses per connection that had a request in the window: how evenly the server
     # shared itself out.
     completed: tuple[int, ...]
+    # The slow clients' connections, those passed over (within `starved`), and their
+    # responses per connection, apart: slow by design, they are not judged with the others.
+    slow_connections: int = 0
+    slow_starved: int = 0
+    slow_completed: tuple[int, ...] = ()
+    # Per workload entry, in the workload's order; empty for a single-request workload.
+    entries: tuple[EntryFigures, ...] = ()
+    idle_connections: int = 0
+    idle_held: int = 0  # idle connections still open at the end of the measurement window
 
 
 @dataclass(frozen=True, slots=True)

@@ -207,6 +207,99 @@ def _parse_paths(paths: Any, bad: Callable[[str], ConfigError]) -> tuple[tuple[s
     raise bad(f"paths {str(paths)[:60]}: {expected}")
 
 
+# A 3G phone's downlink and uplink, roughly: the default bandwidth of a slow client.
+DEFAULT_SLOW_KBPS = 256.0
+
+
+@dataclass(frozen=True)
+class ClientModel:
+    """Who the connections are, beyond fast loopback clients.
+
+    `slow_fraction` of the connections are slow clients: each sends its request and reads its
+    response at `slow_kbps` kilobits per second (each direction, per connection), then waits
+    `think_ms` before its next request. They run their own closed loop (a user requests, reads,
+    thinks, requests), also when the fast connections run an open loop at `--rate`, and their
+    figures are reported apart from the fast clients' (the headline).
+    `idle_connections` more connections each send one request, then stay open, silent, until
+    the run ends (browsers holding keep-alive connections)."""
+
+    slow_fraction: float = 0.0
+    slow_kbps: float = DEFAULT_SLOW_KBPS
+    think_ms: float = 0.0
+    idle_connections: int = 0
+
+    @property
+    def default(self) -> bool:
+        """Only fast clients, none idle: the load generator as it always was."""
+        return self.slow_fraction == 0 and self.idle_connections == 0
+
+    def slow_connections(self, connections: int) -> int:
+        """How many of `connections` are slow: the fraction rounded, at least one if any."""
+        if self.slow_fraction <= 0:
+            return 0
+        return max(1, round(self.slow_fraction * connections))
+
+    @property
+    def slow_bytes_per_s(self) -> float:
+        return self.slow_kbps * 1000 / 8
+
+    def to_dict(self) -> dict[str, float | int] | None:
+        """The model as recorded with a measurement (None for the default model, so records
+        made before client models existed read as what they were)."""
+        if self.default:
+            return None
+        data: dict[str, float | int] = {}
+        if self.slow_fraction:
+            data |= {
+                "slow_fraction": self.slow_fraction,
+                "slow_kbps": self.slow_kbps,
+                "think_ms": self.think_ms,
+            }
+        if self.idle_connections:
+            data["idle_connections"] = self.idle_connections
+        return data
+
+    def describe(self) -> str:
+        """e.g. "10% slow clients at 256 kbit/s, 500 ms think time; 50 idle connections"."""
+        parts = []
+        if self.slow_fraction:
+            think = f", {self.think_ms:g} ms think time" if self.think_ms else ""
+            parts.append(
+                f"{self.slow_fraction:.0%} slow clients at {self.slow_kbps:g} kbit/s{think}"
+            )
+        if self.idle_connections:
+            parts.append(f"{self.idle_connections} idle connections")
+        return "; ".join(parts) or "fast clients only"
+
+    def problem(self, connections: int, workers: int) -> str | None:
+        fraction = self.slow_fraction
+        if not _number(fraction) or not 0 <= fraction < 1:
+            return (
+                f"slow clients {fraction!r}: expected a fraction of the connections, "
+                "0 <= f < 1 (e.g. 0.1)"
+            )
+        if not _number(self.slow_kbps) or self.slow_kbps <= 0:
+            return f"slow client kbps {self.slow_kbps!r}: expected kilobits per second > 0"
+        if not _number(self.think_ms) or self.think_ms < 0:
+            return f"think time {self.think_ms!r}: expected milliseconds >= 0"
+        idle = self.idle_connections
+        if isinstance(idle, bool) or not isinstance(idle, int) or not 0 <= idle <= MAX_IDLE:
+            return f"idle connections {idle!r}: expected a whole number 0-{MAX_IDLE}"
+        fast = connections - self.slow_connections(connections)
+        if fraction and fast < workers:
+            return (
+                f"slow clients {fraction:g}: leaves {fast} fast connection(s) of {connections}; "
+                f"expected at least one per load CPU ({workers}): lower the fraction or add "
+                "connections"
+            )
+        return None
+
+
+# Idle connections are file descriptors in the load worker (and the server): bounded well
+# below the usual 1024-per-process limit, with room for the load's own connections.
+MAX_IDLE = 512
+
+
 @dataclass(frozen=True)
 class LoadSpec:
     host: str
@@ -219,6 +312,25 @@ class LoadSpec:
     keepalive: bool = True  # False: `Connection: close` and a new connection per request (ab)
     load_cpus: tuple[int, ...] = (1,)  # one worker process per CPU, pinned to it
     timeout_s: float = 5.0  # per request
+    clients: ClientModel = ClientModel()  # slow and idle clients beside the fast ones
+
+    @property
+    def slow_connections(self) -> int:
+        """How many of `connections` are slow clients."""
+        return self.clients.slow_connections(self.connections)
+
+    @property
+    def fast_connections(self) -> int:
+        return self.connections - self.slow_connections
+
+    def per_worker(self) -> list[tuple[int, int, int]]:
+        """(connections, of them slow, idle connections) for each load worker: fast and slow
+        connections spread evenly over the workers, each getting at least one fast one."""
+        workers = len(self.load_cpus)
+        fast = _split(self.fast_connections, workers)
+        slow = _split(self.slow_connections, workers)[::-1]  # the extra ones where fast has none
+        idle = _split(self.clients.idle_connections, workers)
+        return [(f + s, s, i) for f, s, i in zip(fast, slow, idle, strict=True)]
 
     @classmethod
     def from_url(cls, url: str, **kw: Any) -> LoadSpec:
@@ -287,6 +399,16 @@ class LoadSpec:
             _positive("rate_rps", self.rate_rps)
         if not isinstance(self.keepalive, bool):
             raise ConfigError(f"keepalive {self.keepalive!r}: expected true or false")
+        if not isinstance(self.clients, ClientModel):
+            raise ConfigError(f"clients {self.clients!r}: expected a ClientModel")
+        problem = self.clients.problem(self.connections, len(self.load_cpus))
+        if problem:
+            raise ConfigError(problem)
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """Spread `total` evenly over `parts`, the first ones taking one more."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 def _number(value: object) -> bool:

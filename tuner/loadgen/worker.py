@@ -22,8 +22,8 @@ from multiprocessing.connection import Connection as Pipe
 
 import httptools
 
-from tuner.loadgen.eventloop import Connection, Loop, Timer
-from tuner.loadgen.messages import Done, Failed, Go, Ready, Stop, WindowReport
+from tuner.loadgen.eventloop import Connection, Loop, PacedConnection, Timer
+from tuner.loadgen.messages import Done, EntryFigures, Failed, Go, Ready, Stop, WindowReport
 from tuner.metrics.histogram import Histogram
 from tuner.metrics.measurement import ERROR_KINDS
 
@@ -72,6 +72,16 @@ class WorkerConfig:
     warmup_s: float
     duration_s: float
     timeout_s: float
+    # The workload entry of each request in `requests` (empty: all of entry 0), and how many
+    # entries there are: with more than one, each gets its own figures.
+    entries: tuple[int, ...] = ()
+    entry_count: int = 1
+    # The last `slow_connections` of `connections` are slow clients (see ClientModel).
+    slow_connections: int = 0
+    slow_bytes_per_s: float = 0.0
+    think_s: float = 0.0
+    idle_connections: int = 0
+    idle_request: bytes = b""  # what each idle connection sends, keep-alive
 
 
 class Conn:
@@ -148,11 +158,15 @@ class Slot:
         "completed",
         "asked",
         "parser",
+        "slow",
+        "entry",
     )
 
-    def __init__(self, worker: Worker, number: int) -> None:
+    def __init__(self, worker: Worker, number: int, slow: bool = False) -> None:
         self.worker = worker
         self.number = number
+        self.slow = slow  # a slow client (paced link, think time, figures apart)
+        self.entry = 0  # the workload entry of the current request
         self.conn: Conn | None = None
         self.busy = False
         self.start_ns = 0  # latency counts from here (intended time in open loop)
@@ -172,7 +186,9 @@ class Slot:
         self.start_ns = start_ns
         self.got_bytes = False
         self.headers_done = False
-        self.request = worker.next_request()
+        pos = worker.next_position()
+        self.request = worker.requests[pos]
+        self.entry = worker.entries[pos]
         worker.inflight += 1
         if worker.phase == _MEASURE:
             self.asked = True
@@ -191,7 +207,12 @@ class Slot:
         if self.parser is None:
             self.parser = httptools.HttpResponseParser(self)
         # Conn.connection_made sends the request once connected.
-        conn.transport = Connection(worker.loop, conn, worker.host, worker.port)
+        if self.slow:
+            conn.transport = PacedConnection(
+                worker.loop, conn, worker.host, worker.port, worker.cfg.slow_bytes_per_s
+            )
+        else:
+            conn.transport = Connection(worker.loop, conn, worker.host, worker.port)
 
     def connect_failed(self, conn: Conn) -> None:
         if not conn.active or self.conn is not conn:
@@ -231,13 +252,23 @@ class Slot:
         self.busy = False
         if worker.phase == _MEASURE:
             latency_us = (now - self.start_ns) // 1000
-            worker.w_requests += 1
-            worker.w_completed_us += latency_us
-            worker.w_hist.record(latency_us)
+            if self.slow:
+                worker.w_slow_requests += 1
+                worker.w_slow_completed_us += latency_us
+                worker.w_slow_hist.record(latency_us)
+            else:
+                worker.w_requests += 1
+                worker.w_completed_us += latency_us
+                worker.w_hist.record(latency_us)
+                if worker.entry_hists:
+                    worker.entry_hists[self.entry].record(latency_us)
+                    worker.entry_requests[self.entry] += 1
             self.completed += 1
             status = parser.get_status_code()
             if status >= 400:
                 worker.w_errors[STATUS_5XX if status >= 500 else STATUS_4XX] += 1
+                if worker.entry_hists and not self.slow:
+                    worker.entry_errors[self.entry] += 1
         if not keep or conn.one_shot:
             # Close our side at once, like wrk: a server that lingers until the client
             # closes (gunicorn 27's graceful close) would otherwise wait on us.
@@ -282,6 +313,8 @@ class Slot:
         worker.inflight -= 1
         if worker.phase == _MEASURE:
             worker.w_errors[kind] += 1
+            if worker.entry_hists and not self.slow:
+                worker.entry_errors[self.entry] += 1
 
     def abort(self) -> None:
         """Give up on the current connection, connected or still connecting."""
@@ -294,6 +327,32 @@ class Slot:
             conn.transport.abort()
 
 
+class IdleConn:
+    """An idle client (a browser holding a keep-alive connection): it connects, sends one
+    request, reads and drops the answer, then stays silent until the run ends. A server that
+    closes it meanwhile is not reconnected: `open` says whether it is still held."""
+
+    __slots__ = ("request", "transport", "open")
+
+    def __init__(self, worker: Worker, request: bytes) -> None:
+        self.request = request
+        self.open = False
+        self.transport = Connection(worker.loop, self, worker.host, worker.port)
+
+    def connection_made(self, transport: Connection) -> None:
+        self.open = True
+        transport.write(self.request)
+
+    def connection_failed(self, error: OSError) -> None:
+        self.open = False
+
+    def data_received(self, data: bytes) -> None:
+        pass  # its one answer: not part of the measured load
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
+
+
 class Worker:
     def __init__(self, cfg: WorkerConfig, pipe: Pipe, loop: Loop):
         self.cfg = cfg
@@ -303,18 +362,31 @@ class Worker:
         self.port = cfg.port
         self.keepalive = cfg.keepalive
         self.requests = cfg.requests
+        self.entries = cfg.entries or (0,) * len(cfg.requests)
         # Workers start at different points of the weighted sequence so mixes interleave.
         self.request_pos = cfg.index * len(cfg.requests) // max(1, cfg.workers)
         self.timeout_ns = int(cfg.timeout_s * 1e9)
         self.phase = _WARMUP
-        self.slots = [Slot(self, n) for n in range(cfg.connections)]
+        first_slow = cfg.connections - cfg.slow_connections
+        self.slots = [Slot(self, n, slow=n >= first_slow) for n in range(cfg.connections)]
+        self.fast_slots = self.slots[:first_slow]
+        self.think_s = cfg.think_s
+        self.idle_conns: list[IdleConn] = []
+        # Per workload entry over the measurement window (fast clients; none for one entry).
+        self.entry_hists: list[Histogram] = []
+        self.entry_requests: list[int] = []
+        self.entry_errors: list[int] = []
+        self.entry_figures: tuple[EntryFigures, ...] = ()
+        self.idle_held = 0
         self.idle_slots: list[Slot] = []
         self.backlog: deque[int] = deque()  # open loop: intended times waiting for a slot
         self.inflight = 0
         self.total_responses = 0
         self.peer_closes = False  # the server closes after every response
         self.slowest_completed_us = 0  # slowest answered request of this measurement window
+        self.slowest_slow_us = 0  # the same, over fast and slow clients
         self.starved = 0
+        self.slow_starved = 0
         self.connections_made = 0
         self.stop_requested = False
         self._reset_window()
@@ -330,11 +402,11 @@ class Worker:
 
     # -- hot-path helpers -------------------------------------------------------------------
 
-    def next_request(self) -> bytes:
-        requests = self.requests
+    def next_position(self) -> int:
+        """Where the next request is in the sequence (`requests`, `entries`)."""
         pos = self.request_pos
-        self.request_pos = pos + 1 if pos + 1 < len(requests) else 0
-        return requests[pos]
+        self.request_pos = pos + 1 if pos + 1 < len(self.requests) else 0
+        return pos
 
     def plan_new_connection(self) -> bool:
         """Count a new connection and say whether it will carry a single request (we asked
@@ -362,7 +434,13 @@ class Worker:
         """A slot has no request in flight: give it the next one, if the run wants one."""
         if self.phase >= _DRAIN or slot.busy:
             return
-        if self.cfg.rate_rps is None:
+        if slot.slow:
+            # A slow client runs its own closed loop, open loop or not: it reads, thinks, asks.
+            if self.think_s:
+                self.loop.call_later(self.think_s, self._after_think, slot)
+            else:
+                slot.issue(time.monotonic_ns())
+        elif self.cfg.rate_rps is None:
             slot.issue(time.monotonic_ns())
         elif self.backlog:
             intended = self.backlog.popleft()
@@ -370,6 +448,10 @@ class Worker:
             slot.issue(intended)
         else:
             self.idle_slots.append(slot)
+
+    def _after_think(self, slot: Slot) -> None:
+        if self.phase < _DRAIN and not slot.busy:
+            slot.issue(time.monotonic_ns())
 
     # -- open loop ----------------------------------------------------------------------------
 
@@ -413,6 +495,9 @@ class Worker:
         self.w_late = 0
         self.w_completed_us = 0
         self.w_hist = Histogram()
+        self.w_slow_requests = 0
+        self.w_slow_completed_us = 0
+        self.w_slow_hist = Histogram()
 
     def start(self, start_ns: int) -> None:
         """Schedule the run to begin at `start_ns`; the loop stops when it is over."""
@@ -427,11 +512,14 @@ class Worker:
         measure_at = self.start_ns + int(cfg.warmup_s * 1e9)
         self.measure_end_ns = measure_at + int(cfg.duration_s * 1e9)
         self._sweep()
+        self.idle_conns = [IdleConn(self, cfg.idle_request) for _ in range(cfg.idle_connections)]
         if cfg.rate_rps is None:
             for slot in self.slots:
                 slot.issue(time.monotonic_ns())
         else:
-            self.idle_slots = list(reversed(self.slots))
+            for slot in self.slots[len(self.fast_slots) :]:
+                slot.issue(time.monotonic_ns())
+            self.idle_slots = list(reversed(self.fast_slots))
             self._tick()
         self._at(measure_at, self._begin_measure)
 
@@ -446,7 +534,12 @@ class Worker:
         now = time.monotonic_ns()
         self.measure_start_ns = self.window_start_ns = now
         self.cpu_start = resource.getrusage(resource.RUSAGE_SELF)
-        self.slowest_completed_us = 0
+        self.slowest_completed_us = self.slowest_slow_us = 0
+        if self.cfg.entry_count > 1:
+            count = self.cfg.entry_count
+            self.entry_hists = [Histogram() for _ in range(count)]
+            self.entry_requests = [0] * count
+            self.entry_errors = [0] * count
         for slot in self.slots:
             slot.completed = 0
             slot.asked = slot.busy
@@ -470,10 +563,16 @@ class Worker:
             late=self.w_late,
             completed_us=self.w_completed_us,
             histogram=self.w_hist.to_sparse(),
+            slow_requests=self.w_slow_requests,
+            slow_completed_us=self.w_slow_completed_us,
+            slow_histogram=self.w_slow_hist.to_sparse() if self.w_slow_hist.total else {},
         )
         self.window_index += 1
         self.window_start_ns = now
         self.slowest_completed_us = max(self.slowest_completed_us, self.w_hist.max_us)
+        self.slowest_slow_us = max(
+            self.slowest_slow_us, self.slowest_completed_us, self.w_slow_hist.max_us
+        )
         self._reset_window()
         return snap
 
@@ -496,22 +595,30 @@ class Worker:
         self.cpu_kernel_pct = kernel * percent_per_s
         # Requests still unanswered count with their age now, so a starved connection shows
         # in the tail instead of vanishing; past the timeout they are timeouts.
-        hist = self.w_hist
-        slowest_us = max(self.slowest_completed_us, hist.max_us)
-        self.starved = 0
+        slowest_us = max(self.slowest_completed_us, self.w_hist.max_us)
+        slowest_slow_us = max(self.slowest_slow_us, slowest_us, self.w_slow_hist.max_us)
+        self.starved = self.slow_starved = 0
         for slot in self.slots:
             if slot.busy:
                 age_ns = now - slot.start_ns
-                hist.record(age_ns // 1000)
+                self.record_unanswered(slot, age_ns // 1000)
                 if age_ns >= self.timeout_ns:
                     self.w_errors[TIMEOUT] += 1
-            if slot.asked and slot.completed == 0:
-                # Starved = passed over: waiting far longer than any request that was served.
-                # A slow but fair queue (1 sync worker, 64 clients, 50 ms each) serves every
-                # client in turn with waits as long as this one's, and is not starved.
-                waited_us = (now - slot.start_ns) // 1000 if slot.busy else 0
-                if not slot.busy or waited_us > STARVED_WAIT_FACTOR * slowest_us:
-                    self.starved += 1
+            if (
+                slot.asked
+                and slot.completed == 0
+                and self._passed_over(slot, now, slowest_slow_us if slot.slow else slowest_us)
+            ):
+                self.starved += 1
+                self.slow_starved += slot.slow
+        self.idle_held = sum(conn.open for conn in self.idle_conns)
+        self.entry_figures = tuple(
+            EntryFigures(requests, errors, hist.to_sparse())
+            for requests, errors, hist in zip(
+                self.entry_requests, self.entry_errors, self.entry_hists, strict=True
+            )
+        )
+        hist = self.w_hist
         for intended in self.backlog:
             hist.record((now - intended) // 1000)
             self.w_late += 1
@@ -531,6 +638,32 @@ class Worker:
         deadline = now + self.timeout_ns + 50_000_000
         self.loop.call_soon(self._drain, deadline, unsent, inflight_at_end)
 
+    def _passed_over(self, slot: Slot, now: int, slowest_us: int) -> bool:
+        """Starved = passed over: waiting far longer than any request that was served.
+        A slow but fair queue (1 sync worker, 64 clients, 50 ms each) serves every client
+        in turn with waits as long as this one's, and is not starved. A slow client is judged
+        against the slowest answer of any client, fast or slow, plus the time its own link
+        takes to send the request; once its answer has begun to arrive it is being served."""
+        if not slot.busy:
+            return True  # asked and failed
+        waited_us = (now - slot.start_ns) // 1000
+        if not slot.slow:
+            return waited_us > STARVED_WAIT_FACTOR * slowest_us
+        if slot.got_bytes:
+            return False
+        sending_us = len(slot.request) / self.cfg.slow_bytes_per_s * 1e6
+        return waited_us > STARVED_WAIT_FACTOR * slowest_us + sending_us
+
+    def record_unanswered(self, slot: Slot, age_us: int) -> None:
+        """A request still unanswered (at the window's end, or timed out) counts in its
+        client's distribution with its age."""
+        if slot.slow:
+            self.w_slow_hist.record(age_us)
+        else:
+            self.w_hist.record(age_us)
+            if self.entry_hists:
+                self.entry_hists[slot.entry].record(age_us)
+
     def _drain(self, deadline_ns: int, unsent: int, inflight_at_end: int) -> None:
         if self.inflight > 0 and time.monotonic_ns() < deadline_ns:
             self.loop.call_later(0.005, self._drain, deadline_ns, unsent, inflight_at_end)
@@ -538,6 +671,8 @@ class Worker:
         self.phase = _DONE
         for slot in self.slots:
             slot.abort()
+        for idle in self.idle_conns:
+            idle.transport.abort()
         starved = self.starved
         self.pipe.send(
             Done(
@@ -550,7 +685,15 @@ class Worker:
                 inflight_at_end=inflight_at_end,
                 unsent_at_end=unsent,
                 abandoned=self.inflight,
-                completed=tuple(slot.completed for slot in self.slots if slot.asked),
+                completed=tuple(slot.completed for slot in self.fast_slots if slot.asked),
+                slow_connections=len(self.slots) - len(self.fast_slots),
+                slow_starved=self.slow_starved,
+                slow_completed=tuple(
+                    slot.completed for slot in self.slots if slot.slow and slot.asked
+                ),
+                entries=self.entry_figures,
+                idle_connections=len(self.idle_conns),
+                idle_held=self.idle_held,
             )
         )
         self.loop.remove_reader(self.pipe.fileno())
@@ -565,7 +708,7 @@ class Worker:
         for slot in self.slots:
             if slot.busy and slot.start_ns < oldest:
                 if self.phase == _MEASURE:
-                    self.w_hist.record((now - slot.start_ns) // 1000)
+                    self.record_unanswered(slot, (now - slot.start_ns) // 1000)
                 slot.abort()
                 slot.fail(TIMEOUT)
                 self.idle(slot)

@@ -165,6 +165,9 @@ def run_context(plan: BenchPlan) -> dict[str, Any]:
             "python": platform.python_version(),
         },
         "machine": machine_info(),
+        # The client model (slow and idle clients), when set: figures measured under another
+        # are not alike. Absent for fast clients only, as in records made before it existed.
+        **({"clients": clients} if (clients := plan.load.clients.to_dict()) else {}),
     }
 
 

@@ -10,6 +10,10 @@ reads these attributes instead of string keys. The serial form is versioned:
   keys, plus run context (server, versions, ...) that is ignored here. Its `rps` was the median
   of windows when `rps_overall` is present (a study trial) and the overall rate otherwise
   (`bench --json`); `from_json` reads both right.
+
+Optional parts, written only when the run had them and read as absent from older records
+(no version change: an older reader ignores them): `templates` (per workload entry, when the
+workload mixes several), `slow_clients` and `idle_connections` (the client model, when set).
 """
 
 from __future__ import annotations
@@ -122,8 +126,99 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class TemplateFigures:
+    """One entry of a mixed workload (a template like `GET /items/{int}`), fast clients only:
+    its responses in the measurement window, their rate, its failed requests and latency."""
+
+    name: str  # "METHOD path", the entry's path naming the template
+    share: float  # its weight over the workload's total weight
+    requests: int
+    rps: float
+    errors: int
+    latency: Latency
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "share": self.share,
+            "requests": self.requests,
+            "rps": self.rps,
+            "errors": self.errors,
+            "latency_ms": self.latency.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TemplateFigures:
+        return cls(
+            name=str(data.get("name", "?")),
+            share=_float(data.get("share"), math.nan),
+            requests=int(data.get("requests") or 0),
+            rps=_float(data.get("rps"), math.nan),
+            errors=int(data.get("errors") or 0),
+            latency=Latency.from_json(data.get("latency_ms") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class SlowClients:
+    """The slow clients' own figures (the headline rate and latency are the fast clients'):
+    what they asked for (bandwidth, think time) and what they got."""
+
+    connections: int
+    kbps: float
+    think_ms: float
+    requests: int  # their responses in the measurement window
+    rps: float
+    latency: Latency  # includes their link's time to send the request and read the answer
+    starved: int  # of their connections passed over (also within starved_connections)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "connections": self.connections,
+            "kbps": self.kbps,
+            "think_ms": self.think_ms,
+            "requests": self.requests,
+            "rps": self.rps,
+            "latency_ms": self.latency.to_json(),
+            "starved": self.starved,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SlowClients:
+        return cls(
+            connections=int(data.get("connections") or 0),
+            kbps=_float(data.get("kbps"), math.nan),
+            think_ms=_float(data.get("think_ms"), 0.0),
+            requests=int(data.get("requests") or 0),
+            rps=_float(data.get("rps"), math.nan),
+            latency=Latency.from_json(data.get("latency_ms") or {}),
+            starved=int(data.get("starved") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class IdleConnections:
+    """Idle keep-alive connections the run opened, and how many the server still held open
+    at the end of the measurement window."""
+
+    opened: int
+    held: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"opened": self.opened, "held": self.held}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> IdleConnections:
+        return cls(int(data.get("opened") or 0), int(data.get("held") or 0))
+
+
+@dataclass(frozen=True)
 class Measurement:
-    """One config measured once: throughput, latency, errors, fairness, client CPU, memory."""
+    """One config measured once: throughput, latency, errors, fairness, client CPU, memory.
+
+    With slow clients, the rate, latency and fairness figures are the fast clients' (what an
+    SLO on the service is about), `slow_clients` holds theirs, and `errors`, `error_rate` and
+    `starved_connections` count every client: a request failed is failed, whoever sent it."""
 
     median_rps: float  # median of the one-second windows' rates: the figure the tuner ranks by
     overall_rps: float  # responses in the measurement window / its length
@@ -151,6 +246,10 @@ class Measurement:
     # The server's own log lines saying it fell behind (its LoadSigns), one line per sign.
     server_log: tuple[str, ...] = ()
     server_cpu: ServerCpu | None = None  # None: not started by us, or an older record
+    # Per workload entry, when the workload mixes several (else empty).
+    templates: tuple[TemplateFigures, ...] = ()
+    slow_clients: SlowClients | None = None  # None: no slow clients in the run
+    idle_connections: IdleConnections | None = None  # None: no idle connections
 
     @property
     def unfair(self) -> bool:
@@ -211,6 +310,12 @@ class Measurement:
             data["server_log"] = list(self.server_log)
         if self.server_cpu is not None:
             data["server_cpu"] = self.server_cpu.to_json()
+        if self.templates:
+            data["templates"] = [t.to_json() for t in self.templates]
+        if self.slow_clients is not None:
+            data["slow_clients"] = self.slow_clients.to_json()
+        if self.idle_connections is not None:
+            data["idle_connections"] = self.idle_connections.to_json()
         return data
 
     @classmethod
@@ -233,6 +338,8 @@ class Measurement:
         memory = data.get("memory_mb")
         startup = data.get("startup_s")
         cpu = data.get("server_cpu")
+        slow = data.get("slow_clients")
+        idle = data.get("idle_connections")
         return cls(
             median_rps=median,
             overall_rps=overall,
@@ -259,6 +366,13 @@ class Measurement:
             startup_s=_optional(startup),
             server_log=tuple(str(line) for line in data.get("server_log") or ()),
             server_cpu=ServerCpu.from_json(cpu) if isinstance(cpu, Mapping) else None,
+            templates=tuple(
+                TemplateFigures.from_json(t)
+                for t in data.get("templates") or ()
+                if isinstance(t, Mapping)
+            ),
+            slow_clients=SlowClients.from_json(slow) if isinstance(slow, Mapping) else None,
+            idle_connections=IdleConnections.from_json(idle) if isinstance(idle, Mapping) else None,
         )
 
 

@@ -100,6 +100,25 @@ def result_table(
         f"p50 {lat.p50_ms:.2f}  p90 {lat.p90_ms:.2f}  p99 {lat.p99_ms:.2f}  "
         f"p99.9 {lat.p999_ms:.2f}  max {lat.max_ms:.2f} ms",
     )
+    for template in m.templates:
+        errors = f"  errors {template.errors}" if template.errors else ""
+        table.add_row(
+            f"  {escape(template.name)}",
+            f"{template.share:.0%} of the mix: {template.rps:,.1f} req/s  "
+            f"p50 {template.latency.p50_ms:.2f}  p99 {template.latency.p99_ms:.2f} ms{errors}",
+        )
+    if m.slow_clients is not None:
+        slow = m.slow_clients
+        think = f", {slow.think_ms:g} ms think time" if slow.think_ms else ""
+        table.add_row(
+            "slow clients",
+            f"{slow.connections} at {slow.kbps:g} kbit/s{think}: {slow.rps:,.1f} req/s  "
+            f"p50 {slow.latency.p50_ms:.2f}  p99 {slow.latency.p99_ms:.2f} ms "
+            f"(throughput and latency above: the other {m.connections - slow.connections})",
+        )
+    if m.idle_connections is not None:
+        idle = m.idle_connections
+        table.add_row("idle connections", f"{idle.held} of {idle.opened} held open to the end")
     table.add_row(
         "errors", "  ".join(f"{kind} {count}" for kind, count in m.errors.to_json().items())
     )

@@ -205,8 +205,9 @@ def describe_workload(setup: StudySetup) -> str:
     paths = ", ".join(f"{r.method} {r.path}" for r in load.workload.requests[:3])
     loop = f"open loop at {load.rate_rps:g} req/s" if load.rate_rps else "closed loop"
     keepalive = "keep-alive" if load.keepalive else "Connection: close"
+    clients = "" if load.clients.default else f"; {load.clients.describe()}"
     return (
-        f"{paths}; {load.connections} connections, {loop}, {keepalive}; "
+        f"{paths}; {load.connections} connections, {loop}, {keepalive}{clients}; "
         f"{load.warmup_s:g} s warm-up + {load.duration_s:g} s per run"
     )
 
