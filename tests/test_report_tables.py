@@ -214,9 +214,11 @@ def test_compare_table_puts_each_servers_default_and_tuned_side_by_side() -> Non
 def test_the_fastest_tuned_server_is_ranked_by_median_whatever_the_order() -> None:
     assert best_line([UWSGI, GUNICORN]) == best_line([GUNICORN, UWSGI])
     slower = replace(GUNICORN, tuned=_summary("trial 4", [1000, 1500, 9000], [1.0], [1.0]))
-    # The highest max (9000) is not the fastest: the medians decide.
+    # The highest max (9000) is not the fastest: the medians order them, and as the ranges
+    # overlap, the line calls it a tie rather than a win.
     assert best_line([slower, UWSGI]) == (
-        "fastest tuned: uwsgi, x1.33 the req/s of tuned gunicorn (medians)"
+        "fastest tuned: uwsgi and gunicorn tie on req/s (x1.33 on medians, inside the noise: "
+        "their ranges overlap)"
     )
     assert best_line([GUNICORN, WAITRESS]) == "not enough tuned servers to rank"
 

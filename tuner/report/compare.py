@@ -7,7 +7,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from tuner.metrics.stats import Spread, ratio, spread_text
+from tuner.metrics.stats import Spread, clearly_better, ratio, spread_text
 from tuner.report.figures import Chart, draw_spread_bars, png_bytes
 from tuner.report.tables import Table, ratio_text
 from tuner.workflow.compare import ServerRow
@@ -99,6 +99,11 @@ def best_line(rows: Sequence[ServerRow]) -> str:
     tuned.sort(key=lambda item: -item[1].median)
     (best, first), (second, other) = tuned[0], tuned[1]
     times = ratio(first.median, other.median)
+    if not clearly_better(first, other, higher_is_better=True):
+        return (
+            f"fastest tuned: {best} and {second} tie on req/s (x{times:.2f} on medians, inside "
+            "the noise: their ranges overlap)"
+        )
     return f"fastest tuned: {best}, x{times:.2f} the req/s of tuned {second} (medians)"
 
 

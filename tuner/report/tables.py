@@ -214,8 +214,8 @@ def _cpus(cpus: Sequence[int] | None) -> str:
 
 def ratio_text(figure: Spread | None, reference: Spread | None) -> str:
     """The ratio of two medians, "x1.23"."""
-    if figure is None or reference is None:
-        return "n/a"
+    if figure is None or reference is None or not reference.median:
+        return "n/a"  # no reference, or one of 0 (a default that served nothing): no ratio
     return f"x{ratio(figure.median, reference.median):.2f}"
 
 
