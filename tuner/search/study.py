@@ -108,6 +108,8 @@ class StudySetup:
             "load_cpus": list(self.load.load_cpus),
             "cpu_model": cpu_model(),
             "limits": self.limits.to_dict() if self.limits else None,
+            # Behind a front (tuner.front), or None: figures with and without one differ.
+            "front": getattr(self.adapter, "front_name", None),
         }
 
     def host(self) -> dict[str, Any]:
@@ -320,7 +322,7 @@ def fail_stale_trials(study: optuna.Study) -> None:
 
 def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
     mine = setup.metadata()
-    for key in ("server", "app", "objective", "limits"):
+    for key in ("server", "app", "objective", "limits", "front"):
         if known.get(key) != mine[key]:
             raise ConfigError(
                 f"study {setup.name!r} exists with {key}={known.get(key)!r}, not {mine[key]!r}; "
