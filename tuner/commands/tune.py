@@ -19,6 +19,7 @@ from tuner.commands.options import (
     workload_from,
 )
 from tuner.errors import ConfigError
+from tuner.front import front_of
 from tuner.search.objectives import OBJECTIVES, Slo, objective_named
 from tuner.search.space import default_space_path, load_space
 from tuner.search.storage_url import sqlite_path
@@ -175,6 +176,11 @@ def handle(args: argparse.Namespace) -> int:
     console.print(f"noise: {outcome.noise}", highlight=False)
     console.print(outcome.searched_line(), highlight=False)
     console.print(f"wrote {outcome.out_path}", highlight=False)
+    fronted = front_of(setup.adapter)
+    if fronted is not None and outcome.out_path is not None:
+        from tuner.front.block import block_path
+
+        console.print(f"wrote {block_path(outcome.out_path, fronted)}", highlight=False)
     return 0
 
 

@@ -10,8 +10,9 @@ tuner is killed. Ready means one request through nginx to the app answered 2xx.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from tuner.errors import PortInUseError
@@ -46,24 +47,26 @@ def running_front(
     prefix = prefix_for(log_path).resolve()
     nginx.prepare_prefix(prefix)
     try:
-        with _start(prefix, bind, config, cpus, ready_path, ready_timeout_s) as front:
+        site = functools.partial(nginx.site_block, bind, config)
+        with start_nginx(prefix, site, cpus, ready_path, ready_timeout_s) as front:
             yield front
     finally:
-        _tidy(prefix, bind)
+        tidy(prefix, bind)
 
 
-def _start(
+def start_nginx(
     prefix: Path,
-    bind: Bind,
-    config: FrontConfig,
+    site: Callable[[str], list[str]],
     cpus: tuple[int, ...],
     ready_path: str,
     ready_timeout_s: float,
 ) -> ServerProcess:
+    """nginx from `prefix` serving `site(listen address)` on a free loopback port, pinned to
+    `cpus` with one worker each, once a request through it answered 2xx."""
     for attempt in range(PORT_ATTEMPTS):
         port = free_port(LOOPBACK)
-        site = nginx.site_block(bind, config, f"{LOOPBACK}:{port}")
-        spec = nginx.launch_spec(prefix, nginx.main_conf(prefix, site, workers=max(1, len(cpus))))
+        conf = nginx.main_conf(prefix, site(f"{LOOPBACK}:{port}"), workers=max(1, len(cpus)))
+        spec = nginx.launch_spec(prefix, conf)
         try:
             return ServerProcess.start(
                 spec,
@@ -80,7 +83,7 @@ def _start(
     raise AssertionError("unreachable")
 
 
-def _tidy(prefix: Path, bind: Bind) -> None:
+def tidy(prefix: Path, bind: Bind) -> None:
     """Remove what nginx leaves (pid file, temp folders) and the server's socket file;
     nginx.conf and nginx.log stay as the trial's record."""
     with contextlib.suppress(FileNotFoundError):
