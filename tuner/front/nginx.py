@@ -13,6 +13,7 @@ Debian's `uwsgi_params` file sets.
 
 from __future__ import annotations
 
+import functools
 import grp
 import os
 import pwd
@@ -64,7 +65,9 @@ def executable() -> str:
     return found
 
 
+@functools.cache
 def version() -> str:
+    """nginx's version, asked once per process (every measurement's context names it)."""
     done = subprocess.run([executable(), "-v"], capture_output=True, text=True, timeout=30)
     return first_version_number(done.stderr + done.stdout)
 
