@@ -76,6 +76,7 @@ class FrontedAdapter(ServerAdapter):
             raise ConfigError(
                 f"{self.name} cannot be reached by {config.protocol} over {config.transport}"
             )
+        self.inner.check_bound(self.bind_for(values, "127.0.0.1", 0), server)
 
     def baselines(self, cpus: float) -> tuple[Baseline, ...]:
         # The server's own baselines, reached as the front does by default.

@@ -245,6 +245,10 @@ class ServerAdapter(abc.ABC):
         self.check_bind(bind)
         return self.launch_spec(app, bind.host, bind.port, values, workdir)
 
+    def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:  # noqa: B027 - a hook
+        """Raise ConfigError for settings the server cannot run as meant when bound as `bind`
+        (gunicorn's reuse_port on a unix socket)."""
+
     def check_bind(self, bind: Bind) -> None:
         if bind.kind not in self.binds:
             kinds = ", ".join(f"{p} over {t}" for t, p in sorted(self.binds))

@@ -231,6 +231,16 @@ class GunicornAdapter(ServerAdapter):
                 "gthread workers instead; use worker_class=gthread for threads, or threads=1"
             )
 
+    def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:
+        if bind.path is not None and values.get("reuse_port"):
+            # Measured: each worker logs "[Errno 95] Operation not supported", exits and is
+            # started again, and the socket never answers.
+            raise ConfigError(
+                "gunicorn reuse_port=true on a unix socket: SO_REUSEPORT is for TCP, so every "
+                "worker fails to listen and is restarted for ever; use reuse_port=false, or "
+                "front_transport=tcp"
+            )
+
     def _wiring(self, app: AppRef, bind: Bind) -> list[tuple[str, str]]:
         """The settings every run needs, not tuned: where the app is and where to listen."""
         return [
@@ -254,6 +264,7 @@ class GunicornAdapter(ServerAdapter):
     ) -> LaunchSpec:
         self.check_bind(bind)
         resolved = self.resolve(values)
+        self.check_bound(bind, resolved)
         argv = [
             self.executable(),
             "--bind",
