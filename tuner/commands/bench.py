@@ -81,7 +81,7 @@ def handle(args: argparse.Namespace) -> int:
         console,
         result.measurement,
         result.to_json(),
-        title=f"{adapter.name} {args.app}",
+        title=f"{adapter.name} {args.app}" + (f" behind {args.front}" if args.front else ""),
         settings=result.settings,
         as_json=args.json,
     )
