@@ -157,8 +157,12 @@ def test_front_space_follows_what_the_server_can_be_bound_as():
     assert {"front_transport", "proxy_buffering"} <= set(gunicorn.names())
     assert "front_protocol" not in gunicorn.names()  # gunicorn: http only (for now)
     assert {"front_transport", "front_protocol", "proxy_buffering"} <= set(uwsgi.names())
+    # Over uWSGI's binary protocol, which HTTP the workers would speak is not drawn.
+    assert uwsgi.names()[0] == "front_transport"
+    protocol = next(p for p in uwsgi.params if p.name == "protocol")
+    assert protocol.when == {"front_protocol": ("http",)}
     # cheroot: HTTP over TCP only, so only buffering is left to search.
-    assert cheroot.names()[-1] == "proxy_buffering" and "front_transport" not in cheroot.names()
+    assert cheroot.names()[0] == "proxy_buffering" and "front_transport" not in cheroot.names()
 
 
 def test_fronted_adapter_splits_values_and_refuses_unsupported_binds():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tuner.front.config import front_table
+from tuner.front.config import PROTOCOL, front_table
 from tuner.front.fronted import FrontedAdapter
 from tuner.search.space import Param, SearchSpace, default_space_path, load_space
 from tuner.servers.base import ServerAdapter
@@ -29,9 +29,18 @@ def with_front_space(
         choices = tuple(c for c in param.choices if param.type == "bool" or c in setting.choices)
         if len(choices) > 1:
             params.append(replace(param, choices=choices))
+    # The front's params come first, so that a server setting that only means something
+    # over HTTP (the server's `http_only_settings`) is drawn only when HTTP was.
+    protocol = next((p for p in params if p.setting == PROTOCOL), None)
+    server_params = [
+        replace(p, when={**p.when, protocol.name: ("http",)})
+        if protocol is not None and p.setting in adapter.inner.http_only_settings
+        else p
+        for p in space.params
+    ]
     combined = SearchSpace(
         server=space.server,
-        params=(*space.params, *params),
+        params=(*params, *server_params),
         source=f"{space.source} + {front_space.source}",
         table=adapter.table,
     )

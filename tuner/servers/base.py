@@ -216,6 +216,9 @@ class ServerAdapter(abc.ABC):
     # another protocol (for a front such as nginx) declares it and overrides `launch_at`,
     # `render_artifact_at` and `artifact_launch_at`.
     binds: frozenset[tuple[str, str]] = frozenset({HTTP_OVER_TCP})
+    # Settings that only mean something while the server speaks HTTP (uWSGI's `protocol`):
+    # a search behind a front leaves them at their default when another protocol is drawn.
+    http_only_settings: tuple[str, ...] = ()
 
     # --- settings -------------------------------------------------------------------------
 

@@ -210,6 +210,8 @@ class UwsgiAdapter(ServerAdapter):
     # `socket = ADDRESS` speaks the binary uwsgi protocol (nginx's uwsgi_pass); `socket`,
     # `http-socket` and `http11-socket` take a unix socket's path as their address too
     # (uWSGI docs, "Configuring uWSGI", "Native HTTP support").
+    # Which HTTP the workers speak (http, http-socket, http11-socket): moot over `socket`.
+    http_only_settings = ("protocol",)
     binds = frozenset({("tcp", "http"), ("unix", "http"), ("tcp", "uwsgi"), ("unix", "uwsgi")})
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
