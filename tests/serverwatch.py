@@ -14,7 +14,8 @@ from tuner.servers import get_adapter, server_names
 def _names() -> tuple[str, ...]:
     """Every registered server's program and launcher file names (gunicorn, uwsgi,
     waitress-serve.sh, twisted_serve.py, ...)."""
-    names = {"gunicorn", "uwsgi"}
+    # nginx: the front `--front nginx` starts per trial ("nginx: master process ...").
+    names = {"gunicorn", "uwsgi", "nginx"}
     for name in server_names():
         adapter = get_adapter(name)
         names |= {adapter.binary, adapter.artifact_filename}

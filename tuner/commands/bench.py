@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tuner.apps import check_app_imports, parse_app
 from tuner.commands.options import (
+    add_front_option,
     add_load_options,
     add_server_cpu_option,
     cpu_split,
@@ -33,7 +34,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a server setting by its own name, e.g. workers=3 (repeatable)",
+        help="a server setting by its own name, e.g. workers=3 (repeatable); with --front, "
+        "also front_transport=tcp|unix, front_protocol=http|uwsgi, proxy_buffering=on|off",
     )
     parser.add_argument("--path", default="/", help="URL path to load (default /)")
     parser.add_argument(
@@ -43,15 +45,17 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="where the server log goes (default: a temporary folder)",
     )
     add_server_cpu_option(parser)
+    add_front_option(parser)
     add_load_options(parser)
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    from tuner.front import behind
     from tuner.measure.runner import BenchPlan, run_bench
     from tuner.report import bench_view as display
 
-    adapter = get_adapter(args.server)
+    adapter = behind(get_adapter(args.server), args.front)
     settings = adapter.resolve(parse_assignments(args.settings))
     app = parse_app(args.app)
     server_cpus, load_cpus = cpu_split(args)
@@ -77,7 +81,7 @@ def handle(args: argparse.Namespace) -> int:
         console,
         result.measurement,
         result.to_json(),
-        title=f"{adapter.name} {args.app}",
+        title=f"{adapter.name} {args.app}" + (f" behind {args.front}" if args.front else ""),
         settings=result.settings,
         as_json=args.json,
     )

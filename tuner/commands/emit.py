@@ -38,7 +38,11 @@ def handle(args: argparse.Namespace) -> int:
             f"--trial {args.trial}: study {args.study!r} has no such trial with "
             f"settings; trials: {numbers}"
         )
-    adapter = get_adapter(setup["server"])
+    from tuner.front import behind, front_of
+
+    # A study measured behind a front (--front nginx) emits the server file bound as the
+    # front reached it, and the front's block beside it.
+    adapter = behind(get_adapter(setup["server"]), setup.get("front"))
     app = parse_app(setup["app"])
     settings = adapter.resolve(record.settings)
     header = trial_header(record, setup, study_name=args.study)
@@ -52,8 +56,17 @@ def handle(args: argparse.Namespace) -> int:
         app_requirements=app_requirements_for(app.pythonpath, args.app_requirements),
         check_clean_venv=args.clean_venv_check,
     )
+    fronted = front_of(adapter)
+    if fronted is not None:
+        from tuner.front.block import write_front_block
+
+        block = write_front_block(
+            fronted, app, settings, path, header, server_cpus=tuple(setup["server_cpus"])
+        )
     console = Console(stderr=True)
     if record.fail_reason:  # written on request, but the reader must know why it never won
         console.print(f"warning: trial {record.number}: {record.fail_reason}", highlight=False)
     console.print(f"wrote {path}", highlight=False)
+    if fronted is not None:
+        console.print(f"wrote {block}", highlight=False)
     return 0

@@ -126,6 +126,17 @@ def add_server_cpu_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_front_option(parser: argparse.ArgumentParser) -> None:
+    """A reverse proxy started in front of the server (tuner.front)."""
+    parser.add_argument(
+        "--front",
+        metavar="NAME",
+        default=None,
+        help="measure the server behind a reverse proxy started per trial on the server's "
+        "CPUs: nginx (the load goes to nginx; the search adds how nginx reaches the server)",
+    )
+
+
 def limits_from(args: argparse.Namespace, server_cpus: tuple[int, ...]) -> Limits:
     """The --cpu-limit / --memory-limit options, checked now: a quota above the pinned CPUs
     means nothing, and a machine without writable cgroups says so before any measuring."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from tuner.apps import check_app_imports, parse_app
 from tuner.commands.options import (
+    add_front_option,
     add_load_options,
     add_server_cpu_option,
     cpu_split,
@@ -18,6 +19,7 @@ from tuner.commands.options import (
     workload_from,
 )
 from tuner.errors import ConfigError
+from tuner.front import front_of
 from tuner.search.objectives import OBJECTIVES, Slo, objective_named
 from tuner.search.space import default_space_path, load_space
 from tuner.search.storage_url import sqlite_path
@@ -111,6 +113,7 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
     )
     add_requirement_options(parser)
     add_server_cpu_option(parser)
+    add_front_option(parser)
     add_load_options(parser, duration_s=5.0, warmup_s=1.0)
 
 
@@ -173,6 +176,11 @@ def handle(args: argparse.Namespace) -> int:
     console.print(f"noise: {outcome.noise}", highlight=False)
     console.print(outcome.searched_line(), highlight=False)
     console.print(f"wrote {outcome.out_path}", highlight=False)
+    fronted = front_of(setup.adapter)
+    if fronted is not None and outcome.out_path is not None:
+        from tuner.front.block import block_path
+
+        console.print(f"wrote {block_path(outcome.out_path, fronted)}", highlight=False)
     return 0
 
 
@@ -243,6 +251,9 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
     from tuner.search.study import StudySetup
 
     _check_numbers(args)
+    from tuner.front import behind
+    from tuner.front.space import with_front_space
+
     adapter = get_adapter(args.server)
     app = parse_app(args.app)
     server_cpus, load_cpus = cpu_split(args)
@@ -250,9 +261,12 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
     load = load_spec_from(args, workload_from(args, args.path), load_cpus)
     space_path = args.space or adapter.space_file or default_space_path(adapter.name)
     space = load_space(space_path, adapter.table, adapter.name)
+    adapter, space = with_front_space(behind(adapter, args.front), space)
     adapter.check_installed()
     check_app_imports(app)
-    name = args.study_name or f"{app.module.rsplit('.', 1)[-1]}-{adapter.name}-{args.objective}"
+    # A study behind a front is another study: its name says so (and so does its metadata).
+    setup_name = f"{adapter.name}-{args.front}" if args.front else adapter.name
+    name = args.study_name or f"{app.module.rsplit('.', 1)[-1]}-{setup_name}-{args.objective}"
     if not STUDY_NAME.match(name):
         raise ConfigError(
             f"--study-name {name!r}: use letters, digits, '.', '_' and '-' "

@@ -41,6 +41,7 @@ from tuner.errors import (
 )
 from tuner.machine.cpus import pinned
 from tuner.machine.limits import CLEANER, Cgroup, Limits, Usage
+from tuner.measure import bindprobe
 from tuner.servers.base import LaunchSpec, StartupSigns
 
 log = logging.getLogger(__name__)
@@ -306,15 +307,18 @@ class ServerProcess:
         if returncode is not None:
             raise self._start_failure(returncode)
         tail = self.log_tail()
+        where = self.spec.bind.describe() if self.spec.bind else f"http://{self.host}:{self.port}"
         raise ReadinessTimeout(
-            f"{self._program} did not answer 2xx on http://{self.host}:{self.port}{ready_path} "
+            f"{self._program} did not answer 2xx on {where}{ready_path} "
             f"within {timeout_s:g} s ({last_problem}; log: {self.log_path})\n"
             f"last log lines:\n{tail}",
             log_tail=tail,
         )
 
     def _listens(self) -> bool:
-        """Whether a process of this server listens on its port."""
+        """Whether a process of this server listens on its port (or its spec's bind)."""
+        if self.spec.bind is not None:
+            return bindprobe.listens_on(self.pids(), self.spec.bind)
         for pid in self.pids():
             try:
                 connections = psutil.Process(pid).net_connections(kind="inet")
@@ -343,6 +347,8 @@ class ServerProcess:
     def _probe(self, ready_path: str, deadline: float) -> tuple[bool, str]:
         """One real HTTP GET; (True, "") on 2xx, else (False, what went wrong)."""
         timeout = max(0.05, min(_READY_PROBE_TIMEOUT_S, deadline - time.monotonic()))
+        if self.spec.bind is not None:  # a unix socket or the uwsgi protocol (behind a front)
+            return bindprobe.probe(self.spec.bind, ready_path, timeout)
         connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
         try:
             connection.request("GET", ready_path)

@@ -6,6 +6,7 @@ The runner knows no Optuna and prints nothing: callers pass `on_window` to watch
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 from tuner import __version__
 from tuner.apps import AppRef
 from tuner.errors import OutOfMemory, PortInUseError, ServerCrashed
+from tuner.front import front_of
 from tuner.loadgen import LoadSpec, WindowStats, run_load
 from tuner.machine.cpus import cpu_model, pinned
 from tuner.machine.limits import Limits, Usage
@@ -72,17 +74,21 @@ def run_bench(
     plan.adapter.check_installed()
     plan.log_path.parent.mkdir(parents=True, exist_ok=True)
     phase("starting")
-    with _start_server(plan) as server:
+    with _start_server(plan) as server, _start_front(plan, server) as front:
         phase("measuring")
         # The tuner's own thread (and the memory sampler it starts) stays off the server's
         # CPUs while measuring; memory is sampled over warm-up and measurement.
+        target = front.port if front is not None else server.port
+        # nginx shares the server's CPUs, so its CPU time counts in theirs (not in the
+        # server's memory: that is what the server's own file costs).
         cpus = plan.limits.effective_cpus(len(plan.server_cpus))
         with (
             pinned(plan.load.load_cpus),
             MemorySampler(server.pids) as memory,
-            TreeCpuClock(server.pids, cpus) as cpu,
+            TreeCpuClock(lambda: server.pids() + (front.pids() if front else []), cpus) as cpu,
         ):
-            load = run_load(replace(plan.load, host=LOOPBACK, port=server.port), on_window)
+            load = run_load(replace(plan.load, host=LOOPBACK, port=target), on_window)
+        _check_front(plan, front)
         usage = server.cgroup.usage() if server.cgroup else None
         if usage is not None and usage.oom_kills:
             raise OutOfMemory(
@@ -152,9 +158,48 @@ def _start_server(plan: BenchPlan) -> ServerProcess:
     raise AssertionError("unreachable")
 
 
+def _start_front(
+    plan: BenchPlan, server: ServerProcess
+) -> contextlib.AbstractContextManager[ServerProcess | None]:
+    """The front (nginx) in front of `server`, when the plan's server is measured behind one
+    (`tuner.front`); it shares the server's CPUs. Nothing otherwise."""
+    if front_of(plan.adapter) is None:
+        return contextlib.nullcontext()
+    from tuner.front.trial import running_front
+
+    return running_front(
+        server,
+        plan.settings,
+        cpus=plan.server_cpus,
+        log_path=plan.log_path,
+        ready_path=plan.ready_path,
+        ready_timeout_s=plan.ready_timeout_s,
+    )
+
+
+def _check_front(plan: BenchPlan, front: ServerProcess | None) -> None:
+    if front is not None and not front.alive():
+        tail = front.log_tail()
+        raise ServerCrashed(
+            f"nginx in front of {plan.adapter.name} died during the measurement: "
+            f"{key_line(tail, front.spec.signs)} (log: {front.log_path})\nlast log lines:\n{tail}"
+        )
+
+
+def front_context(plan: BenchPlan) -> dict[str, Any]:
+    """The front a figure was measured behind: results with and without one never compare."""
+    fronted = front_of(plan.adapter)
+    if fronted is None:
+        return {}
+    from tuner.front import nginx
+
+    return {"front": {"name": fronted.front_name, "version": nginx.version()}}
+
+
 def run_context(plan: BenchPlan) -> dict[str, Any]:
     """Where and with what a figure was measured, so a reader can judge if it applies."""
     return {
+        **front_context(plan),
         "server": plan.adapter.name,
         "app": f"{plan.app.module}:{plan.app.callable}",
         "server_cpus": list(plan.server_cpus),

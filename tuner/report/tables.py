@@ -195,6 +195,9 @@ def machine(data: StudyData) -> Table:
         ("load generator CPUs", _cpus(setup.get("load_cpus"))),
         ("load", _load(latest)),
     ]
+    front = context.get("front")
+    if front:  # figures behind a front include it (tuner.front)
+        rows.append(("front", f"{front.get('name')} {front.get('version', '')} on the server CPUs"))
     rows += [(f"{name} version", str(version)) for name, version in versions.items()]
     return Table("Machine, CPU split and versions", ("what", "value"), rows)
 

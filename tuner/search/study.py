@@ -110,6 +110,8 @@ class StudySetup:
             "cpu_model": cpu_model(),
             "limits": self.limits.to_dict() if self.limits else None,
             "clients": self.load.clients.to_dict(),  # None: fast clients only
+            # Behind a front (tuner.front), or None: figures with and without one differ.
+            "front": getattr(self.adapter, "front_name", None),
         }
 
     def host(self) -> dict[str, Any]:
@@ -322,7 +324,7 @@ def fail_stale_trials(study: optuna.Study) -> None:
 
 def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
     mine = setup.metadata()
-    for key in ("server", "app", "objective", "limits", "clients"):
+    for key in ("server", "app", "objective", "limits", "clients", "front"):
         if known.get(key) != mine[key]:
             raise ConfigError(
                 f"study {setup.name!r} exists with {key}={known.get(key)!r}, not {mine[key]!r}; "

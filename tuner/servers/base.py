@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tuner.apps import AppRef
-from tuner.errors import ToolMissingError
+from tuner.errors import ConfigError, ToolMissingError
 from tuner.settings import SettingsTable, Value
 
 # Programs of the system, not of a Python environment: a launcher run by one finds the server
@@ -86,6 +86,9 @@ class LaunchSpec:
     signs: StartupSigns = field(default_factory=StartupSigns)
     files: Mapping[str, str] = field(default_factory=dict)
     load_signs: tuple[LoadSign, ...] = ()
+    # Where the server listens when that is not HTTP on the host:port it was started for (a
+    # unix socket, the uwsgi protocol): its readiness is checked there, in its protocol.
+    bind: Bind | None = None
 
     def write_files(self) -> None:
         for path, text in self.files.items():
@@ -138,6 +141,54 @@ def bind_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+# How a server can be reached: over TCP or a unix socket, speaking HTTP, uWSGI's binary
+# `uwsgi` protocol (nginx's uwsgi_pass) or FastCGI (nginx's fastcgi_pass). A server reached
+# directly by the load generator speaks HTTP over TCP; anything else needs a front.
+TRANSPORTS = ("tcp", "unix")
+PROTOCOLS = ("http", "uwsgi", "fastcgi")
+HTTP_OVER_TCP = ("tcp", "http")
+
+
+@dataclass(frozen=True)
+class Bind:
+    """Where a server listens and what it speaks there: `host`:`port`, or the unix socket
+    at `path` (then host and port are unused)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    path: str | None = None
+    protocol: str = "http"
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol {self.protocol!r}: expected one of {PROTOCOLS}")
+
+    @classmethod
+    def tcp(cls, host: str, port: int, protocol: str = "http") -> Bind:
+        return cls(host=host, port=port, protocol=protocol)
+
+    @classmethod
+    def unix(cls, path: str, protocol: str = "http") -> Bind:
+        return cls(path=path, protocol=protocol)
+
+    @property
+    def transport(self) -> str:
+        return "unix" if self.path is not None else "tcp"
+
+    @property
+    def kind(self) -> tuple[str, str]:
+        """(transport, protocol), as adapters declare what they support."""
+        return (self.transport, self.protocol)
+
+    def address(self) -> str:
+        """The socket's path, or `host:port` (IPv6 bracketed)."""
+        return self.path if self.path is not None else bind_address(self.host, self.port)
+
+    def describe(self) -> str:
+        where = f"unix:{self.path}" if self.path is not None else self.address()
+        return f"{self.protocol} on {where}"
+
+
 class ServerAdapter(abc.ABC):
     """One WSGI server, declared: settings, launch, process model, baselines, artifact, signs.
 
@@ -160,6 +211,14 @@ class ServerAdapter(abc.ABC):
     # Settings that change what an operator sees (access logs): a written file keeps them at
     # the server's default unless changing them is measurably better.
     logging_settings: tuple[str, ...] = ()
+    # How the server can be bound, as (transport, protocol) pairs (see `Bind`). HTTP over
+    # TCP is what every server does; a server that can listen on a unix socket or speak
+    # another protocol (for a front such as nginx) declares it and overrides `launch_at`,
+    # `render_artifact_at` and `artifact_launch_at`.
+    binds: frozenset[tuple[str, str]] = frozenset({HTTP_OVER_TCP})
+    # Settings that only mean something while the server speaks HTTP (uWSGI's `protocol`):
+    # a search behind a front leaves them at their default when another protocol is drawn.
+    http_only_settings: tuple[str, ...] = ()
 
     # --- settings -------------------------------------------------------------------------
 
@@ -180,6 +239,26 @@ class ServerAdapter(abc.ABC):
     ) -> LaunchSpec:
         """How to start the server for one measurement; generated files go under `workdir`
         (an absolute path: the server runs in the app's folder)."""
+
+    def launch_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        """`launch_spec` for a server bound as `bind`; HTTP over TCP unless the adapter
+        declares more in `binds` (and overrides this)."""
+        self.check_bind(bind)
+        return self.launch_spec(app, bind.host, bind.port, values, workdir)
+
+    def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:  # noqa: B027 - a hook
+        """Raise ConfigError for settings the server cannot run as meant when bound as `bind`
+        (gunicorn's reuse_port on a unix socket)."""
+
+    def check_bind(self, bind: Bind) -> None:
+        if bind.kind not in self.binds:
+            kinds = ", ".join(f"{p} over {t}" for t, p in sorted(self.binds))
+            raise ConfigError(
+                f"{self.name} cannot listen for {bind.protocol} over {bind.transport}; "
+                f"it supports: {kinds}"
+            )
 
     @abc.abstractmethod
     def version(self) -> str: ...
@@ -342,6 +421,20 @@ class ServerAdapter(abc.ABC):
     ) -> LaunchSpec:
         """How to boot the artifact written at `path` (rendered for `host`:`port`), exactly as
         its `run_hint` tells a user to: this is how the tuner proves the file works."""
+
+    def render_artifact_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        """`render_artifact` for a server bound as `bind` (see `launch_at`)."""
+        self.check_bind(bind)
+        return self.render_artifact(app, bind.host, bind.port, values, header)
+
+    def artifact_launch_at(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        """`artifact_launch` for an artifact rendered by `render_artifact_at(bind)`."""
+        self.check_bind(bind)
+        return self.artifact_launch(path, app, bind.host, bind.port, values)
 
     def shell_launcher(self, lines: list[str]) -> Artifact:
         """The artifact as a shell script, run as `sh FILE` (granian, waitress, mod_wsgi)."""

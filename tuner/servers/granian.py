@@ -21,6 +21,7 @@ from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.servers.base import (
     Artifact,
+    Bind,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
@@ -166,6 +167,9 @@ class GranianAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="blocking_threads", kind_label="runtime"
     )
+    # `--uds PATH` / GRANIAN_UDS (granian 2.x's --help; the installed one is checked by the
+    # front tests).
+    binds = frozenset({("tcp", "http"), ("unix", "http")})
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         mode = "mt" if values["runtime_mode"] == "auto" else str(values["runtime_mode"])
@@ -196,23 +200,30 @@ class GranianAdapter(ServerAdapter):
     def launch_spec(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
+        return self.launch_at(app, Bind.tcp(host, port), values, workdir)
+
+    def launch_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        self.check_bind(bind)
         resolved = self.resolve(values)
+        tcp = ["--host", bind.host, "--port", str(bind.port)]
+        where = ["--uds", bind.path] if bind.path else tcp
         argv = [
             self.executable(),
             "--interface",
             "wsgi",
-            "--host",
-            host,
-            "--port",
-            str(port),
+            *where,
             *self.table.argv(resolved),
             app.spec,
         ]
         # granian resolves the target against its working folder (and walks up out of any
         # package it is in), so it must start in the app's folder.
-        return self._spec(argv, app.pythonpath, {})
+        return self._spec(argv, app.pythonpath, {}, bind)
 
-    def _spec(self, argv: list[str], cwd: str, env: Mapping[str, str]) -> LaunchSpec:
+    def _spec(
+        self, argv: list[str], cwd: str, env: Mapping[str, str], bind: Bind | None = None
+    ) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
             # A Rust backtrace (RUST_BACKTRACE=1 in the environment) would bury the error
@@ -223,11 +234,23 @@ class GranianAdapter(ServerAdapter):
             stop_signal=signal.SIGINT,
             stop_grace_s=5.0,
             signs=SIGNS,
+            bind=bind if bind is not None and bind.kind != ("tcp", "http") else None,
         )
 
     def render_artifact(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
     ) -> Artifact:
+        return self.render_artifact_at(app, Bind.tcp(host, port), values, header)
+
+    def render_artifact_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        self.check_bind(bind)
+        where = (
+            [f"GRANIAN_UDS={bind.path}"]
+            if bind.path
+            else [f"GRANIAN_HOST={bind.host}", f"GRANIAN_PORT={bind.port}"]
+        )
         resolved = self.resolve(values)
         lines = ["#!/bin/sh", *comment_block(header, "#")]
         lines += [
@@ -240,8 +263,7 @@ class GranianAdapter(ServerAdapter):
             "# Where to listen. EDIT for your deployment: 127.0.0.1 accepts connections from",
             "# this machine only (e.g. behind nginx).",
             "GRANIAN_INTERFACE=wsgi",
-            f"GRANIAN_HOST={host}",
-            f"GRANIAN_PORT={port}",
+            *where,
             "# Tuned settings (a setting left at granian's own rule is not set).",
         ]
         for setting in self.table.settings:
@@ -262,6 +284,13 @@ class GranianAdapter(ServerAdapter):
         # The script runs `granian` from PATH: put the tuner's own first, so an un-activated
         # virtualenv boots the granian that was measured.
         return self._spec(["/bin/sh", str(path)], str(path.parent), {"PATH": self.own_bin_first()})
+
+    def artifact_launch_at(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        self.check_bind(bind)
+        env = {"PATH": self.own_bin_first()}
+        return self._spec(["/bin/sh", str(path)], str(path.parent), env, bind)
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return ["/bin/sh", "-n", str(path)]

@@ -15,11 +15,11 @@ from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.servers.base import (
     Artifact,
+    Bind,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
     StartupSigns,
-    bind_address,
     comment_block,
     first_version_number,
     worker_counts,
@@ -176,6 +176,9 @@ class GunicornAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
     )
+    # `--bind unix:PATH` (gunicorn's docs, "bind"). Its `protocol = "uwsgi"` is not offered
+    # yet: check_combination still refuses it (see below).
+    binds = frozenset({("tcp", "http"), ("unix", "http")})
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["worker_class"])
@@ -228,14 +231,24 @@ class GunicornAdapter(ServerAdapter):
                 "gthread workers instead; use worker_class=gthread for threads, or threads=1"
             )
 
-    def _wiring(self, app: AppRef, host: str, port: int) -> list[tuple[str, str]]:
+    def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:
+        if bind.path is not None and values.get("reuse_port"):
+            # Measured: each worker logs "[Errno 95] Operation not supported", exits and is
+            # started again, and the socket never answers.
+            raise ConfigError(
+                "gunicorn reuse_port=true on a unix socket: SO_REUSEPORT is for TCP, so every "
+                "worker fails to listen and is restarted for ever; use reuse_port=false, or "
+                "front_transport=tcp"
+            )
+
+    def _wiring(self, app: AppRef, bind: Bind) -> list[tuple[str, str]]:
         """The settings every run needs, not tuned: where the app is and where to listen."""
         return [
             ("wsgi_app", repr(app.spec)),
             # chdir (not pythonpath) puts the app's folder on sys.path early enough for
             # `gunicorn --check-config`, and gives the app the working directory it was tuned in.
             ("chdir", repr(app.pythonpath)),
-            ("bind", repr([bind_address(host, port)])),
+            ("bind", repr([_bind_text(bind)])),
             # gunicorn 25.1+ opens a control socket at ~/.gunicorn/gunicorn.ctl by default;
             # two servers at once (or a deployed one and a trial) would fight over it.
             ("control_socket_disable", "True"),
@@ -244,20 +257,27 @@ class GunicornAdapter(ServerAdapter):
     def launch_spec(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
+        return self.launch_at(app, Bind.tcp(host, port), values, workdir)
+
+    def launch_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        self.check_bind(bind)
         resolved = self.resolve(values)
+        self.check_bound(bind, resolved)
         argv = [
             self.executable(),
             "--bind",
-            bind_address(host, port),
+            _bind_text(bind),
             "--no-control-socket",
             "--chdir",
             app.pythonpath,
             *self.table.argv(resolved),
             app.spec,
         ]
-        return self._spec(argv, app)
+        return self._spec(argv, app, bind)
 
-    def _spec(self, argv: list[str], app: AppRef) -> LaunchSpec:
+    def _spec(self, argv: list[str], app: AppRef, bind: Bind | None = None) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1"},
@@ -267,11 +287,18 @@ class GunicornAdapter(ServerAdapter):
             stop_signal=signal.SIGINT,
             stop_grace_s=5.0,
             signs=SIGNS,
+            bind=bind if bind is not None and bind.kind != ("tcp", "http") else None,
         )
 
     def render_artifact(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
     ) -> Artifact:
+        return self.render_artifact_at(app, Bind.tcp(host, port), values, header)
+
+    def render_artifact_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        self.check_bind(bind)
         resolved = self.resolve(values)
         lines = comment_block(header, "#")
         if lines:
@@ -279,7 +306,7 @@ class GunicornAdapter(ServerAdapter):
         lines.append("# Where the app is and where to listen. EDIT chdir (the app's folder on the")
         lines.append("# machine it was tuned on) and bind for your deployment: 127.0.0.1 accepts")
         lines.append("# connections from this machine only (e.g. behind nginx).")
-        lines += [f"{key} = {text}" for key, text in self._wiring(app, host, port)]
+        lines += [f"{key} = {text}" for key, text in self._wiring(app, bind)]
         lines += ["", "# Tuned settings (every one listed, defaults included)."]
         for setting in self.table.settings:
             for key, text in setting.config(resolved[setting.name]):
@@ -299,8 +326,19 @@ class GunicornAdapter(ServerAdapter):
     ) -> LaunchSpec:
         return self._spec(self._file_argv(path, app), app)
 
+    def artifact_launch_at(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        self.check_bind(bind)
+        return self._spec(self._file_argv(path, app), app, bind)
+
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return [*self._file_argv(path, app), "--check-config"]
 
     def version(self) -> str:
         return first_version_number(self._version_output("--version"))
+
+
+def _bind_text(bind: Bind) -> str:
+    """gunicorn's `bind`: `unix:PATH` for a unix socket, else `host:port`."""
+    return f"unix:{bind.path}" if bind.path is not None else bind.address()

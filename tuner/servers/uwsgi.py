@@ -15,11 +15,11 @@ from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.servers.base import (
     Artifact,
+    Bind,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
     StartupSigns,
-    bind_address,
     comment_block,
     first_version_number,
     worker_counts,
@@ -207,6 +207,12 @@ class UwsgiAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="protocol / mode"
     )
+    # `socket = ADDRESS` speaks the binary uwsgi protocol (nginx's uwsgi_pass); `socket`,
+    # `http-socket` and `http11-socket` take a unix socket's path as their address too
+    # (uWSGI docs, "Configuring uWSGI", "Native HTTP support").
+    # Which HTTP the workers speak (http, http-socket, http11-socket): moot over `socket`.
+    http_only_settings = ("protocol",)
+    binds = frozenset({("tcp", "http"), ("unix", "http"), ("tcp", "uwsgi"), ("unix", "uwsgi")})
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         if int(values["gevent"]) > 0:
@@ -270,13 +276,14 @@ class UwsgiAdapter(ServerAdapter):
                     "set master=true"
                 )
 
-    def _wiring(self, app: AppRef, host: str, port: int, protocol: str) -> list[tuple[str, str]]:
+    def _wiring(self, app: AppRef, bind: Bind, protocol: str) -> list[tuple[str, str]]:
         """Options every run needs, not tuned: the address, the app and where it lives.
 
-        chdir gives the app the working directory it was tuned in, from the file too.
+        chdir gives the app the working directory it was tuned in, from the file too. A bind
+        for the uwsgi protocol replaces the HTTP `protocol` setting by `socket`.
         """
         return [
-            (protocol, bind_address(host, port)),
+            ("socket" if bind.protocol == "uwsgi" else protocol, bind.address()),
             ("chdir", app.pythonpath),
             ("pythonpath", app.pythonpath),
             ("module", app.spec),
@@ -285,14 +292,20 @@ class UwsgiAdapter(ServerAdapter):
     def launch_spec(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
+        return self.launch_at(app, Bind.tcp(host, port), values, workdir)
+
+    def launch_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        self.check_bind(bind)
         resolved = self.resolve(values)
         argv = [self.executable(), *(f"--{option}" for option in ALWAYS_ON)]
-        for key, text in self._wiring(app, host, port, str(resolved["protocol"])):
+        for key, text in self._wiring(app, bind, str(resolved["protocol"])):
             argv += [f"--{key}", text]
         argv += self.table.argv(resolved)
-        return self._spec(argv, app)
+        return self._spec(argv, app, bind)
 
-    def _spec(self, argv: list[str], app: AppRef) -> LaunchSpec:
+    def _spec(self, argv: list[str], app: AppRef, bind: Bind | None = None) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1"},
@@ -302,11 +315,18 @@ class UwsgiAdapter(ServerAdapter):
             stop_signal=signal.SIGINT,
             stop_grace_s=5.0,
             signs=SIGNS,
+            bind=bind if bind is not None and bind.kind != ("tcp", "http") else None,
         )
 
     def render_artifact(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
     ) -> Artifact:
+        return self.render_artifact_at(app, Bind.tcp(host, port), values, header)
+
+    def render_artifact_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        self.check_bind(bind)
         resolved = self.resolve(values)
         lines = comment_block(header, "#")
         lines.append("[uwsgi]")
@@ -315,7 +335,7 @@ class UwsgiAdapter(ServerAdapter):
         lines.append("; Where the app is and where to listen. EDIT chdir (the app's folder on the")
         lines.append("; machine it was tuned on) and the socket address for your deployment:")
         lines.append("; 127.0.0.1 accepts connections from this machine only.")
-        for key, text in self._wiring(app, host, port, str(resolved["protocol"])):
+        for key, text in self._wiring(app, bind, str(resolved["protocol"])):
             lines.append(f"{key} = {_ini_value(key, text)}")
         if int(resolved["gevent"]) > 0:
             lines.append("; Needs a uWSGI build with the gevent loop: the pyuwsgi wheel has it")
@@ -334,6 +354,12 @@ class UwsgiAdapter(ServerAdapter):
         self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
     ) -> LaunchSpec:
         return self._spec([self.executable(), "--ini", str(path)], app)
+
+    def artifact_launch_at(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        self.check_bind(bind)
+        return self._spec([self.executable(), "--ini", str(path)], app, bind)
 
     def version(self) -> str:
         return first_version_number(self._version_output("--version"))

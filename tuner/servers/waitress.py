@@ -20,12 +20,12 @@ from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.servers.base import (
     Artifact,
+    Bind,
     LaunchSpec,
     LoadSign,
     ProcessModel,
     ServerAdapter,
     StartupSigns,
-    bind_address,
     comment_block,
     first_version_number,
 )
@@ -172,6 +172,8 @@ class WaitressAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=False, processes=None, threads="threads", kind_label="I/O loop"
     )
+    # `waitress-serve --unix-socket=PATH` (its --help; socket mode 600 by default).
+    binds = frozenset({("tcp", "http"), ("unix", "http")})
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return "poll" if values["asyncore_use_poll"] else "select"
@@ -195,14 +197,17 @@ class WaitressAdapter(ServerAdapter):
             }
         )
 
-    def _argv(self, app: AppRef, host: str, port: int, values: Mapping[str, Value]) -> list[str]:
+    def _argv(self, app: AppRef, bind: Bind, values: Mapping[str, Value]) -> list[str]:
+        where = f"--unix-socket={bind.path}" if bind.path else f"--listen={bind.address()}"
         return [
-            f"--listen={bind_address(host, port)}",
+            where,
             *self.table.argv(self.resolve(values)),
             app.spec,
         ]
 
-    def _spec(self, argv: list[str], app: AppRef, env: Mapping[str, str]) -> LaunchSpec:
+    def _spec(
+        self, argv: list[str], app: AppRef, env: Mapping[str, str], bind: Bind | None = None
+    ) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1", **env},
@@ -213,17 +218,31 @@ class WaitressAdapter(ServerAdapter):
             stop_grace_s=5.0,
             signs=SIGNS,
             load_signs=LOAD_SIGNS,
+            bind=bind if bind is not None and bind.kind != ("tcp", "http") else None,
         )
 
     def launch_spec(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
+        return self.launch_at(app, Bind.tcp(host, port), values, workdir)
+
+    def launch_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        self.check_bind(bind)
         # waitress-serve puts its working folder on sys.path: cwd is the app's folder.
-        return self._spec([self.executable(), *self._argv(app, host, port, values)], app, {})
+        argv = [self.executable(), *self._argv(app, bind, values)]
+        return self._spec(argv, app, {}, bind)
 
     def render_artifact(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
     ) -> Artifact:
+        return self.render_artifact_at(app, Bind.tcp(host, port), values, header)
+
+    def render_artifact_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        self.check_bind(bind)
         resolved = self.resolve(values)
         lines = ["#!/bin/sh", *comment_block(header, "#")]
         lines.append(f"# Run: sh {self.artifact_filename}  (with {self.install_hint}).")
@@ -234,7 +253,7 @@ class WaitressAdapter(ServerAdapter):
         lines.append("# folder) and --listen for your deployment: 127.0.0.1 accepts connections")
         lines.append("# from this machine only (e.g. behind nginx).")
         lines.append(f"cd {shlex.quote(app.pythonpath)} || exit 1")
-        argv = ["waitress-serve", *self._argv(app, host, port, resolved)]
+        argv = ["waitress-serve", *self._argv(app, bind, resolved)]
         lines.append("exec " + " \\\n    ".join(shlex.quote(arg) for arg in argv))
         return self.shell_launcher(lines)
 
@@ -243,6 +262,12 @@ class WaitressAdapter(ServerAdapter):
     ) -> LaunchSpec:
         # As a user runs it from an activated virtualenv: the tuner's own waitress-serve first.
         return self._spec(["/bin/sh", str(path)], app, {"PATH": self.own_bin_first()})
+
+    def artifact_launch_at(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        self.check_bind(bind)
+        return self._spec(["/bin/sh", str(path)], app, {"PATH": self.own_bin_first()}, bind)
 
     def version(self) -> str:
         return first_version_number(importlib.metadata.version(self.distribution))

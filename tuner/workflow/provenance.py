@@ -36,6 +36,7 @@ def header_lines(
         f"{context.get('load_cpus')}",
         "versions: " + ", ".join(f"{name} {version}" for name, version in versions.items()),
         *_limits_line(context),
+        *_front_line(context),
         "",
     ]
     if verdict is not None:
@@ -48,6 +49,17 @@ def header_lines(
         "Re-tune when the app, the hardware or the traffic changes.",
     ]
     return lines
+
+
+def _front_line(context: Mapping[str, Any]) -> list[str]:
+    """Measured behind a front: the figures include it (tuner.front)."""
+    front = context.get("front")
+    if not front:
+        return []
+    return [
+        f"measured behind {front.get('name')} {front.get('version', '')}".rstrip()
+        + " on the server's CPUs; its block is written beside this file"
+    ]
 
 
 def _evidence(verdict: Verdict, chosen: Confirmed | None) -> list[str]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.front import front_of
 from tuner.measure.runner import limits_context, run_bench, run_context
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
@@ -22,6 +23,7 @@ from tuner.search.study import (
     save_summary,
     to_record,
 )
+from tuner.settings import Value
 from tuner.workflow.confirm import Candidate, Confirmed, Verdict, confirm, decide
 from tuner.workflow.emit import write_artifact
 from tuner.workflow.provenance import header_lines
@@ -119,6 +121,7 @@ def tune(
             app_requirements=app_requirements,
             check_clean_venv=check_clean_venv,
         )
+        _write_front_block(setup, chosen.candidate.settings, header, written)
     outcome = TuneOutcome(records, confirmed, verdict, written, noise)
     save_summary(study, "result", outcome.to_json())
     return outcome
@@ -182,6 +185,26 @@ def _figures(record: TrialRecord) -> Figures:
 
 def _baseline_trial(records: Sequence[TrialRecord], label: str) -> int | None:
     return next((r.number for r in records if r.baseline == label), None)
+
+
+def _write_front_block(
+    setup: StudySetup, settings: Mapping[str, Value], header: Sequence[str], written: Path
+) -> None:
+    """Behind a front (--front nginx), the front's block that was measured, beside the file."""
+    fronted = front_of(setup.adapter)
+    if fronted is None:
+        return
+    from tuner.front.block import write_front_block
+
+    write_front_block(
+        fronted,
+        setup.app,
+        settings,
+        written,
+        header,
+        server_cpus=setup.server_cpus,
+        ready_path=setup.ready_path,
+    )
 
 
 def _measurer(setup: StudySetup) -> Callable[[Candidate, int], Measurement]:

@@ -1,0 +1,202 @@
+"""`--front nginx`: a real nginx in front of the server per trial, and the block a study writes.
+
+The tests marked `server` (through `since` or `nginx_front`) run the real nginx; in CI a
+missing nginx fails them (scripts/system-packages installs it). The rest is pure logic.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.cli import REPO, run_tuner
+from tests.conftest import unavailable
+from tests.serverwatch import servers_started_since, wait_none_left
+from tuner.cli import main
+from tuner.errors import ConfigError, ToolMissingError
+from tuner.front import behind
+from tuner.front.config import FrontConfig, split
+from tuner.front.fronted import FrontedAdapter
+from tuner.front.nginx import site_block
+from tuner.front.space import with_front_space
+from tuner.measure.bindprobe import uwsgi_request
+from tuner.search.space import default_space_path, load_space
+from tuner.servers import get_adapter
+from tuner.servers.base import Bind
+
+SHORT = ["--duration", "1", "--warmup", "0.3", "--connections", "8"]
+
+
+@pytest.fixture
+def nginx_front(since: float) -> float:
+    """nginx is installed (a failure in CI, a skip elsewhere); the test's start time."""
+    from tuner.front import nginx
+
+    try:
+        nginx.executable()
+    except ToolMissingError as exc:
+        unavailable(str(exc))
+    return since
+
+
+def nginx_processes(since: float) -> list[psutil.Process]:
+    found = []
+    for proc in servers_started_since(since):
+        try:
+            if "nginx" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+# --- through the real nginx ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("server", "front"),
+    [
+        ("gunicorn", ["front_transport=tcp"]),
+        ("gunicorn", ["front_transport=unix", "proxy_buffering=off"]),
+        ("uwsgi", ["front_transport=unix", "front_protocol=uwsgi"]),
+        ("uwsgi", ["front_transport=tcp", "front_protocol=uwsgi"]),
+    ],
+)
+def test_bench_through_nginx(server, front, nginx_front, tmp_path):
+    sets = [arg for setting in front for arg in ("--set", setting)]
+    done = run_tuner(
+        "bench", "apps/hello.py", "--server", server, "--front", "nginx", *sets, *SHORT,
+        "--log-dir", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["front"]["name"] == "nginx" and result["front"]["version"]
+    assert result["requests"] > 0 and sum(result["errors"].values()) == 0, result["errors"]
+    for setting in front:
+        key, value = setting.split("=")
+        assert str(result["settings"][key]).lower() in (value, "false" if value == "off" else "")
+    # The measured nginx.conf is kept beside the server's log; pid file and temp folders not.
+    prefix = tmp_path / f"{server}.nginx"
+    conf = (prefix / "nginx.conf").read_text()
+    assert ("uwsgi_pass" in conf) == ("front_protocol=uwsgi" in front)
+    assert ("unix:" in conf) == ("front_transport=unix" in front)
+    assert not (prefix / "nginx.pid").exists() and not (prefix / "proxy").exists()
+    assert wait_none_left(nginx_front) == []
+
+
+def test_short_tune_writes_a_checked_nginx_block(nginx_front, tmp_path):
+    out = tmp_path / "uwsgi.ini"
+    done = run_tuner(
+        "tune", "apps/hello.py", "--server", "uwsgi", "--front", "nginx", "--trials", "3",
+        *SHORT, "--top-k", "1", "--confirm-rounds", "1", "--no-clean-venv-check",
+        "--no-branch-starts", "--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(out),
+        timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    block = tmp_path / "nginx-uwsgi.conf"
+    assert block.name in done.stderr and block.is_file()  # "wrote PATH" (rich may wrap it)
+    text = block.read_text()
+    assert "upstream tuner_app" in text and "location / {" in text
+    assert text.startswith("# Tuned by tuner") and "as measured" in text
+    server_file = out.read_text()
+    assert "measured behind nginx" in server_file
+    # The block names the socket the server's file binds.
+    if "unix:/run/uwsgi/uwsgi.sock" in text:
+        assert "/run/uwsgi/uwsgi.sock" in server_file
+    assert not list(tmp_path.glob(".tuner-front-check-*"))
+    assert wait_none_left(nginx_front) == []
+
+
+def test_sigkill_of_the_tuner_leaves_no_nginx(nginx_front):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "bench", "apps/hello.py", "--server", "gunicorn",
+         "--front", "nginx", "--set", "front_transport=unix", "--duration", "30", "--json"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(nginx_processes(nginx_front)) < 2:
+        time.sleep(0.1)  # polling for nginx's master and worker to exist
+    assert len(nginx_processes(nginx_front)) >= 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert wait_none_left(nginx_front) == []
+
+
+# --- bad input and pure logic -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_unknown_front_is_one_line(command, capsys, tmp_path):
+    argv = [command, "apps/hello.py", "--server", "gunicorn", "--front", "apache", *SHORT]
+    if command == "tune":
+        argv += ["--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(tmp_path / "o.py")]
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "--front 'apache'" in err[0] and "nginx" in err[0]
+
+
+def test_a_front_setting_without_front_is_refused():
+    with pytest.raises(ConfigError, match="unknown gunicorn setting 'front_transport'"):
+        get_adapter("gunicorn").resolve({"front_transport": "unix"})
+
+
+def test_front_space_follows_what_the_server_can_be_bound_as():
+    def space_of(server: str):
+        adapter = get_adapter(server)
+        space = load_space(default_space_path(server), adapter.table, server)
+        return with_front_space(FrontedAdapter(adapter, "nginx"), space)[1]
+
+    gunicorn, uwsgi, cheroot = space_of("gunicorn"), space_of("uwsgi"), space_of("cheroot")
+    assert {"front_transport", "proxy_buffering"} <= set(gunicorn.names())
+    assert "front_protocol" not in gunicorn.names()  # gunicorn: http only (for now)
+    assert {"front_transport", "front_protocol", "proxy_buffering"} <= set(uwsgi.names())
+    # Over uWSGI's binary protocol, which HTTP the workers would speak is not drawn.
+    assert uwsgi.names()[0] == "front_transport"
+    protocol = next(p for p in uwsgi.params if p.name == "protocol")
+    assert protocol.when == {"front_protocol": ("http",)}
+    # cheroot: HTTP over TCP only, so only buffering is left to search.
+    assert cheroot.names()[0] == "proxy_buffering" and "front_transport" not in cheroot.names()
+
+
+def test_fronted_adapter_splits_values_and_refuses_unsupported_binds():
+    adapter = FrontedAdapter(get_adapter("gunicorn"), "nginx")
+    values = adapter.resolve({"workers": 3, "front_transport": "unix"})
+    server, front = split(values)
+    assert "front_transport" not in server and server["workers"] == 3
+    assert front == FrontConfig(transport="unix", protocol="http", buffering=True)
+    assert all(b.values["front_transport"] == "tcp" for b in adapter.baselines(2))
+    with pytest.raises(ConfigError, match="reuse_port=true on a unix socket"):
+        adapter.resolve({"front_transport": "unix", "reuse_port": True})
+    adapter.resolve({"front_transport": "tcp", "reuse_port": True})
+    with pytest.raises(ConfigError, match="cannot listen for uwsgi over unix"):
+        get_adapter("waitress").check_bind(Bind.unix("/tmp/x.sock", "uwsgi"))
+
+
+def test_nginx_block_keeps_upstream_alive_for_http_only():
+    http = "\n".join(site_block(Bind.tcp("127.0.0.1", 8000), FrontConfig(), "80"))
+    assert "keepalive 32;" in http and "proxy_http_version 1.1;" in http
+    assert 'proxy_set_header Connection "";' in http and "proxy_buffering on;" in http
+    uwsgi = "\n".join(
+        site_block(Bind.unix("/run/u.sock", "uwsgi"), FrontConfig("unix", "uwsgi", False), "80")
+    )
+    assert "server unix:/run/u.sock" in uwsgi and "uwsgi_buffering off;" in uwsgi
+    assert "keepalive" not in uwsgi  # nginx keeps no uwsgi connections alive
+
+
+def test_uwsgi_packet_layout():
+    packet = uwsgi_request("/a?b=1")
+    assert packet[0] == 0 and packet[3] == 0
+    assert int.from_bytes(packet[1:3], "little") == len(packet) - 4
+    assert b"\x0e\x00REQUEST_METHOD\x03\x00GET" in packet and b"QUERY_STRING\x03\x00b=1" in packet
+
+
+def test_behind_none_is_the_adapter_itself():
+    adapter = get_adapter("gunicorn")
+    assert behind(adapter, None) is adapter

@@ -1,0 +1,154 @@
+"""A server behind a front: the server's adapter with the front's settings added to its table.
+
+The study, the confirmation rounds and the written file all work on one adapter and one config;
+`FrontedAdapter` is that adapter for "gunicorn behind nginx". It keeps the server's name, files
+and process model, adds the front's settings (`tuner.front.config`), and turns a trial's front
+settings into the `Bind` the server is started on (a loopback port, or a unix socket), leaving
+the server's own settings to the server's adapter. Starting nginx itself is the runner's job
+(`tuner.front.trial`), since it is a second process tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from tuner.apps import AppRef
+from tuner.errors import ConfigError
+from tuner.front.config import FrontConfig, combined_table, front_table, split
+from tuner.servers.base import (
+    Artifact,
+    Baseline,
+    Bind,
+    LaunchSpec,
+    ServerAdapter,
+)
+from tuner.settings import Value
+
+# The port a written file is rendered for (tuner.workflow.emit.DEPLOY_PORT): a unix socket
+# written for deployment goes to /run, one booted to check a file or run a trial to /tmp.
+DEPLOY_PORT = 8000
+
+
+class FrontedAdapter(ServerAdapter):
+    """`inner` behind the front `front_name`; every server question goes to `inner`."""
+
+    def __init__(self, inner: ServerAdapter, front_name: str) -> None:
+        self.inner = inner
+        self.front_name = front_name
+        self.name = inner.name
+        self.table = combined_table(inner)
+        self.binary = inner.binary
+        self.install_hint = inner.install_hint
+        self.process_model = inner.process_model
+        self.artifact_filename = inner.artifact_filename
+        self.space_file = inner.space_file
+        self.distribution = inner.distribution
+        self.logging_settings = inner.logging_settings
+        self.binds = inner.binds
+
+    # --- the bind a config means --------------------------------------------------------------
+
+    def bind_for(self, values: Mapping[str, Value], host: str, port: int) -> Bind:
+        """Where the server listens for a config: `host`:`port`, or a unix socket named after
+        the port (so a free port also gives a socket path nobody uses)."""
+        config = FrontConfig.from_values(values)
+        if config.transport == "unix":
+            return Bind.unix(self.socket_path(port), config.protocol)
+        return Bind.tcp(host, port, config.protocol)
+
+    def socket_path(self, port: int) -> str:
+        if port == DEPLOY_PORT:
+            return f"/run/{self.name}/{self.name}.sock"
+        # Short (a unix socket path has at most 107 bytes) and unique per tuner and port.
+        return os.path.join(tempfile.gettempdir(), f"tuner-{os.getpid()}-{port}.sock")
+
+    # --- settings -----------------------------------------------------------------------------
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:
+        server, config = split(values)
+        self.inner.check_combination(server)
+        if (config.transport, config.protocol) not in self.inner.binds:
+            raise ConfigError(
+                f"{self.name} cannot be reached by {config.protocol} over {config.transport}"
+            )
+        self.inner.check_bound(self.bind_for(values, "127.0.0.1", 0), server)
+
+    def baselines(self, cpus: float) -> tuple[Baseline, ...]:
+        # The server's own baselines, reached as the front does by default.
+        front = {setting.name: setting.default for setting in front_table(self.inner.binds)}
+        return tuple(replace(b, values={**b.values, **front}) for b in self.inner.baselines(cpus))
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        return self.inner.hand_grid(cpus)
+
+    # --- running ------------------------------------------------------------------------------
+
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        bind = self.bind_for(values, host, port)
+        if bind.path is not None:
+            # A socket file left by a killed run of this tuner would block the bind.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(bind.path)
+        return self.inner.launch_at(app, bind, split(values)[0], workdir)
+
+    def version(self) -> str:
+        return self.inner.version()
+
+    def executable(self) -> str:
+        return self.inner.executable()
+
+    def check_installed(self) -> None:
+        self.inner.check_installed()
+
+    def launch_in(self, spec: LaunchSpec, bin_dir: Path) -> LaunchSpec:
+        return self.inner.launch_in(spec, bin_dir)
+
+    def argv_in(self, argv: list[str], bin_dir: Path) -> list[str]:
+        return self.inner.argv_in(argv, bin_dir)
+
+    # --- process model and requirements: the server's ----------------------------------------
+
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        return self.inner.concurrency_model(split(values)[0])
+
+    def pins_connections(self, values: Mapping[str, Value]) -> bool:
+        return self.inner.pins_connections(split(values)[0])
+
+    def processes(self, values: Mapping[str, Value]) -> int:
+        return self.inner.processes(split(values)[0])
+
+    def threads(self, values: Mapping[str, Value]) -> int:
+        return self.inner.threads(split(values)[0])
+
+    def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        return self.inner.extras(split(values)[0])
+
+    def extra_distributions(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        return self.inner.extra_distributions(split(values)[0])
+
+    def requirements(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        return self.inner.requirements(self.inner.resolve(split(values)[0]))
+
+    # --- the server's file, bound as the front reaches it -------------------------------------
+
+    def render_artifact(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+    ) -> Artifact:
+        bind = self.bind_for(values, host, port)
+        return self.inner.render_artifact_at(app, bind, split(values)[0], header)
+
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        bind = self.bind_for(values, host, port)
+        return self.inner.artifact_launch_at(path, app, bind, split(values)[0])
+
+    def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return self.inner.artifact_check_argv(path, app)
