@@ -14,7 +14,7 @@ Trials that measured nothing (a repeat that reused an earlier result, a failed c
 left out. With `--compare-to REV` the same studies run on `git archive REV` too, alternating
 round by round so that both see the same machine:
 
-    flock /tmp/tuner-cpu.lock python benchmarks/trial_overhead.py --compare-to HEAD~3
+    flock /tmp/tuner-cpu.lock python benchmarks/trial_overhead.py --compare-to HEAD~3 [--rev HEAD]
 
 Target (issue 17): median in-trial overhead at most about 1 s.
 """
@@ -141,6 +141,11 @@ def describe(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compare-to", metavar="REV", help="also measure this git revision")
+    parser.add_argument(
+        "--rev",
+        help="measure this git revision instead of the working tree (which may change "
+        "while the run waits for the CPU lock)",
+    )
     parser.add_argument("--app", default="apps/hello.py")
     parser.add_argument("--server", default="gunicorn")
     parser.add_argument("--trials", type=int, default=8)
@@ -153,6 +158,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="trial-overhead-"))
     try:
         versions = [Version("this tree", ROOT, [], [])]
+        if args.rev:
+            versions = [Version(args.rev, export_tree(args.rev, work / "new-tree"), [], [])]
         if args.compare_to:
             old = export_tree(args.compare_to, work / "old-tree")
             versions.insert(0, Version(args.compare_to, old, [], []))
