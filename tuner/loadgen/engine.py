@@ -1,17 +1,21 @@
-"""Run a load: spawn one pinned worker per load CPU, start them together, merge their results.
+"""Run a load: one pinned worker per load CPU, started together, their results merged.
 
+Workers are spawned per run, or kept for the next run inside `keep_workers()` (a study).
 Every run is bounded: workers that do not report ready, or do not finish by warm-up +
-duration + timeout + a grace period, are terminated and then killed.
+duration + timeout + a grace period, are terminated and then killed (and a kept pool with
+them: the next run spawns fresh workers).
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from typing import Any
 
 from tuner.errors import TunerError
 from tuner.loadgen import breakdown
@@ -25,8 +29,9 @@ from tuner.metrics.measurement import Errors, Latency, Measurement, median_of_wi
 
 # Spawning a worker re-imports Python and the tuner: allow for a slow, busy machine.
 READY_TIMEOUT_S = 30.0
-# Time between "go" and the common start, so every worker is waiting when it comes.
-START_DELAY_S = 0.1
+# Time between "go" and the common start, so every worker is waiting when it comes (each has
+# said Ready and blocks on its pipe: waking it takes well under a millisecond).
+START_DELAY_S = 0.05
 # Beyond warm-up + duration + timeout (the drain), how long before workers are killed.
 FINISH_GRACE_S = 5.0
 
@@ -66,6 +71,102 @@ class _Window:
         return WindowStats(index, self.elapsed_s, self.requests, rps, self.errors, p99)
 
 
+class _Pool:
+    """One worker process per load CPU, each pinned to its CPU by every run it is sent.
+
+    Killed with the tuner however it ends: daemonic (multiprocessing terminates them at a
+    normal exit), and a worker whose pipe reaches EOF (the tuner was SIGKILLed) exits."""
+
+    def __init__(self, cpus: tuple[int, ...]) -> None:
+        self.cpus = cpus
+        self.busy = False
+        ctx = multiprocessing.get_context("spawn")  # the parent may have threads: never fork
+        self.pipes: list[Connection] = []
+        self.procs: list[Any] = []
+        try:
+            for cpu in cpus:
+                parent_end, child_end = ctx.Pipe()
+                self.pipes.append(parent_end)
+                proc = ctx.Process(
+                    target=worker_main, args=(child_end,), name=f"tuner-load-{cpu}", daemon=True
+                )
+                proc.start()
+                child_end.close()
+                self.procs.append(proc)
+        except BaseException:
+            self.close(polite=False)
+            raise
+
+    def alive(self) -> bool:
+        return all(proc.is_alive() for proc in self.procs)
+
+    def close(self, polite: bool = True) -> None:
+        """Stop the workers: ask them to leave (`polite`, between runs), else terminate, then
+        kill whatever is left."""
+        if polite:
+            for pipe in self.pipes:
+                with contextlib.suppress(OSError):
+                    pipe.send(None)
+        _reap(self.procs, self.pipes, 2.0 if polite else 0.0)
+
+
+# The pool that `keep_workers` keeps between runs, and how many such blocks are open.
+_kept: _Pool | None = None
+_keep_depth = 0
+_pool_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def keep_workers() -> Iterator[None]:
+    """Within this block (a study, its confirmation), `run_load` keeps its worker processes
+    for the next run instead of spawning fresh ones, which costs each run a Python start and
+    the imports per load CPU; they stop when the outermost block ends. Nests; usable as a
+    decorator."""
+    global _keep_depth, _kept
+    with _pool_lock:
+        _keep_depth += 1
+    try:
+        yield
+    finally:
+        with _pool_lock:
+            _keep_depth -= 1
+            pool = _kept if _keep_depth == 0 and _kept is not None and not _kept.busy else None
+            if pool is not None:
+                _kept = None
+        if pool is not None:
+            pool.close()
+
+
+def _acquire(cpus: tuple[int, ...]) -> tuple[_Pool, bool]:
+    """A pool for one run on `cpus`, and whether it is the kept one."""
+    global _kept
+    with _pool_lock:
+        if _keep_depth > 0:
+            stale = _kept is not None and (_kept.cpus != cpus or not _kept.alive())
+            if stale and _kept is not None and not _kept.busy:
+                _kept.close(polite=False)
+                _kept = None
+            if _kept is None:
+                _kept = _Pool(cpus)
+            if not _kept.busy:  # busy: another thread's run; that one gets its own
+                _kept.busy = True
+                return _kept, True
+    return _Pool(cpus), False
+
+
+def _release(pool: _Pool, kept: bool, clean: bool) -> None:
+    """After a run: keep the pool for the next one if it ended `clean`, else stop it."""
+    global _kept
+    with _pool_lock:
+        pool.busy = False
+        if kept and clean and _keep_depth > 0 and _kept is pool:
+            return
+        if _kept is pool:
+            _kept = None
+    # A run that did not end clean may have left workers mid-run, or messages in their pipes.
+    pool.close(polite=clean)
+
+
 def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = None) -> Measurement:
     """Send `spec`'s load and measure it (no memory or startup: the caller adds those when it
     started the server). `on_window` sees each merged one-second window of the measurement
@@ -74,12 +175,12 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
     host = spec.connect_host()
     requests, entries = tagged_sequence(spec.workload, spec.host, spec.port, spec.keepalive)
     workers = len(spec.load_cpus)
-    ctx = multiprocessing.get_context("spawn")  # the parent may have threads: never fork
-    pipes: list[Connection] = []
-    procs = []
+    pool, kept = _acquire(tuple(spec.load_cpus))
+    clean = False
     try:
-        for index, (cpu, (conns, slow, idle)) in enumerate(
-            zip(spec.load_cpus, spec.per_worker(), strict=True)
+        pipes = pool.pipes
+        for index, (cpu, (conns, slow, idle), pipe) in enumerate(
+            zip(spec.load_cpus, spec.per_worker(), pipes, strict=True)
         ):
             cfg = WorkerConfig(
                 index=index,
@@ -102,14 +203,7 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
                 idle_connections=idle,
                 idle_request=idle_request(spec.workload, spec.host, spec.port) if idle else b"",
             )
-            parent_end, child_end = ctx.Pipe()
-            proc = ctx.Process(
-                target=worker_main, args=(cfg, child_end), name=f"tuner-load-{cpu}", daemon=True
-            )
-            proc.start()
-            child_end.close()
-            pipes.append(parent_end)
-            procs.append(proc)
+            pipe.send(cfg)
         _await_ready(pipes)
         start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
         for pipe in pipes:
@@ -123,8 +217,9 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
             + FINISH_GRACE_S
         )
         snaps, finals = _collect(pipes, deadline, on_window)
+        clean = True
     finally:
-        _reap(procs, pipes)
+        _release(pool, kept, clean)
     return _merge(spec, snaps, finals)
 
 
@@ -186,9 +281,9 @@ def _collect(
     return snaps, finals
 
 
-def _reap(procs: list, pipes: list[Connection]) -> None:
+def _reap(procs: list[Any], pipes: list[Connection], wait_s: float) -> None:
     for proc in procs:
-        proc.join(timeout=2.0)
+        proc.join(timeout=wait_s)
         if proc.is_alive():
             proc.terminate()
             proc.join(timeout=2.0)

@@ -734,8 +734,30 @@ class Worker:
             self._end_measure()
 
 
-def worker_main(cfg: WorkerConfig, pipe: Pipe) -> None:
-    """Process entry point (spawned): pin, report ready, wait for the common start, run."""
+def worker_main(pipe: Pipe) -> None:
+    """Process entry point (spawned): run each WorkerConfig the parent sends, until it sends
+    None or goes away. Kept alive between runs, a worker costs a study no Python start and
+    imports per trial."""
+    try:
+        while True:
+            try:
+                message = pipe.recv()
+            except EOFError:
+                return  # the tuner died: nobody will send another run
+            if message is None:
+                return
+            if isinstance(message, WorkerConfig):
+                run_worker(message, pipe)
+                # The collector is off during a run; what the run left (connections, its
+                # loop, their reference cycles) goes now, between measurements.
+                gc.collect()
+            # Anything else is a Stop that came after this worker had finished its run.
+    finally:
+        pipe.close()
+
+
+def run_worker(cfg: WorkerConfig, pipe: Pipe) -> None:
+    """One run: pin, report ready, wait for the common start, run; Failed if anything fails."""
     try:
         os.sched_setaffinity(0, {cfg.cpu})
         loop = Loop()
@@ -752,5 +774,3 @@ def worker_main(cfg: WorkerConfig, pipe: Pipe) -> None:
     except BaseException:
         with contextlib.suppress(OSError, ValueError):  # the parent is gone: nobody to tell
             pipe.send(Failed(traceback.format_exc()))
-    finally:
-        pipe.close()

@@ -83,6 +83,10 @@ LOOPBACK = "127.0.0.1"
 _READY_PROBE_TIMEOUT_S = 1.0
 _BACKOFF_FIRST_S = 0.01
 _BACKOFF_CAP_S = 0.25
+# Waiting for a server to answer or to exit is on every trial's clock: a poll costs a refused
+# connect or a scan of the process table (well under a millisecond), so poll often rather
+# than notice up to 250 ms late.
+_PROMPT_CAP_S = 0.02
 _VERIFY_TIMEOUT_S = 2.0
 _STOP_REPEAT_S = 0.5
 # A Python exception line ("ModuleNotFoundError: No module named 'x'"): the best one-line
@@ -102,17 +106,17 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(sock.getsockname()[1])
 
 
-def _attempts(deadline: float) -> Iterator[None]:
-    """Yields at once, then after sleeps of 10 ms, 20 ms, ... capped at 250 ms, the last one
+def _attempts(deadline: float, cap_s: float = _BACKOFF_CAP_S) -> Iterator[None]:
+    """Yields at once, then after sleeps of 10 ms, 20 ms, ... capped at `cap_s`, the last one
     at `deadline`. Polling this way is fast when things are fast and cheap when they are not."""
-    delay = _BACKOFF_FIRST_S
+    delay = min(_BACKOFF_FIRST_S, cap_s)
     while True:
         yield
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return
         time.sleep(min(delay, remaining))
-        delay = min(delay * 2, _BACKOFF_CAP_S)
+        delay = min(delay * 2, cap_s)
 
 
 def _popen_in_group(argv: Sequence[str], pgid: int, **kwargs: object) -> subprocess.Popen:
@@ -290,7 +294,7 @@ class ServerProcess:
 
     def _wait_ready(self, ready_path: str, deadline: float, timeout_s: float) -> None:
         last_problem = "no answer yet"
-        for _ in _attempts(deadline):
+        for _ in _attempts(deadline, _PROMPT_CAP_S):
             returncode = self._process.poll()
             if returncode is not None:
                 raise self._start_failure(returncode)
@@ -454,7 +458,7 @@ class ServerProcess:
         (gunicorn gevent workers do this); a repeat lets it stop instead of waiting for SIGKILL.
         """
         next_repeat = time.monotonic() + _STOP_REPEAT_S
-        for _ in _attempts(deadline):
+        for _ in _attempts(deadline, _PROMPT_CAP_S):
             members = self._server_members()
             if self._process.poll() is not None and not members:
                 return

@@ -206,7 +206,7 @@ def run_context(plan: BenchPlan) -> dict[str, Any]:
         "load_cpus": list(plan.load.load_cpus),
         "versions": {
             "tuner": __version__,
-            plan.adapter.name: plan.adapter.version(),
+            plan.adapter.name: server_version(plan.adapter),
             "python": platform.python_version(),
         },
         "machine": machine_info(),
@@ -214,6 +214,24 @@ def run_context(plan: BenchPlan) -> dict[str, Any]:
         # are not alike. Absent for fast clients only, as in records made before it existed.
         **({"clients": clients} if (clients := plan.load.clients.to_dict()) else {}),
     }
+
+
+# Server versions this process has asked for, by adapter, binary and the binary's mtime.
+_versions: dict[tuple[str, str, int], str] = {}
+
+
+def server_version(adapter: ServerAdapter) -> str:
+    """The server's version, asked once per process and binary: a `--version` subprocess
+    costs 30-70 ms, on every trial. A binary replaced meanwhile is asked again."""
+    executable = adapter.executable()
+    try:
+        mtime = os.stat(executable).st_mtime_ns
+    except OSError:
+        mtime = 0
+    key = (adapter.name, executable, mtime)
+    if key not in _versions:
+        _versions[key] = adapter.version()
+    return _versions[key]
 
 
 def machine_info() -> dict[str, Any]:

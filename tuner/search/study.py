@@ -32,6 +32,7 @@ from tuner import interrupts
 from tuner.apps import AppRef
 from tuner.errors import AppBrokenError, ConfigError, InvalidMeasurement, TrialError, TunerError
 from tuner.loadgen import LoadSpec, WindowStats
+from tuner.loadgen.engine import keep_workers
 from tuner.machine import hosts
 from tuner.machine.cpus import cpu_model
 from tuner.machine.limits import Limits
@@ -360,6 +361,8 @@ def _expressible(setup: StudySetup, params: dict[str, Any]) -> bool:
     return True
 
 
+# The load workers stay up from trial to trial (see tuner.loadgen.engine.keep_workers).
+@keep_workers()
 def run_search(
     setup: StudySetup,
     study: optuna.Study,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.loadgen.engine import keep_workers
 from tuner.measure.runner import run_bench
 from tuner.metrics.measurement import Measurement
 from tuner.search.records import BASELINE_DEFAULT
@@ -60,6 +61,7 @@ def candidates(setup: StudySetup, outcome: TuneOutcome) -> list[Candidate]:
     return chosen
 
 
+@keep_workers()  # the load workers serve every round of every server
 def side_by_side(
     setups: Sequence[StudySetup],
     outcomes: Mapping[str, TuneOutcome],

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.front import front_of
+from tuner.loadgen.engine import keep_workers
 from tuner.measure.runner import limits_context, run_bench, run_context
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
@@ -76,6 +77,7 @@ class TuneOutcome:
         return line + (f" ({'; '.join(notes)})" if notes else "")
 
 
+@keep_workers()  # one set of load workers for the search and the confirmation rounds
 def tune(
     setup: StudySetup,
     *,
