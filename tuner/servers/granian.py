@@ -215,7 +215,13 @@ class GranianAdapter(ServerAdapter):
         )
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         resolved = self.resolve(values)
         lines = ["#!/bin/sh", *comment_block(header, "#")]
@@ -236,6 +242,11 @@ class GranianAdapter(ServerAdapter):
         for setting in self.table.settings:
             for key, text in setting.config(resolved[setting.name]):
                 lines += [f"# {setting.doc}", f"{key}={text}"]
+        if env:  # KEY=value lines too, so the block stays a valid EnvironmentFile
+            lines.append(
+                "# The app's own settings, as measured (it reads them from its environment)."
+            )
+            lines += [f"{name}={shlex.quote(value)}" for name, value in env.items()]
         lines += [
             "set +a",
             "# EDIT: the app's folder (the one it was tuned in). granian finds the app from",

@@ -270,7 +270,13 @@ class GunicornAdapter(ServerAdapter):
         )
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         resolved = self.resolve(values)
         lines = comment_block(header, "#")
@@ -280,6 +286,13 @@ class GunicornAdapter(ServerAdapter):
         lines.append("# machine it was tuned on) and bind for your deployment: 127.0.0.1 accepts")
         lines.append("# connections from this machine only (e.g. behind nginx).")
         lines += [f"{key} = {text}" for key, text in self._wiring(app, host, port)]
+        if env:
+            # gunicorn sets raw_env in its master before it imports the app or forks.
+            lines += [
+                "",
+                "# The app's own settings, as measured (it reads them from its environment).",
+            ]
+            lines.append(f"raw_env = {[f'{name}={value}' for name, value in env.items()]!r}")
         lines += ["", "# Tuned settings (every one listed, defaults included)."]
         for setting in self.table.settings:
             for key, text in setting.config(resolved[setting.name]):

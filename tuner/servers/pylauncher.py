@@ -27,6 +27,7 @@ from tuner.servers.base import (
     ServerAdapter,
     StartupSigns,
     comment_block,
+    python_env_lines,
 )
 from tuner.settings import Setting, Value
 
@@ -53,6 +54,7 @@ HOST = {host!r}
 PORT = {port!r}
 APP = {spec!r}
 
+{env}
 sys.path.insert(0, APP_DIR)
 os.chdir(APP_DIR)
 try:
@@ -121,7 +123,13 @@ class PythonLauncherAdapter(ServerAdapter):
         return self._spec(script, app, {str(script): text})
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         resolved = self.resolve(values)
         lines = ["#!/usr/bin/env python3", *(f"# {line}" for line in self.notice)]
@@ -134,6 +142,7 @@ class PythonLauncherAdapter(ServerAdapter):
                 port=port,
                 spec=app.spec,
                 app_failed=APP_IMPORT_FAILED,
+                env="\n".join(python_env_lines(env)),
             ).rstrip()
         )
         lines.append("")
