@@ -8,7 +8,7 @@ from pathlib import Path
 from tuner.apps import parse_app
 from tuner.commands.tune import DEFAULT_STORAGE, add_requirement_options
 from tuner.errors import ConfigError
-from tuner.servers import get_adapter
+from tuner.servers.appenv import adapter_for_app
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -38,8 +38,8 @@ def handle(args: argparse.Namespace) -> int:
             f"--trial {args.trial}: study {args.study!r} has no such trial with "
             f"settings; trials: {numbers}"
         )
-    adapter = get_adapter(setup["server"])
     app = parse_app(setup["app"])
+    adapter = adapter_for_app(setup["server"], app, args.app_settings)
     settings = adapter.resolve(record.settings)
     header = trial_header(record, setup, study_name=args.study)
     path = write_artifact(

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tuner.apps import AppRef
-from tuner.appsettings import AppSettings
+from tuner.appsettings import AppSettings, load_app_settings, settings_path
 from tuner.servers.base import Artifact, Baseline, LaunchSpec, ServerAdapter
 from tuner.settings import SettingsTable, Value
 
@@ -163,3 +163,12 @@ class WithAppSettings(ServerAdapter):
 def with_app_settings(adapter: ServerAdapter, app_settings: AppSettings) -> ServerAdapter:
     """`adapter` itself when the app declares no settings, else the two as one adapter."""
     return WithAppSettings(adapter, app_settings) if app_settings else adapter
+
+
+def adapter_for_app(server: str, app: AppRef, settings_file: Path | None) -> ServerAdapter:
+    """The server's adapter, with the app's own settings if it declares any (the file given,
+    else NAME.tuner.toml beside the app's module)."""
+    from tuner.servers import get_adapter
+
+    declared = load_app_settings(settings_path(app, settings_file))
+    return with_app_settings(get_adapter(server), declared)
