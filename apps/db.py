@@ -116,6 +116,7 @@ DSN = _dsn()
 POOL = _pool_settings()
 
 try:
+    import psycopg
     import sqlalchemy
     from sqlalchemy import exc as sa_exc
 except ImportError:
@@ -127,7 +128,20 @@ except ImportError:
 _engine: sqlalchemy.Engine | None = None
 _engine_pid = 0
 _engine_lock = threading.Lock()
-_max_connections: str = "unknown"
+
+
+def _ask_max_connections() -> str:
+    """PostgreSQL's max_connections, asked once when the process imports the app (before any
+    load holds the connections), for the log lines below; "unknown" if it cannot be asked."""
+    try:
+        with psycopg.connect(DSN.replace("+psycopg", "", 1), connect_timeout=3) as connection:
+            row = connection.execute("SHOW max_connections").fetchone()
+    except psycopg.Error:
+        return "unknown"
+    return str(row[0]) if row else "unknown"
+
+
+_max_connections: str = _ask_max_connections()
 _requests = 0
 
 
