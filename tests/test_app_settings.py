@@ -154,6 +154,18 @@ def test_the_search_space_gains_the_apps_params() -> None:
     assert adapter.resolve(drawn)["DB_POOL_TIMEOUT"] == 30.0  # declared, not searched
 
 
+def test_a_search_outside_the_settings_bounds_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "app.tuner.toml"
+    path.write_text(
+        '[settings.POOL]\ntype = "int"\ndefault = 2\nminimum = 1\ndoc = "pool"\n'
+        "search = { low = 0, high = 4 }\n"
+    )
+    adapter = with_app_settings(get_adapter("gunicorn"), load_app_settings(path))
+    server_space = load_space(default_space_path("gunicorn"), adapter.table, "gunicorn")
+    with pytest.raises(ConfigError, match=r"app.tuner.toml: settings.POOL.search: low = 0"):
+        with_app_params(adapter, server_space)
+
+
 def test_no_settings_no_wrapper() -> None:
     adapter = get_adapter("uwsgi")
     assert with_app_settings(adapter, AppSettings(source="")) is adapter

@@ -99,7 +99,9 @@ def test_more_connections_than_the_database_allows_fail_and_the_trial_says_why(
     reasons = {entry["trial"]: entry["reason"] for entry in result["cannot_win"]}
     assert 2 in reasons, result  # trials 0 and 1 are the baselines (sync workers: they fit)
     reason = reasons[2]
-    assert reason.startswith("violates SLO: ") and "status_5xx" in reason, reason
+    # Its errors break --max-error-rate (or, with fast 503s, its clients were served unevenly);
+    # either way the server log's line and its meaning follow.
+    assert reason.startswith(("violates SLO: ", "unfair: ")), reason
     assert "too many clients already" in reason and "max_connections 20" in reason, reason
     assert (
         "the database refused connections: 4 processes x 8 connections "

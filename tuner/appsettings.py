@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ class AppSettings:
 
     source: str
     settings: tuple[Setting, ...] = ()
-    search: Mapping[str, Mapping[str, Any]] | None = None
+    search: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     per_process: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()
     exhausted: tuple[str, ...] = ()

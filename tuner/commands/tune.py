@@ -301,7 +301,7 @@ def with_app_params(adapter: ServerAdapter, space: SearchSpace) -> SearchSpace:
     if not isinstance(adapter, WithAppSettings) or not adapter.app_settings.search:
         return space
     declared = adapter.app_settings
-    return extend_space(space, adapter.table, declared.search or {}, declared.source)
+    return extend_space(space, adapter.table, declared.search, declared.source)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

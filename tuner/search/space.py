@@ -449,7 +449,11 @@ def extend_space(
     params = list(space.params)
     taken = {p.name for p in params} | {p.setting for p in params}
     for name, spec in raw_params.items():
-        param = _load_param(Path(source), name, spec, table)
+        try:
+            param = _load_param(Path(source), name, spec, table)
+        except ConfigError as exc:  # named as the app's file names it
+            text = str(exc).replace(f"params.{name}:", f"settings.{name}.search:")
+            raise ConfigError(text) from None
         if param.name in taken or param.setting in taken:
             raise ConfigError(f"{source}: {name}: the server's search space tunes it already")
         params.append(param)
