@@ -54,8 +54,7 @@ HOST = {host!r}
 PORT = {port!r}
 APP = {spec!r}
 
-{env}
-sys.path.insert(0, APP_DIR)
+{env}sys.path.insert(0, APP_DIR)
 os.chdir(APP_DIR)
 try:
     module_name, _, callable_name = APP.partition(":")
@@ -142,7 +141,7 @@ class PythonLauncherAdapter(ServerAdapter):
                 port=port,
                 spec=app.spec,
                 app_failed=APP_IMPORT_FAILED,
-                env="\n".join(python_env_lines(env)),
+                env="".join(f"{line}\n" for line in python_env_lines(env)),
             ).rstrip()
         )
         lines.append("")
