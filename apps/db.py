@@ -1,10 +1,11 @@
 """A WSGI app with a real database behind it, as most production apps have.
 
 Each request runs a few SQL queries against PostgreSQL in one transaction: a read by primary
-key, an aggregate over a join, and one request in WRITE_EVERY updates a row. Connections come
-from a pool per server process: SQLAlchemy's QueuePool (on psycopg 3), the pool most Python
-web apps deploy (Flask-SQLAlchemy and plain SQLAlchemy use it; its pool_size, max_overflow
-and pool_timeout are the knobs operators set).
+key, an aggregate over a join, and one request in WRITE_EVERY updates a row; `?db_wait_ms=N`
+adds a slow query (pg_sleep) that holds the connection N ms, as disk-bound queries do.
+Connections come from a pool per server process: SQLAlchemy's QueuePool (on psycopg 3), the
+pool most Python web apps deploy (Flask-SQLAlchemy and plain SQLAlchemy use it; its
+pool_size, max_overflow and pool_timeout are the knobs operators set).
 
 Environment (read when the app is imported; `apps/db.tuner.toml` declares the tunable ones):
 
@@ -32,6 +33,7 @@ import os
 import random
 import sys
 import threading
+import urllib.parse
 from typing import Any
 
 DSN_ENVS = ("TUNER_DB_DSN", "DATABASE_URL")
@@ -77,6 +79,10 @@ FROM users u JOIN orders o ON o.user_id = u.id
 WHERE u.id = :id
 """
 WRITE_VISIT = "UPDATE users SET visits = visits + 1 WHERE id = :id"
+# `?db_wait_ms=N`: the database also works N ms per request (a slow query), holding the
+# connection meanwhile, as real queries that touch the disk do; at most MAX_WAIT_MS.
+SLOW_QUERY = "SELECT pg_sleep(:seconds)"
+MAX_WAIT_MS = 1000
 
 
 def _fail(message: str) -> None:
@@ -185,7 +191,7 @@ def _why(error: Exception) -> str:
     return f"apps/db.py: database error: {text[:200]}"
 
 
-def handle(user_id: int) -> dict[str, Any]:
+def handle(user_id: int, wait_ms: int = 0) -> dict[str, Any]:
     global _max_connections, _requests
     _requests += 1  # a per-process count, good enough to write one request in WRITE_EVERY
     with engine().begin() as connection:
@@ -195,6 +201,8 @@ def handle(user_id: int) -> dict[str, Any]:
         if row is None:
             raise LookupError(user_id)
         count, total = connection.execute(sqlalchemy.text(ORDER_TOTALS), {"id": user_id}).one()
+        if wait_ms:
+            connection.execute(sqlalchemy.text(SLOW_QUERY), {"seconds": wait_ms / 1000})
         if _requests % WRITE_EVERY == 0:
             connection.execute(sqlalchemy.text(WRITE_VISIT), {"id": user_id})
     return {"id": row.id, "name": row.name, "visits": row.visits, "orders": count, "cents": total}
@@ -208,12 +216,16 @@ def _respond(start_response: Any, status: str, payload: object) -> list[bytes]:
 
 
 def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-    """GET /users/ID answers for that user; any other path for a random one."""
+    """GET /users/ID answers for that user; any other path for a random one. The query
+    `db_wait_ms=N` adds a slow query of N ms."""
     path = environ.get("PATH_INFO", "/")
+    query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+    wait = (query.get("db_wait_ms") or ["0"])[0]
+    wait_ms = min(int(wait), MAX_WAIT_MS) if wait.isdigit() else 0
     head, _, tail = path.rpartition("/")
     user_id = int(tail) if head == "/users" and tail.isdigit() else random.randint(1, USERS)
     try:
-        return _respond(start_response, "200 OK", handle(user_id))
+        return _respond(start_response, "200 OK", handle(user_id, wait_ms))
     except LookupError:
         return _respond(start_response, "404 Not Found", {"error": f"no user {user_id}"})
     except sa_exc.SQLAlchemyError as error:

@@ -95,6 +95,8 @@ def test_more_connections_than_the_database_allows_fail_and_the_trial_says_why(
         "tune", "apps/db.py", "--server", "gunicorn", "--space", str(space),
         "--app-settings", str(settings), "--trials", "3", "--no-branch-starts", "--top-k", "1",
         "--confirm-rounds", "1", "--no-clean-venv-check", "--connections", "32", *SHORT,
+        # Queries of 20 ms: every thread holds a connection, as when the database works.
+        "--path", "/?db_wait_ms=20",
         "--storage", f"sqlite:///{tmp_path / 'study.db'}", "--out", str(tmp_path / "g.conf.py"),
     )  # fmt: skip
     reasons = {entry["trial"]: entry["reason"] for entry in result["cannot_win"]}
