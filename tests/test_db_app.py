@@ -81,6 +81,9 @@ def test_more_connections_than_the_database_allows_fail_and_the_trial_says_why(
         '[params.worker_class]\ntype = "categorical"\nchoices = ["gthread"]\n'
         '[params.workers]\ntype = "int"\nlow = 4\nhigh = 4\n'
         '[params.threads]\ntype = "int"\nlow = 8\nhigh = 8\n'
+        # A socket per worker: the kernel spreads the 32 kept-alive connections over the four
+        # (on one shared socket the first worker awake took them all: 8 threads, 8 queries).
+        '[params.reuse_port]\ntype = "categorical"\nchoices = [true]\n'
     )
     declared = (REPO / "apps" / "db.tuner.toml").read_text()
     declared = declared.replace(
