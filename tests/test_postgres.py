@@ -2,20 +2,17 @@
 
 TUNER_TEST_POSTGRES_URL names a database to use; without it the tests start their own
 PostgreSQL (initdb into a temporary folder, pg_ctl on a free port, stopped at the end) when
-the server binaries are installed. Otherwise they skip, and fail when CI=true.
+the server binaries are installed (tests/postgres.py, through scripts/postgres). Otherwise
+they skip, and fail when CI=true.
 """
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,58 +22,13 @@ import pytest
 
 from tests.cli import read_until, wait_under_load, wait_until_stale
 from tests.conftest import unavailable
-from tuner.measure.process import free_port
+from tests.postgres import throwaway_postgres
 from tuner.search.study import load_records, with_postgres_driver
 
 REPO = Path(__file__).resolve().parents[1]
 CPUS = sorted(os.sched_getaffinity(0))
 SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "8"]
 FAST_HEARTBEAT = {"TUNER_HEARTBEAT_S": "1", "TUNER_HEARTBEAT_GRACE_S": "2"}
-
-
-def _as_postgres(argv: list[str]) -> list[str]:
-    """PostgreSQL refuses to run as root: run its tools as the postgres user then."""
-    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
-
-
-@contextlib.contextmanager
-def _own_postgres(tmp: Path) -> Iterator[str]:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or [shutil.which("initdb") or ""]
-    if not found[-1]:
-        unavailable("no PostgreSQL server binaries (apt-get install postgresql)")
-    bin_dir = Path(found[-1]).parent
-    data = tmp / "pgdata"
-    data.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(tmp, "postgres")
-        shutil.chown(data, "postgres")
-    port = free_port()
-    run = {"check": True, "capture_output": True, "timeout": 120}
-    subprocess.run(
-        _as_postgres([str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"]),
-        **run,
-    )
-    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c max_connections=50"
-    ctl = str(bin_dir / "pg_ctl")
-    subprocess.run(
-        _as_postgres([ctl, "-D", str(data), "-o", options, "-l", str(data / "log"), "-w", "start"]),
-        **run,
-    )
-    try:
-        subprocess.run(
-            _as_postgres(
-                [str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
-                + ["tuner"]
-            ),
-            **run,
-        )
-        yield f"postgresql://postgres@127.0.0.1:{port}/tuner"
-    finally:
-        subprocess.run(
-            _as_postgres([ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
-            capture_output=True,
-            timeout=60,
-        )
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +40,8 @@ def postgres_url(real_servers: None) -> Iterator[str]:
     if url := os.environ.get("TUNER_TEST_POSTGRES_URL"):
         yield url
         return
-    # Not under pytest's tmp folder: that one is private to root, and postgres must reach it.
-    tmp = Path(tempfile.mkdtemp(prefix="tuner-pg-"))
-    try:
-        with _own_postgres(tmp) as url:
-            yield url
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with throwaway_postgres(max_connections=50) as url:
+        yield url
 
 
 def _tune(

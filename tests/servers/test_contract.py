@@ -215,6 +215,30 @@ def test_tuned_artifact_is_written_boots_as_its_hint_says_and_answers(
     assert answer.status_code == 200
 
 
+def test_the_artifact_sets_the_apps_own_environment(server: ServerAdapter, tmp_path: Path) -> None:
+    """An app's settings (tuner/appsettings.py) reach the app through the written file alone:
+    the server is booted from it without them in its environment, and the app reports them."""
+    env = {"TUNER_TEST_APP_SETTING": "7", "TUNER_TEST_APP_WORDS": "two words"}
+    assert not set(env) & set(os.environ)
+    app = parse_app("tests/env_app.py", cwd=REPO)
+    values = server.resolve({})
+    port = free_port()
+    artifact = server.render_artifact(app, HOST, port, values, header="env check", env=env)
+    path = tmp_path / artifact.filename
+    path.write_text(artifact.text, encoding="utf-8")
+    path.chmod(artifact.mode)
+    spec = server.artifact_launch(path, app, HOST, port, values)
+    assert not set(env) & set(spec.env)
+    with ServerProcess.start(
+        spec, cpus=(SERVER_CPU,), log_path=tmp_path / "boot.log", host=HOST, port=port
+    ):
+        answer = httpx.get(f"http://{HOST}:{port}/", timeout=5)
+    assert (answer.status_code, answer.text) == (200, "7|two words")
+    # Without app settings the file says nothing about them.
+    plain = server.render_artifact(app, HOST, port, values, header="env check").text
+    assert "TUNER_TEST_APP_SETTING" not in plain and "app's own settings" not in plain
+
+
 def test_a_rejected_value_is_one_clear_line(server: ServerAdapter) -> None:
     setting = next(s for s in server.table.settings if s.minimum is not None)
     bad = f"{setting.minimum - 1:g}"

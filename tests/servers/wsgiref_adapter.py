@@ -21,6 +21,7 @@ from tuner.servers.base import (
     ServerAdapter,
     StartupSigns,
     comment_block,
+    python_env_lines,
 )
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -114,7 +115,13 @@ class WsgirefAdapter(ServerAdapter):
         return f"{values['threads']} threads"
 
     def _launcher(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str,
+        env: Mapping[str, str] | None = None,
     ) -> str:
         resolved = self.resolve(values)
         lines = ["#!/usr/bin/env python3", *comment_block(header, "#")]
@@ -130,6 +137,8 @@ class WsgirefAdapter(ServerAdapter):
         ]
         for setting in self.table.settings:
             lines.append(f"{setting.name.upper()} = {resolved[setting.name]!r}  # {setting.doc}")
+        if env:  # before the server code imports the app
+            lines += ["import os", *python_env_lines(env)]
         return "\n".join(lines) + "\n" + _SERVER_CODE
 
     def _spec(self, launcher: Path, app: AppRef, files: Mapping[str, str]) -> LaunchSpec:
@@ -154,9 +163,15 @@ class WsgirefAdapter(ServerAdapter):
         return self._spec(launcher, app, {str(launcher): text})
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        text = self._launcher(app, host, port, values, header)
+        text = self._launcher(app, host, port, values, header, env)
         return Artifact(LAUNCHER, text, run_hint=f"python3 {LAUNCHER}", mode=0o755)
 
     def artifact_launch(

@@ -16,7 +16,9 @@ from tuner.commands.options import (
     load_spec_from,
     workload_from,
 )
-from tuner.servers import SERVERS, get_adapter
+from tuner.commands.tune import add_app_settings_option
+from tuner.servers import SERVERS
+from tuner.servers.appenv import adapter_for_app
 from tuner.settings import parse_assignments
 
 
@@ -34,9 +36,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a server setting by its own name, e.g. workers=3 (repeatable); with --front, "
-        "also front_transport=tcp|unix, front_protocol=http|uwsgi, proxy_buffering=on|off",
+        help="a server setting by its own name, e.g. workers=3, or an app setting "
+        "(--app-settings), e.g. DB_POOL_SIZE=8 (repeatable); with --front, also "
+        "front_transport=tcp|unix, front_protocol=http|uwsgi, proxy_buffering=on|off",
     )
+    add_app_settings_option(parser)
     parser.add_argument("--path", default="/", help="URL path to load (default /)")
     parser.add_argument(
         "--log-dir",
@@ -55,9 +59,9 @@ def handle(args: argparse.Namespace) -> int:
     from tuner.measure.runner import BenchPlan, run_bench
     from tuner.report import bench_view as display
 
-    adapter = behind(get_adapter(args.server), args.front)
-    settings = adapter.resolve(parse_assignments(args.settings))
     app = parse_app(args.app)
+    adapter = behind(adapter_for_app(args.server, app, args.app_settings), args.front)
+    settings = adapter.resolve(parse_assignments(args.settings))
     server_cpus, load_cpus = cpu_split(args)
     limits = limits_from(args, server_cpus)
     load = load_spec_from(args, workload_from(args, args.path), load_cpus)

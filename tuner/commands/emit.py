@@ -8,7 +8,7 @@ from pathlib import Path
 from tuner.apps import parse_app
 from tuner.commands.tune import DEFAULT_STORAGE, add_requirement_options
 from tuner.errors import ConfigError
-from tuner.servers import get_adapter
+from tuner.servers.appenv import adapter_for_app
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -40,10 +40,10 @@ def handle(args: argparse.Namespace) -> int:
         )
     from tuner.front import behind, front_of
 
+    app = parse_app(setup["app"])
     # A study measured behind a front (--front nginx) emits the server file bound as the
     # front reached it, and the front's block beside it.
-    adapter = behind(get_adapter(setup["server"]), setup.get("front"))
-    app = parse_app(setup["app"])
+    adapter = behind(adapter_for_app(setup["server"], app, args.app_settings), setup.get("front"))
     settings = adapter.resolve(record.settings)
     header = trial_header(record, setup, study_name=args.study)
     path = write_artifact(

@@ -21,9 +21,11 @@ from tuner.commands.options import (
 from tuner.errors import ConfigError
 from tuner.front import front_of
 from tuner.search.objectives import OBJECTIVES, Slo, objective_named
-from tuner.search.space import default_space_path, load_space
+from tuner.search.space import SearchSpace, default_space_path, extend_space, load_space
 from tuner.search.storage_url import sqlite_path
-from tuner.servers import SERVERS, get_adapter
+from tuner.servers import SERVERS
+from tuner.servers.appenv import WithAppSettings, adapter_for_app
+from tuner.servers.base import ServerAdapter
 from tuner.workflow.cleanvenv import app_requirements_for, clean_venv
 
 if TYPE_CHECKING:
@@ -117,8 +119,22 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
     add_load_options(parser, duration_s=5.0, warmup_s=1.0)
 
 
+def add_app_settings_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--app-settings",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the app's own settings, environment variables it reads (tuned with the server's "
+        "when they declare a search, and written into the config file); default: "
+        "NAME.tuner.toml beside the app's NAME.py, if there is one",
+    )
+
+
 def add_requirement_options(parser: argparse.ArgumentParser) -> None:
-    """What the written file says it needs, and the proof that it needs no more."""
+    """What the written file says it needs, and the proof that it needs no more (and the app's
+    own settings, which the file sets too)."""
+    add_app_settings_option(parser)
     parser.add_argument(
         "--app-requirements",
         type=Path,
@@ -254,13 +270,13 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
     from tuner.front import behind
     from tuner.front.space import with_front_space
 
-    adapter = get_adapter(args.server)
     app = parse_app(args.app)
+    adapter = adapter_for_app(args.server, app, args.app_settings)
     server_cpus, load_cpus = cpu_split(args)
     limits = limits_from(args, server_cpus)
     load = load_spec_from(args, workload_from(args, args.path), load_cpus)
     space_path = args.space or adapter.space_file or default_space_path(adapter.name)
-    space = load_space(space_path, adapter.table, adapter.name)
+    space = with_app_params(adapter, load_space(space_path, adapter.table, adapter.name))
     adapter, space = with_front_space(behind(adapter, args.front), space)
     adapter.check_installed()
     check_app_imports(app)
@@ -292,6 +308,14 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         branch_starts=not args.no_branch_starts,
         limits=limits,
     )
+
+
+def with_app_params(adapter: ServerAdapter, space: SearchSpace) -> SearchSpace:
+    """The server's search space plus the app settings that declare a search."""
+    if not isinstance(adapter, WithAppSettings) or not adapter.app_settings.search:
+        return space
+    declared = adapter.app_settings
+    return extend_space(space, adapter.table, declared.search, declared.source)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

@@ -139,10 +139,16 @@ class FrontedAdapter(ServerAdapter):
     # --- the server's file, bound as the front reaches it -------------------------------------
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         bind = self.bind_for(values, host, port)
-        return self.inner.render_artifact_at(app, bind, split(values)[0], header)
+        return self.inner.render_artifact_at(app, bind, split(values)[0], header, env)
 
     def artifact_launch(
         self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]

@@ -438,3 +438,23 @@ def bounds(space: SearchSpace, cpus: int) -> dict[str, tuple[Any, ...]]:
             except ValueError as exc:
                 raise ConfigError(f"{space.source}: params.{param.name}: {exc}") from None
     return out
+
+
+def extend_space(
+    space: SearchSpace, table: SettingsTable, raw_params: Mapping[str, Any], source: str
+) -> SearchSpace:
+    """`space` plus params declared elsewhere (an app's own settings, tuner/appsettings.py),
+    checked against `table`: the server's settings and the app's. Such params have no `when`
+    (an app setting applies whatever the server runs) and are sampled after the server's."""
+    params = list(space.params)
+    taken = {p.name for p in params} | {p.setting for p in params}
+    for name, spec in raw_params.items():
+        try:
+            param = _load_param(Path(source), name, spec, table)
+        except ConfigError as exc:  # named as the app's file names it
+            text = str(exc).replace(f"params.{name}:", f"settings.{name}.search:")
+            raise ConfigError(text) from None
+        if param.name in taken or param.setting in taken:
+            raise ConfigError(f"{source}: {name}: the server's search space tunes it already")
+        params.append(param)
+    return replace(space, params=tuple(params), table=table)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -410,10 +411,19 @@ class ServerAdapter(abc.ABC):
 
     @abc.abstractmethod
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         """The file a user deploys, from the same table as the command line; `header` goes
-        first, as comments."""
+        first, as comments. `env` holds the app's own settings (tuner/appsettings.py): the
+        file must set them in the environment the app is imported in, the server's own way
+        (gunicorn `raw_env`, uWSGI `env`, `export` in a shell launcher, `os.environ` in a
+        Python one), so that booting the file alone runs the app as measured."""
 
     @abc.abstractmethod
     def artifact_launch(
@@ -423,11 +433,16 @@ class ServerAdapter(abc.ABC):
         its `run_hint` tells a user to: this is how the tuner proves the file works."""
 
     def render_artifact_at(
-        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         """`render_artifact` for a server bound as `bind` (see `launch_at`)."""
         self.check_bind(bind)
-        return self.render_artifact(app, bind.host, bind.port, values, header)
+        return self.render_artifact(app, bind.host, bind.port, values, header, env)
 
     def artifact_launch_at(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
@@ -473,6 +488,22 @@ def worker_counts(cpus: int) -> list[int]:
     while len(counts) < 8:
         counts = sorted(set(counts) | {max(counts) + 1})
     return counts[:8]
+
+
+def shell_env_lines(env: Mapping[str, str] | None) -> list[str]:
+    """`export NAME=value` lines that set the app's settings in a shell launcher."""
+    if not env:
+        return []
+    lines = ["# The app's own settings, as measured (it reads them from its environment)."]
+    return lines + [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
+
+
+def python_env_lines(env: Mapping[str, str] | None) -> list[str]:
+    """`os.environ[NAME] = value` lines for a Python launcher, run before the app is imported."""
+    if not env:
+        return []
+    lines = ["# The app's own settings, as measured (it reads them from its environment)."]
+    return lines + [f"os.environ[{name!r}] = {value!r}" for name, value in env.items()]
 
 
 def comment_block(header: str, prefix: str) -> list[str]:

@@ -25,6 +25,7 @@ from tuner.servers.base import (
     ServerAdapter,
     StartupSigns,
     comment_block,
+    python_env_lines,
     worker_counts,
 )
 from tuner.settings import Setting, SettingsTable, Value
@@ -137,7 +138,13 @@ class BjoernAdapter(ServerAdapter):
         )
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         resolved = self.resolve(values)
         lines = ["#!/usr/bin/env python3", *comment_block(header, "#")]
@@ -156,6 +163,8 @@ class BjoernAdapter(ServerAdapter):
             f"APP = {app.spec!r}",
             "# Tuned settings.",
         ]
+        if env:  # set before the body imports the app
+            lines += ["import os", *python_env_lines(env)]
         for setting in self.table.settings:
             for key, text in setting.config(resolved[setting.name]):
                 lines += [f"# {setting.doc}", f"{key} = {text}"]

@@ -238,12 +238,23 @@ class GranianAdapter(ServerAdapter):
         )
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        return self.render_artifact_at(app, Bind.tcp(host, port), values, header)
+        return self.render_artifact_at(app, Bind.tcp(host, port), values, header, env)
 
     def render_artifact_at(
-        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
         where = (
@@ -269,6 +280,11 @@ class GranianAdapter(ServerAdapter):
         for setting in self.table.settings:
             for key, text in setting.config(resolved[setting.name]):
                 lines += [f"# {setting.doc}", f"{key}={text}"]
+        if env:  # KEY=value lines too, so the block stays a valid EnvironmentFile
+            lines.append(
+                "# The app's own settings, as measured (it reads them from its environment)."
+            )
+            lines += [f"{name}={shlex.quote(value)}" for name, value in env.items()]
         lines += [
             "set +a",
             "# EDIT: the app's folder (the one it was tuned in). granian finds the app from",

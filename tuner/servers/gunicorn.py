@@ -291,12 +291,23 @@ class GunicornAdapter(ServerAdapter):
         )
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        return self.render_artifact_at(app, Bind.tcp(host, port), values, header)
+        return self.render_artifact_at(app, Bind.tcp(host, port), values, header, env)
 
     def render_artifact_at(
-        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
         resolved = self.resolve(values)
@@ -307,6 +318,13 @@ class GunicornAdapter(ServerAdapter):
         lines.append("# machine it was tuned on) and bind for your deployment: 127.0.0.1 accepts")
         lines.append("# connections from this machine only (e.g. behind nginx).")
         lines += [f"{key} = {text}" for key, text in self._wiring(app, bind)]
+        if env:
+            # gunicorn sets raw_env in its master before it imports the app or forks.
+            lines += [
+                "",
+                "# The app's own settings, as measured (it reads them from its environment).",
+            ]
+            lines.append(f"raw_env = {[f'{name}={value}' for name, value in env.items()]!r}")
         lines += ["", "# Tuned settings (every one listed, defaults included)."]
         for setting in self.table.settings:
             for key, text in setting.config(resolved[setting.name]):

@@ -32,6 +32,7 @@ from tuner.servers.base import (
     StartupSigns,
     comment_block,
     first_version_number,
+    shell_env_lines,
 )
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -233,7 +234,13 @@ class ModWsgiAdapter(ServerAdapter):
         )
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         command = self._command("mod_wsgi-express", app, host, port, values)
         lines = ["#!/bin/sh", *comment_block(header, "#")]
@@ -255,6 +262,8 @@ class ModWsgiAdapter(ServerAdapter):
             "# response_flush_delay=5 and switch_interval=0.005 are mod_wsgi-express's",
             "# defaults and left out).",
         ]
+        # Apache's children, mod_wsgi's daemon processes among them, inherit these.
+        lines += shell_env_lines(env)
         lines.append(_continued(command) + ' "$@"')
         return self.shell_launcher(lines)
 

@@ -27,6 +27,7 @@ from tuner.servers.base import (
     ServerAdapter,
     StartupSigns,
     comment_block,
+    python_env_lines,
 )
 from tuner.settings import Setting, Value
 
@@ -53,7 +54,7 @@ HOST = {host!r}
 PORT = {port!r}
 APP = {spec!r}
 
-sys.path.insert(0, APP_DIR)
+{env}sys.path.insert(0, APP_DIR)
 os.chdir(APP_DIR)
 try:
     module_name, _, callable_name = APP.partition(":")
@@ -121,7 +122,13 @@ class PythonLauncherAdapter(ServerAdapter):
         return self._spec(script, app, {str(script): text})
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         resolved = self.resolve(values)
         lines = ["#!/usr/bin/env python3", *(f"# {line}" for line in self.notice)]
@@ -134,6 +141,7 @@ class PythonLauncherAdapter(ServerAdapter):
                 port=port,
                 spec=app.spec,
                 app_failed=APP_IMPORT_FAILED,
+                env="".join(f"{line}\n" for line in python_env_lines(env)),
             ).rstrip()
         )
         lines.append("")

@@ -47,6 +47,8 @@ ALWAYS_ON = (
 # uWSGI expands %(...), $(...), @(...) and friends inside ini values, and a newline would
 # start a new option: only plain words, paths, numbers and addresses are written.
 _SAFE_INI_VALUE = re.compile(r"[A-Za-z0-9_./:\[\]+,-]+")
+# An app's environment value may also hold single spaces (uWSGI trims only the ends).
+_SAFE_ENV_VALUE = re.compile(r"[A-Za-z0-9_./:\[\]+,-]+( [A-Za-z0-9_./:\[\]+,-]+)*")
 
 
 def _int_setting(
@@ -195,6 +197,31 @@ def _ini_value(key: str, text: str) -> str:
     return text
 
 
+def _env_lines(app: AppRef, env: Mapping[str, str] | None) -> list[str]:
+    """The app's own settings: `env` lines, and the app loaded by `eval` after setting them.
+
+    `env` alone is uWSGI's way, and enough for a uWSGI binary that starts Python after reading
+    its options. The pyuwsgi wheel (what the tuner measures) is a Python program: its
+    `os.environ` was read before uWSGI parsed this file, so `env` never reaches the app there.
+    `eval` (an app loader, in place of `module`) sets them in `os.environ`, then imports it.
+    """
+    if not env:
+        return []
+    for name, value in env.items():
+        if not _SAFE_ENV_VALUE.fullmatch(value):  # no % or $( that uWSGI expands, no newline
+            raise ConfigError(
+                f"uwsgi.ini env {name}={value!r}: only letters, digits, single spaces and "
+                "_ . / : [ ] + , - can be written to an ini file safely"
+            )
+    update = ", ".join(f"{name!r}: {value!r}" for name, value in env.items())
+    return [
+        "; The app's own settings, as measured (it reads them from its environment).",
+        *(f"env = {name}={value}" for name, value in env.items()),
+        f"eval = import os; os.environ.update({{{update}}}); "
+        f"from {app.module} import {app.callable} as application",
+    ]
+
+
 class UwsgiAdapter(ServerAdapter):
     name = "uwsgi"
     artifact_filename = "uwsgi.ini"
@@ -319,12 +346,23 @@ class UwsgiAdapter(ServerAdapter):
         )
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        return self.render_artifact_at(app, Bind.tcp(host, port), values, header)
+        return self.render_artifact_at(app, Bind.tcp(host, port), values, header, env)
 
     def render_artifact_at(
-        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
         resolved = self.resolve(values)
@@ -336,7 +374,9 @@ class UwsgiAdapter(ServerAdapter):
         lines.append("; machine it was tuned on) and the socket address for your deployment:")
         lines.append("; 127.0.0.1 accepts connections from this machine only.")
         for key, text in self._wiring(app, bind, str(resolved["protocol"])):
-            lines.append(f"{key} = {_ini_value(key, text)}")
+            if not (env and key == "module"):  # with env, the app is loaded below
+                lines.append(f"{key} = {_ini_value(key, text)}")
+        lines += _env_lines(app, env)
         if int(resolved["gevent"]) > 0:
             lines.append("; Needs a uWSGI build with the gevent loop: the pyuwsgi wheel has it")
             lines.append("; built in; a distribution's uwsgi needs its gevent plugin (e.g.")

@@ -28,6 +28,7 @@ from tuner.servers.base import (
     StartupSigns,
     comment_block,
     first_version_number,
+    shell_env_lines,
 )
 from tuner.servers.grids import THREAD_STEPS, product_grid
 from tuner.settings import Setting, SettingsTable, Value
@@ -235,12 +236,23 @@ class WaitressAdapter(ServerAdapter):
         return self._spec(argv, app, {}, bind)
 
     def render_artifact(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        return self.render_artifact_at(app, Bind.tcp(host, port), values, header)
+        return self.render_artifact_at(app, Bind.tcp(host, port), values, header, env)
 
     def render_artifact_at(
-        self, app: AppRef, bind: Bind, values: Mapping[str, Value], header: str = ""
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
         resolved = self.resolve(values)
@@ -252,6 +264,7 @@ class WaitressAdapter(ServerAdapter):
         lines.append("# EDIT the app's folder (waitress-serve imports the app from its working")
         lines.append("# folder) and --listen for your deployment: 127.0.0.1 accepts connections")
         lines.append("# from this machine only (e.g. behind nginx).")
+        lines += shell_env_lines(env)
         lines.append(f"cd {shlex.quote(app.pythonpath)} || exit 1")
         argv = ["waitress-serve", *self._argv(app, bind, resolved)]
         lines.append("exec " + " \\\n    ".join(shlex.quote(arg) for arg in argv))
