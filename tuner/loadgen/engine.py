@@ -36,6 +36,10 @@ START_DELAY_S = 0.05
 FINISH_GRACE_S = 5.0
 
 
+# The shortest stretch that counts as a one-second window of its own in `window_rps`.
+MIN_WINDOW_S = 0.5
+
+
 @dataclass(frozen=True)
 class WindowStats:
     index: int
@@ -339,7 +343,12 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
     )
     idle = breakdown.idle_connections(spec, finals)
     notes += breakdown.idle_note(idle)
-    window_rps = tuple(windows[i].stats(i).rps for i in sorted(windows))
+    # A run stopped early (a pruned trial) ends with a sliver of a window: its rate says
+    # nothing (a few ms with 0 or 3 answers) and would drag the median; the requests in it
+    # still count in the overall rate.
+    window_rps = tuple(
+        windows[i].stats(i).rps for i in sorted(windows) if windows[i].length_s >= MIN_WINDOW_S
+    )
     return Measurement(
         median_rps=median_of_windows(window_rps, rps),
         overall_rps=rps,
