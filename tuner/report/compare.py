@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
 from tuner.metrics.stats import Spread, clearly_better, ratio, spread_text
-from tuner.report.figures import Chart, draw_spread_bars, png_bytes
+from tuner.report.figures import Chart, png_bytes
 from tuner.report.tables import Table, ratio_text
 from tuner.workflow.compare import ServerRow
 from tuner.workflow.confirm import ConfirmedSummary
@@ -18,7 +20,8 @@ FIGURES: tuple[tuple[Callable[[ConfirmedSummary], Spread | None], str], ...] = (
     (lambda entry: entry.p99_ms, "p99 ms (lower is better)"),
     (lambda entry: entry.pss_mb, "mean PSS MB (lower is better)"),
 )
-COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
+DEFAULT_COLOR, TUNED_COLOR = "tab:gray", "tab:blue"
+BAR_HEIGHT = 0.38
 
 
 def compare_table(rows: Sequence[ServerRow]) -> Table:
@@ -108,23 +111,44 @@ def best_line(rows: Sequence[ServerRow]) -> str:
 
 
 def compare_chart(rows: Sequence[ServerRow]) -> Chart:
-    figure = Figure(figsize=(11, 4), layout="constrained")
-    entries = [
-        (f"{row.server}\n{name}", entry)
-        for row in rows
-        for name, entry in (("default", row.default), ("tuned", row.tuned))
-        if entry is not None
-    ]
-    colors = [COLORS[i // 2 % len(COLORS)] for i in range(len(entries))]
+    """One panel per figure; in each, a row per server with its default and its tuned config
+    as two horizontal bars (median, with the min-max of the rounds), so nine servers stay as
+    readable as two."""
+    servers = [row.server for row in rows]
+    height = max(3.0, 0.55 * len(rows) + 1.2)
+    figure = Figure(figsize=(12, height), layout="constrained")
+    places = np.arange(len(rows))
     for index, (figure_of, label) in enumerate(FIGURES):
         ax = figure.add_subplot(1, len(FIGURES), index + 1)
-        spreads = [_triple(figure_of(entry)) for _, entry in entries]
-        draw_spread_bars(ax, [name for name, _ in entries], spreads, colors)
+        for offset, (name, color, entries) in enumerate(
+            (
+                ("default", DEFAULT_COLOR, [row.default for row in rows]),
+                ("tuned", TUNED_COLOR, [row.tuned for row in rows]),
+            )
+        ):
+            spreads = [_triple(figure_of(e)) if e is not None else None for e in entries]
+            medians = [s[1] if s else 0.0 for s in spreads]
+            errors = [
+                [s[1] - s[0] if s else 0.0 for s in spreads],
+                [s[2] - s[1] if s else 0.0 for s in spreads],
+            ]
+            ax.barh(
+                places + (offset - 0.5) * BAR_HEIGHT, medians, height=BAR_HEIGHT, xerr=errors,
+                capsize=3, color=color, label=name, error_kw={"elinewidth": 0.8},
+            )  # fmt: skip
+        ax.set_yticks(places, servers if index == 0 else [""] * len(servers))
+        ax.invert_yaxis()  # the first server on top, as in the table
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+        ax.grid(alpha=0.3, axis="x")
         ax.set_title(label, fontsize=10)
+        if index == 0:  # one legend for the three panels, above them, where no bar is
+            figure.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncols=2)
     return Chart(
         "compare",
         "Default vs tuned, per server",
-        "Median with min-max over the interleaved rounds; each colour is one server.",
+        "Median with min-max over the interleaved rounds; grey: the server's default, blue: "
+        "its tuned config.",
         png_bytes(figure),
     )
 
