@@ -190,11 +190,15 @@ def summarise(
 ) -> dict:
     by_label = {c.candidate.label: c for c in confirmed}
 
-    def median(label: str) -> float:
-        entry = by_label.get(label)  # a server that forks no workers has no 2*cpus+1 rule
-        return entry.rps.median if entry and entry.rps and not entry.unfair else 0.0
+    def median(label: str) -> float | None:
+        """0.0: measured but unusable; None: not a baseline of this server (one that forks
+        no workers has no 2*cpus+1 rule)."""
+        entry = by_label.get(label)
+        if entry is None:
+            return None
+        return entry.rps.median if entry.rps and not entry.unfair else 0.0
 
-    grid_best, tuner = median("grid"), median("tuner")
+    grid_best, tuner = median("grid") or 0.0, median("tuner") or 0.0
     default, rule = median("default"), median("2*cpus+1")
     tuner_entry, grid_entry = by_label["tuner"], by_label["grid"]
     return {
@@ -237,8 +241,10 @@ def _range(spread: tuple[float, float] | None) -> str:
     return f"{spread[0]:,.0f}-{spread[1]:,.0f}" if spread else "-"
 
 
-def _rps(value: float) -> str:
+def _rps(value: float | None) -> str:
     # 0 = no usable run: failed, unfair (starved connections) or over the error limit
+    if value is None:
+        return "n/a"
     return f"{value:,.0f}" if value else "unusable"
 
 
