@@ -213,6 +213,8 @@ def test_tuned_artifact_is_written_boots_as_its_hint_says_and_answers(
     ):
         answer = httpx.get(f"http://{HOST}:{port}/", timeout=5)
     assert answer.status_code == 200
+    # Folders made for that one boot (mod_wsgi's fresh TMPDIR) go with the server.
+    assert not [folder for folder in spec.scratch if Path(folder).exists()]
 
 
 def test_the_artifact_sets_the_apps_own_environment(server: ServerAdapter, tmp_path: Path) -> None:

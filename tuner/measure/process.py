@@ -17,6 +17,7 @@ import http.client
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -441,6 +442,8 @@ class ServerProcess:
                 self._verify_gone(tree)
             finally:
                 self._release_cgroup()
+                for folder in self.spec.scratch:
+                    shutil.rmtree(folder, ignore_errors=True)
 
     def _release_cgroup(self) -> None:
         if self.cgroup is None:

@@ -87,6 +87,9 @@ class LaunchSpec:
     signs: StartupSigns = field(default_factory=StartupSigns)
     files: Mapping[str, str] = field(default_factory=dict)
     load_signs: tuple[LoadSign, ...] = ()
+    # Folders made for this one run (a server root under a fresh TMPDIR), removed with the
+    # process once it has stopped.
+    scratch: tuple[str, ...] = ()
     # Where the server listens when that is not HTTP on the host:port it was started for (a
     # unix socket, the uwsgi protocol): its readiness is checked there, in its protocol.
     bind: Bind | None = None

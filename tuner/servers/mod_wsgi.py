@@ -20,6 +20,7 @@ import shutil
 import signal
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from tuner.apps import AppRef
@@ -277,7 +278,8 @@ class ModWsgiAdapter(ServerAdapter):
         # path past 107 bytes is cut, so two daemons collide ("Address already in use").
         root = tempfile.mkdtemp(prefix="tuner-mod_wsgi-")
         env = {"PATH": search_path, "TMPDIR": root}
-        return self._spec([*self._as_ordinary_user(), "/bin/sh", str(path)], app, env)
+        spec = self._spec([*self._as_ordinary_user(), "/bin/sh", str(path)], app, env)
+        return replace(spec, scratch=(root,))
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return ["/bin/sh", "-n", str(path)]
