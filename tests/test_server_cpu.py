@@ -11,8 +11,8 @@ import time
 import pytest
 
 from tests.measurements import measurement
-from tuner.metrics.cpu import ServerCpu, TreeCpuClock
-from tuner.metrics.measurement import Measurement
+from tuner.metrics.cpu import TreeCpuClock
+from tuner.metrics.measurement import Measurement, ServerCpu
 from tuner.metrics.stats import Spread
 from tuner.report.compare import compare_table, cpu_bound_line
 from tuner.report.data import StoredResult, StudyData

@@ -13,37 +13,13 @@ once. Only a child that exits unreaped between the snapshots is missed; servers 
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any
 
 import psutil
 
-
-@dataclass(frozen=True)
-class ServerCpu:
-    """CPU-seconds per wall second of the server tree, against the CPUs it could use."""
-
-    busy_cpus: float  # 1.0 = one core busy the whole run
-    of_cpus: float  # the pinned server CPUs, or the lower `--cpu-limit`
-
-    @property
-    def utilisation(self) -> float:
-        """Busy share of the CPUs the server had, 0..1 (nan when it had none)."""
-        return min(1.0, self.busy_cpus / self.of_cpus) if self.of_cpus > 0 else math.nan
-
-    def describe(self) -> str:
-        return f"{self.busy_cpus:.2f} of {self.of_cpus:g} CPUs busy ({self.utilisation:.0%})"
-
-    def to_json(self) -> dict[str, float]:
-        return {"busy_cpus": round(self.busy_cpus, 3), "of_cpus": self.of_cpus}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ServerCpu:
-        return cls(float(data.get("busy_cpus") or 0.0), float(data.get("of_cpus") or 0.0))
+from tuner.metrics.measurement import ServerCpu
 
 
 class TreeCpuClock:

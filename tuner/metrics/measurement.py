@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import ConfigError, InvalidMeasurement
-from tuner.metrics.cpu import ServerCpu
 
 SCHEMA_VERSION = 2
 # The constraint value of a run judged unfair whose figures look nearly even: still > 0.
@@ -210,6 +209,30 @@ class IdleConnections:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> IdleConnections:
         return cls(int(data.get("opened") or 0), int(data.get("held") or 0))
+
+
+@dataclass(frozen=True)
+class ServerCpu:
+    """CPU-seconds per wall second of the server tree, against the CPUs it could use
+    (sampled by tuner.metrics.cpu.TreeCpuClock)."""
+
+    busy_cpus: float  # 1.0 = one core busy the whole run
+    of_cpus: float  # the pinned server CPUs, or the lower `--cpu-limit`
+
+    @property
+    def utilisation(self) -> float:
+        """Busy share of the CPUs the server had, 0..1 (nan when it had none)."""
+        return min(1.0, self.busy_cpus / self.of_cpus) if self.of_cpus > 0 else math.nan
+
+    def describe(self) -> str:
+        return f"{self.busy_cpus:.2f} of {self.of_cpus:g} CPUs busy ({self.utilisation:.0%})"
+
+    def to_json(self) -> dict[str, float]:
+        return {"busy_cpus": round(self.busy_cpus, 3), "of_cpus": self.of_cpus}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ServerCpu:
+        return cls(float(data.get("busy_cpus") or 0.0), float(data.get("of_cpus") or 0.0))
 
 
 @dataclass(frozen=True)
