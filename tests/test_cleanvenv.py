@@ -123,7 +123,7 @@ def test_the_apps_own_requirements_are_named_and_installed(
 ) -> None:
     json_api = parse_app("apps/json_api.py", cwd=REPO)
     wanted = app_requirements_for(json_api.pythonpath, None)  # apps/requirements.txt
-    assert wanted == ("flask",)
+    assert wanted == ("flask", "sqlalchemy>=2", "psycopg[binary]>=3.1")
     out = write_artifact(
         gunicorn,
         json_api,
@@ -134,7 +134,9 @@ def test_the_apps_own_requirements_are_named_and_installed(
         app_requirements=wanted,
         check_clean_venv=True,
     )
-    assert f"# needs: pip install gunicorn=={GUNICORN} flask\n" in out.read_text()
+    needs = f"# needs: pip install gunicorn=={GUNICORN} flask 'sqlalchemy>=2' "
+    needs += "'psycopg[binary]>=3.1'"
+    assert needs + "\n" in out.read_text(), out.read_text()[:1500]
 
 
 def test_an_app_needing_more_than_its_requirements_is_refused(
