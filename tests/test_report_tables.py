@@ -13,7 +13,7 @@ from rich.console import Console
 
 from tests.measurements import measurement
 from tuner.machine.limits import Limits
-from tuner.metrics.measurement import Latency
+from tuner.metrics.measurement import Latency, TemplateFigures
 from tuner.metrics.stats import Spread, spread_text
 from tuner.report import tables
 from tuner.report.bench_view import result_table
@@ -378,3 +378,27 @@ def test_a_confirmation_round_where_nothing_passed_is_told_apart_from_none() -> 
     assert (
         tables.summary_lines(_study([_trial(0, 100)]))[1] == "Verdict: trial 7 beats the default."
     )
+
+
+def test_the_report_shows_the_recommended_trials_figures_per_template() -> None:
+    slow = Latency(30.0, 31.0, 31.4, 32.0, 33.0, 30.5)
+    fast = Latency(0.3, 0.5, 0.71, 0.9, 1.0, 0.4)
+    mixed = measurement(
+        400,
+        templates=(
+            TemplateFigures("GET /fast", 0.75, 300, 300.0, 0, fast),
+            TemplateFigures("GET /slow/{int}", 0.25, 100, 100.0, 2, slow),
+        ),
+    )
+    winner = TrialRecord(7, "COMPLETE", {}, mixed)
+    other = TrialRecord(5, "COMPLETE", {}, replace(mixed, templates=()))
+    table = tables.templates(_study([_trial(0, 100, baseline="default"), other, winner]))
+    assert table is not None and table.title.startswith("Per template: trial 7")
+    assert table.rows == [
+        ("GET /fast", "75%", "300", "0.30", "0.71", "0"),
+        ("GET /slow/{int}", "25%", "100", "30.00", "31.40", "2"),
+    ]
+    assert table in tables.study_tables(_study([winner]))
+    # One request per load, or the winner not measured: no such table.
+    assert tables.templates(_study([other], result={**RESULT, "verdict": {
+        **RESULT["verdict"], "winner": "trial 5", "winner_trial": 5}})) is None  # fmt: skip

@@ -32,8 +32,37 @@ def study_tables(data: StudyData, settings_text: SettingsText = all_settings) ->
     if data.pareto:
         tables.append(pareto_front(data, settings_text))
     tables += [failed_trials(data, settings_text), confirmation(data), baselines(data)]
+    if per_template := templates(data):
+        tables.append(per_template)
     tables.append(machine(data))
     return tables
+
+
+def templates(data: StudyData) -> Table | None:
+    """The recommended config's figures per workload template (a mixed workload, e.g. from
+    `tuner workload from-log`): a mix whose headline p99 looks fine can hide one slow
+    endpoint. None when the study's load was one request."""
+    number = data.winner_trial()
+    record = next((r for r in data.complete if r.number == number), None)
+    if record is None or record.measurement is None or not record.measurement.templates:
+        return None
+    rows = [
+        (
+            t.name,
+            f"{t.share:.0%}",
+            f"{t.rps:,.0f}",
+            f"{t.latency.p50_ms:.2f}",
+            f"{t.latency.p99_ms:.2f}",
+            str(t.errors),
+        )
+        for t in record.measurement.templates
+    ]
+    return Table(
+        f"Per template: trial {record.number} (the recommended config's search trial)",
+        ("template", "share", "req/s", "p50 ms", "p99 ms", "errors"),
+        rows,
+        ["fast clients only; each template's own responses in the measurement window"],
+    )
 
 
 def top_trials(data: StudyData, settings_text: SettingsText, limit: int = TOP_TRIALS) -> Table:
