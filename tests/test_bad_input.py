@@ -66,6 +66,8 @@ CASES = [
     (TUNE + ["--study-name", "../up"], "--study-name '../up': use letters"),
     (TUNE + ["--max-error-rate", "2"], "--max-error-rate 2.0: expected a fraction"),
     (TUNE + ["--trials", "0"], "--trials 0: expected a whole number >= 1"),
+    # The study's own folder (its trial logs go there) only becomes a folder once trials ran.
+    (TUNE + ["--study-name", "mine", "--out", "{tmp}/mine"], "is the study's own folder"),
     (
         TUNE + ["--space", "search_spaces/uwsgi.toml"],
         "server = 'uwsgi'; expected server = 'gunicorn'",

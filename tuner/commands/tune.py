@@ -170,6 +170,11 @@ def handle(args: argparse.Namespace) -> int:
     setup = build_setup(args)
     out = args.out or setup.workdir / setup.adapter.artifact_filename
     check_writable(out)  # before the study, not after minutes of measuring
+    if out.resolve() == setup.workdir.resolve():
+        raise ConfigError(
+            f"--out {str(out)!r} is the study's own folder (its trial logs go there); give a "
+            f"file name such as {out / setup.adapter.artifact_filename}"
+        )
     outcome = run_tune(setup, args, out)
     if args.json:
         print_json({"study": setup.name, "storage": setup.storage_url, **outcome.to_json()})
