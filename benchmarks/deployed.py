@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tuner.servers import get_adapter  # noqa: E402
+
 FRONT_SETTINGS = ("front_transport", "front_protocol", "proxy_buffering")
 
 
@@ -75,13 +79,15 @@ def main() -> None:
     deployed_load += ["--slow-client-kbps", args.slow_client_kbps]
     settings_of = {"bench": window, "deployed": [*window, "--front", "nginx", *deployed_load]}
 
+    filename = get_adapter(args.server).artifact_filename
     with tempfile.TemporaryDirectory(prefix="tuner-deployed-") as tmp:
         picks = {}
         for name, extra in settings_of.items():
             result = run_json([
                 "tune", args.app, "--server", args.server, "--trials", str(args.trials),
                 "--storage", f"sqlite:///{tmp}/s.db", "--study-name", name,
-                "--out", f"{tmp}/{name}", "--no-clean-venv-check", "--seed", "1", *extra,
+                "--out", f"{tmp}/written-{name}/{filename}", "--no-clean-venv-check",
+                "--seed", "1", *extra,
             ])  # fmt: skip
             picks[name] = winner(result)
             print(f"{name} study picked {picks[name][0]}: {picks[name][1]}", file=sys.stderr)
