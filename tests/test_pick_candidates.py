@@ -60,3 +60,67 @@ def test_a_searched_config_equal_to_a_baseline_gives_its_place_to_the_next(
     picked = pick_candidates(setup, records, top_k=2, pareto=[])
     assert [c.label for c in picked[:2]] == ["default", "2*cpus+1"]
     assert [c.trial_number for c in picked[2:]] == [2, 5]
+
+
+def _top(settings: dict[str, object]) -> list[TrialRecord]:
+    return [TrialRecord(8, "COMPLETE", settings, measurement(5000, p99=2.0))]  # type: ignore[arg-type]
+
+
+def test_the_top_config_is_also_measured_with_only_its_concurrency_changed(
+    tmp_path: Path,
+) -> None:
+    setup = _setup(tmp_path, "throughput")
+    top = {
+        "workers": 5,
+        "worker_class": "gevent",
+        "worker_connections": 2000,
+        "backlog": 4096,
+        "accesslog": True,
+    }
+    picked = pick_candidates(setup, _top(top), top_k=1, pareto=[])
+    labels = [c.label for c in picked]
+    assert labels == [
+        "default",
+        "2*cpus+1",
+        "trial 8",
+        "trial 8, default logging",
+        "trial 8, other settings at default",
+    ]
+    defaults = setup.adapter.resolve({})
+    lean = picked[-1].settings
+    changed = {k: v for k, v in lean.items() if defaults[k] != v}
+    # The process count and the worker class make its concurrency; the rest goes back.
+    assert changed == {"workers": 5, "worker_class": "gevent"}
+    assert picked[-1].trial_number == 8
+
+
+def test_no_lean_variant_when_the_top_config_changes_only_its_concurrency(
+    tmp_path: Path,
+) -> None:
+    setup = _setup(tmp_path, "throughput")
+    picked = pick_candidates(
+        setup, _top({"workers": 4, "worker_class": "gthread", "threads": 8}), top_k=1, pareto=[]
+    )
+    assert [c.label for c in picked] == ["default", "2*cpus+1", "trial 8"]
+
+
+def test_a_setting_the_concurrency_model_needs_is_kept(tmp_path: Path) -> None:
+    args = build_parser().parse_args(
+        ["tune", str(REPO / "apps/hello.py"), "--server", "uwsgi"]
+        + ["--storage", f"sqlite:///{tmp_path}/s.db"]
+    )
+    setup = build_setup(args)
+    defaults = setup.adapter.resolve({})
+    top = {
+        "processes": 3,
+        "gevent": 100,
+        "listen": 1024,
+        "max-requests": 5000,
+        "master": True,
+        "disable-logging": True,
+    }
+    picked = pick_candidates(setup, _top(top), top_k=1, pareto=[])
+    lean = picked[-1]
+    assert lean.label == "trial 8, other settings at default"
+    changed = {k: v for k, v in lean.settings.items() if defaults[k] != v}
+    assert changed == {"processes": 3, "gevent": 100}

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.errors import ConfigError
 from tuner.front import front_of
 from tuner.loadgen.engine import keep_workers
 from tuner.measure.runner import limits_context, run_bench, run_context
@@ -160,7 +161,10 @@ def pick_candidates(
             break
         if new(candidate := Candidate(record.label, record.number, record.settings)):
             picked.append(candidate)
-    variants = [v for v in _default_logging_variant(setup, picked[:1]) if new(v)]
+    top = picked[:1]
+    variants = [
+        v for v in _default_logging_variant(setup, top) + _lean_variant(setup, top) if new(v)
+    ]
     return chosen + picked + variants
 
 
@@ -178,6 +182,40 @@ def _default_logging_variant(setup: StudySetup, top: Sequence[Candidate]) -> lis
             variants.append(
                 Candidate(f"{candidate.label}, default logging", candidate.trial_number, settings)
             )
+    return variants
+
+
+def _lean_variant(setup: StudySetup, top: Sequence[Candidate]) -> list[Candidate]:
+    """The top config with only what makes its concurrency: its process and thread counts and
+    the settings its concurrency model needs (worker class, gevent...), everything else at the
+    server's default. A search also moves settings that make no measurable difference (granian
+    picked workers_lifetime=60, cheroot expiration_interval=5); measured side by side, this
+    variant ties with the top config when they do nothing, and then the tie goes to fewer
+    changes, so the written file holds only what its figures need."""
+    adapter = setup.adapter
+    defaults = adapter.resolve({})
+    levers = {adapter.process_model.processes, adapter.process_model.threads} - {None}
+    variants = []
+    for candidate in top:
+        current = adapter.resolve(candidate.settings)
+        model = adapter.concurrency_model(current)
+        lean = dict(current)
+        reverted_any = True
+        while reverted_any:  # again, until none moves: one may need another reverted first
+            reverted_any = False
+            for name, value in lean.items():
+                if name in levers or value == defaults[name]:
+                    continue
+                try:
+                    reverted = adapter.resolve({**lean, name: defaults[name]})
+                except ConfigError:  # another setting needs it (the server refuses the mix)
+                    continue
+                if adapter.concurrency_model(reverted) == model:
+                    lean, reverted_any = reverted, True
+                    break
+        if lean != current:
+            label = f"{candidate.label}, other settings at default"
+            variants.append(Candidate(label, candidate.trial_number, lean))
     return variants
 
 
