@@ -78,6 +78,8 @@ def test_bench_through_nginx(server, front, nginx_front, tmp_path):
     result = json.loads(done.stdout)
     assert result["front"]["name"] == "nginx" and result["front"]["version"]
     assert result["requests"] > 0 and sum(result["errors"].values()) == 0, result["errors"]
+    # nginx's memory is counted with the server's, and kept apart too.
+    assert 0 < result["memory_mb"]["front_pss_mean"] < result["memory_mb"]["pss_mean"]
     for setting in front:
         key, value = setting.split("=")
         assert str(result["settings"][key]).lower() in (value, "false" if value == "off" else "")
