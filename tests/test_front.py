@@ -12,12 +12,14 @@ import subprocess
 import sys
 import time
 
+import optuna
 import psutil
 import pytest
 
 from tests.cli import REPO, run_tuner
 from tests.conftest import unavailable
 from tests.serverwatch import servers_started_since, wait_none_left
+from tuner.apps import parse_app
 from tuner.cli import main
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.front import behind
@@ -64,6 +66,10 @@ def nginx_processes(since: float) -> list[psutil.Process]:
     [
         ("gunicorn", ["front_transport=tcp"]),
         ("gunicorn", ["front_transport=unix", "proxy_buffering=off"]),
+        # gthread keeps connections alive over HTTP; over uwsgi the adapter turns that off
+        # (nginx closes each uwsgi connection, which gthread would log as an error).
+        ("gunicorn", ["front_transport=unix", "front_protocol=uwsgi", "worker_class=gthread"]),
+        ("gunicorn", ["front_transport=tcp", "front_protocol=uwsgi"]),
         ("uwsgi", ["front_transport=unix", "front_protocol=uwsgi"]),
         ("uwsgi", ["front_transport=tcp", "front_protocol=uwsgi"]),
     ],
@@ -78,6 +84,8 @@ def test_bench_through_nginx(server, front, nginx_front, tmp_path):
     result = json.loads(done.stdout)
     assert result["front"]["name"] == "nginx" and result["front"]["version"]
     assert result["requests"] > 0 and sum(result["errors"].values()) == 0, result["errors"]
+    # nginx's memory is counted with the server's, and kept apart too.
+    assert 0 < result["memory_mb"]["front_pss_mean"] < result["memory_mb"]["pss_mean"]
     for setting in front:
         key, value = setting.split("=")
         assert str(result["settings"][key]).lower() in (value, "false" if value == "off" else "")
@@ -87,6 +95,7 @@ def test_bench_through_nginx(server, front, nginx_front, tmp_path):
     assert ("uwsgi_pass" in conf) == ("front_protocol=uwsgi" in front)
     assert ("unix:" in conf) == ("front_transport=unix" in front)
     assert not (prefix / "nginx.pid").exists() and not (prefix / "proxy").exists()
+    assert "Error handling request" not in (tmp_path / f"{server}.log").read_text()
     assert wait_none_left(nginx_front) == []
 
 
@@ -111,6 +120,48 @@ def test_short_tune_writes_a_checked_nginx_block(nginx_front, tmp_path):
         assert "/run/uwsgi/uwsgi.sock" in server_file
     assert not list(tmp_path.glob(".tuner-front-check-*"))
     assert wait_none_left(nginx_front) == []
+
+
+def test_short_tune_draws_gunicorn_uwsgi_and_emits_it_checked(nginx_front, tmp_path):
+    """gunicorn's protocol = uwsgi as a branch of the space behind nginx: seed 1 draws it
+    for the first sampled trial (trial 2, after the two baselines: checked below); that
+    trial runs without errors, and its files are written and boot-validated as measured."""
+    storage = f"sqlite:///{tmp_path}/s.db"
+    done = run_tuner(
+        "tune", "apps/hello.py", "--server", "gunicorn", "--front", "nginx", "--trials", "3",
+        "--seed", "1", *SHORT, "--top-k", "1", "--confirm-rounds", "1",
+        "--no-clean-venv-check", "--no-branch-starts", "--storage", storage,
+        "--study-name", "g", "--out", str(tmp_path / "tuned" / "gunicorn.conf.py"),
+        timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    study = optuna.load_study(study_name="g", storage=storage)
+    drawn = [t for t in study.trials if t.params.get("front_protocol") == "uwsgi"]
+    assert [t.number for t in drawn] == [2], [t.params for t in study.trials]
+    assert drawn[0].state.name == "COMPLETE", drawn[0].user_attrs
+    assert drawn[0].user_attrs["metrics"]["error_rate"] == 0
+    # Moot over uwsgi, so not drawn (gunicorn runs it with keepalive = 0).
+    assert "keepalive" not in drawn[0].params and "http_parser" not in drawn[0].params
+    out = tmp_path / "trial2" / "gunicorn.conf.py"
+    done = run_tuner(
+        "emit", "--study", "g", "--trial", "2", "--out", str(out), "--storage", storage,
+        "--no-clean-venv-check", timeout=200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert "protocol = 'uwsgi'" in text and "keepalive = 0" in text
+    block = (out.parent / "nginx-gunicorn.conf").read_text()
+    assert "uwsgi_pass tuner_app;" in block and "proxy_pass" not in block
+    assert "keepalive" not in block  # no upstream keep-alive for uwsgi
+    assert wait_none_left(nginx_front) == []
+
+
+def test_gunicorn_uwsgi_without_a_front_is_one_line(capsys):
+    argv = ["bench", "apps/hello.py", "--server", "gunicorn", "--set", "protocol=uwsgi", *SHORT]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "load generator speaks HTTP" in err[0], err
+    assert "--front nginx --set front_protocol=uwsgi" in err[0]
 
 
 def test_sigkill_of_the_tuner_leaves_no_nginx(nginx_front):
@@ -155,7 +206,11 @@ def test_front_space_follows_what_the_server_can_be_bound_as():
 
     gunicorn, uwsgi, cheroot = space_of("gunicorn"), space_of("uwsgi"), space_of("cheroot")
     assert {"front_transport", "proxy_buffering"} <= set(gunicorn.names())
-    assert "front_protocol" not in gunicorn.names()  # gunicorn: http only (for now)
+    assert "front_protocol" in gunicorn.names()  # gunicorn's protocol = uwsgi
+    # Moot over uwsgi (gunicorn's uwsgi parser; no upstream keep-alive): drawn over http only.
+    for name in ("http_parser", "keepalive"):
+        param = next(p for p in gunicorn.params if p.name == name)
+        assert param.when.get("front_protocol") == ("http",), param
     assert {"front_transport", "front_protocol", "proxy_buffering"} <= set(uwsgi.names())
     # Over uWSGI's binary protocol, which HTTP the workers would speak is not drawn.
     assert uwsgi.names()[0] == "front_transport"
@@ -177,6 +232,19 @@ def test_fronted_adapter_splits_values_and_refuses_unsupported_binds():
     adapter.resolve({"front_transport": "tcp", "reuse_port": True})
     with pytest.raises(ConfigError, match="cannot listen for uwsgi over unix"):
         get_adapter("waitress").check_bind(Bind.unix("/tmp/x.sock", "uwsgi"))
+
+
+def test_gunicorn_over_uwsgi_runs_protocol_uwsgi_without_keepalive(tmp_path):
+    adapter = FrontedAdapter(get_adapter("gunicorn"), "nginx")
+    app = parse_app("apps/hello.py", cwd=REPO)
+
+    def argv_of(**values: object) -> list[str]:
+        resolved = adapter.resolve({"worker_class": "gthread", "keepalive": 5, **values})
+        argv = list(adapter.launch_spec(app, "127.0.0.1", 8001, resolved, tmp_path).argv)
+        return [argv[argv.index(flag) + 1] for flag in ("--protocol", "--keep-alive")]
+
+    assert argv_of(front_protocol="uwsgi") == ["uwsgi", "0"]  # nginx closes each connection
+    assert argv_of(front_protocol="http") == ["http", "5"]
 
 
 def test_nginx_block_keeps_upstream_alive_for_http_only():

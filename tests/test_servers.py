@@ -266,7 +266,7 @@ def test_unknown_server_names_the_valid_ones() -> None:
         ("uwsgi", {"max-requests": 100}, "master=true"),
         ("uwsgi", {"max-worker-lifetime": 60}, "master=true"),
         ("uwsgi", {"http-processes": 2}, "protocol=http or http-processes=1"),
-        ("gunicorn", {"protocol": "uwsgi"}, "no such front yet; use protocol=http"),
+        ("gunicorn", {"protocol": "uwsgi"}, "use --front nginx --set front_protocol=uwsgi"),
     ],
 )
 def test_combinations_the_server_cannot_run_are_refused(

@@ -2,7 +2,9 @@
 
 nginx runs from a prefix folder beside the trial's server log (`NAME.nginx/`: its nginx.conf,
 kept as the record of what was measured, and its log), pinned to the server's CPUs, since in
-production they share the machine and nginx's CPU time is part of the cost of a config. It
+production they share the machine and nginx's CPU time is part of the cost of a config; under
+`--cpu-limit` it runs inside the server's cgroup, so the quota is shared as on a box whose
+CPUs both use (and its memory is counted with the server's, `tuner.metrics.memory`). It
 runs as a `ServerProcess`, so the server's watchdog machinery stops it too, also when the
 tuner is killed. Ready means one request through nginx to the app answered 2xx.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from tuner.errors import PortInUseError
 from tuner.front import nginx
 from tuner.front.config import FrontConfig
+from tuner.machine.limits import Cgroup
 from tuner.measure.process import LOOPBACK, ServerProcess, free_port
 from tuner.servers.base import Bind
 from tuner.settings import Value
@@ -48,7 +51,9 @@ def running_front(
     nginx.prepare_prefix(prefix)
     try:
         site = functools.partial(nginx.site_block, bind, config)
-        with start_nginx(prefix, site, cpus, ready_path, ready_timeout_s) as front:
+        with start_nginx(
+            prefix, site, cpus, ready_path, ready_timeout_s, join=server.cgroup
+        ) as front:
             yield front
     finally:
         tidy(prefix, bind)
@@ -60,9 +65,11 @@ def start_nginx(
     cpus: tuple[int, ...],
     ready_path: str,
     ready_timeout_s: float,
+    join: Cgroup | None = None,
 ) -> ServerProcess:
     """nginx from `prefix` serving `site(listen address)` on a free loopback port, pinned to
-    `cpus` with one worker each, once a request through it answered 2xx."""
+    `cpus` with one worker each, once a request through it answered 2xx; inside the cgroup
+    `join` (the server's, under container limits) if given."""
     for attempt in range(PORT_ATTEMPTS):
         port = free_port(LOOPBACK)
         conf = nginx.main_conf(prefix, site(f"{LOOPBACK}:{port}"), workers=max(1, len(cpus)))
@@ -76,6 +83,7 @@ def start_nginx(
                 port=port,
                 ready_path=ready_path,
                 ready_timeout_s=ready_timeout_s,
+                join=join,
             )
         except PortInUseError:
             if attempt == PORT_ATTEMPTS - 1:

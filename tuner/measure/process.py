@@ -222,9 +222,12 @@ class ServerProcess:
         ready_path: str = "/",
         ready_timeout_s: float = 30.0,
         limits: Limits | None = None,
+        join: Cgroup | None = None,
     ) -> ServerProcess:
         """Start the server pinned to `cpus` (empty = not pinned), inside a cgroup with
-        `limits` if any, and wait until it answers 2xx.
+        `limits` if any, and wait until it answers 2xx. `join`: start inside that existing
+        cgroup instead (another tree's: the server's, for the front in front of it); it stays
+        its owner's to remove.
 
         Raises ServerStartError (it exited), AppBrokenError (it exited with one of the spec's
         app-broken codes), ReadinessTimeout, ConfigError (CPUs, cgroups) or ToolMissingError;
@@ -232,18 +235,21 @@ class ServerProcess:
         """
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        if limits and join is not None:
+            raise ValueError("a tree starts in a cgroup of its own or joins one, not both")
         spec.write_files()
-        cgroup = Cgroup.create(limits) if limits else None
+        cgroup = Cgroup.create(limits) if limits else None  # owned: removed with this tree
         cleaner = [CLEANER, *cgroup.folders] if cgroup else []
         argv = list(spec.argv)
-        if cgroup:
+        entered = cgroup or join
+        if entered:
             argv = [
                 sys.executable,
                 "-I",
                 "-S",
                 "-c",
                 _JOIN_CGROUP,
-                *cgroup.procs_files,
+                *entered.procs_files,
                 "--",
                 *argv,
             ]

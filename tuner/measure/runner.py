@@ -79,12 +79,12 @@ def run_bench(
         # The tuner's own thread (and the memory sampler it starts) stays off the server's
         # CPUs while measuring; memory is sampled over warm-up and measurement.
         target = front.port if front is not None else server.port
-        # nginx shares the server's CPUs, so its CPU time counts in theirs (not in the
-        # server's memory: that is what the server's own file costs).
+        # nginx shares the server's CPUs and box, so its CPU time and its memory count with
+        # the server's (its memory also apart, as the measurement's front_pss_mean).
         cpus = plan.limits.effective_cpus(len(plan.server_cpus))
         with (
             pinned(plan.load.load_cpus),
-            MemorySampler(server.pids) as memory,
+            MemorySampler(server.pids, front_pids_fn=front.pids if front else None) as memory,
             TreeCpuClock(lambda: server.pids() + (front.pids() if front else []), cpus) as cpu,
         ):
             load = run_load(replace(plan.load, host=LOOPBACK, port=target), on_window)

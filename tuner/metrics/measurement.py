@@ -92,7 +92,8 @@ class Errors:
 
 @dataclass(frozen=True)
 class Memory:
-    """The server's whole process tree, sampled during warm-up and measurement, in MiB."""
+    """The server's whole process tree (and the front's, behind one: both share the box),
+    sampled during warm-up and measurement, in MiB."""
 
     pss_mean_mb: float  # the headline: shared pages counted once, split between processes
     pss_peak_mb: float
@@ -101,9 +102,16 @@ class Memory:
     samples: int
     # The most processes one sample summed: the tree with its workers (0 = not recorded).
     processes_peak: int = 0
+    # Behind a front: nginx's part of pss_mean (included in it); None = no front measured.
+    front_pss_mean_mb: float | None = None
+
+    @property
+    def server_pss_mean_mb(self) -> float:
+        """The server tree's own part of pss_mean (all of it without a front)."""
+        return self.pss_mean_mb - (self.front_pss_mean_mb or 0.0)
 
     def to_json(self) -> dict[str, float | int]:
-        return {
+        data: dict[str, float | int] = {
             "pss_mean": self.pss_mean_mb,
             "pss_peak": self.pss_peak_mb,
             "uss_peak": self.uss_peak_mb,
@@ -111,6 +119,9 @@ class Memory:
             "samples": self.samples,
             "processes_peak": self.processes_peak,
         }
+        if self.front_pss_mean_mb is not None:
+            data["front_pss_mean"] = self.front_pss_mean_mb
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Memory:
@@ -121,6 +132,7 @@ class Memory:
             _float(data.get("rss_peak"), math.nan),
             int(data.get("samples") or 0),
             int(data.get("processes_peak") or 0),
+            _optional(data.get("front_pss_mean")),
         )
 
 

@@ -4,6 +4,10 @@ PSS is the headline: forked workers share the master's pages, so summing RSS cou
 pages once per worker and makes a 9-worker server look far bigger than it is. PSS divides
 each shared page between the processes that map it, so the tree's PSS sum is what the server
 really costs. USS (pages only that process has) is reported too.
+
+Behind a front (nginx) the front's processes are summed in too: in production they share the
+box with the server, so a config's memory is both trees'. nginx's own part of the PSS mean is
+kept apart as well (`front_pss_mean`), so a reader sees what each tree costs.
 """
 
 from __future__ import annotations
@@ -18,13 +22,21 @@ _MB = 1024 * 1024  # MiB, reported under the usual "MB" name
 
 
 class MemorySampler:
-    """Samples PSS / USS / RSS summed over `pids_fn()` every `interval_s` in a daemon thread.
+    """Samples PSS / USS / RSS summed over `pids_fn()` (and `front_pids_fn()`, if given) every
+    `interval_s` in a daemon thread.
 
     The first sample is taken on entry, so even a very short run has one.
     """
 
-    def __init__(self, pids_fn: Callable[[], list[int]], interval_s: float = 0.25) -> None:
+    def __init__(
+        self,
+        pids_fn: Callable[[], list[int]],
+        interval_s: float = 0.25,
+        front_pids_fn: Callable[[], list[int]] | None = None,
+    ) -> None:
         self._pids_fn = pids_fn
+        self._front_pids_fn = front_pids_fn
+        self._front_pss: list[int] = []
         self._interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -38,23 +50,16 @@ class MemorySampler:
         """Take one sample now; processes that vanish while being read are skipped."""
         try:
             pids = self._pids_fn()
+            front_pids = self._front_pids_fn() if self._front_pids_fn else []
         except Exception:  # noqa: BLE001 - a server that just died has no tree to sample
             return
-        pss = uss = rss = 0
-        seen = 0
-        for pid in pids:
-            try:
-                info = psutil.Process(pid).memory_full_info()
-            except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-                continue
-            pss += info.pss
-            uss += info.uss
-            rss += info.rss
-            seen += 1
-        if not seen:
-            return
+        server, front = _summed(pids), _summed(front_pids)
+        pss, uss, rss, seen = (a + b for a, b in zip(server, front, strict=True))
+        if not server[3]:
+            return  # no server left to sample: nginx alone is not a config's memory
         with self._lock:
             self._pss.append(pss)
+            self._front_pss.append(front[0])
             self._uss_peak = max(self._uss_peak, uss)
             self._rss_peak = max(self._rss_peak, rss)
             self._processes_peak = max(self._processes_peak, seen)
@@ -87,9 +92,12 @@ class MemorySampler:
 
     def summary(self) -> dict[str, float | int]:
         """MB figures over all samples: PSS mean and peak, USS and RSS peaks; 0.0 if none.
-        `processes_peak`: the most processes one sample summed (the tree, workers included)."""
+        `processes_peak`: the most processes one sample summed (the tree, workers included,
+        and the front's processes behind a front). `front_pss_mean`: the front's part of
+        `pss_mean`, present only when the sampler was given the front's pids."""
         with self._lock:
             samples = list(self._pss)
+            front_samples = list(self._front_pss)
             uss_peak, rss_peak = self._uss_peak, self._rss_peak
             processes_peak = self._processes_peak
         return {
@@ -99,4 +107,25 @@ class MemorySampler:
             "rss_peak": round(rss_peak / _MB, 2),
             "samples": len(samples),
             "processes_peak": processes_peak,
+            # nginx's part of pss_mean (included in it); only behind a front.
+            **(
+                {"front_pss_mean": round(sum(front_samples) / len(front_samples) / _MB, 2)}
+                if self._front_pids_fn is not None and front_samples
+                else {}
+            ),
         }
+
+
+def _summed(pids: list[int]) -> tuple[int, int, int, int]:
+    """(PSS, USS, RSS, processes read) over `pids`; processes that vanish are skipped."""
+    pss = uss = rss = seen = 0
+    for pid in pids:
+        try:
+            info = psutil.Process(pid).memory_full_info()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+        pss += info.pss
+        uss += info.uss
+        rss += info.rss
+        seen += 1
+    return pss, uss, rss, seen

@@ -127,11 +127,17 @@ def result_table(
         table.add_row("fairness", f"{m.fairness_index:.2f} (1 = every connection served alike)")
     if m.memory is not None:
         memory = m.memory
+        front = memory.front_pss_mean_mb
         table.add_row(
-            "memory (whole tree)",
+            "memory (whole tree)" if front is None else "memory (server + nginx trees)",
             f"PSS mean {memory.pss_mean_mb:.1f} MB  peak "
             f"{memory.pss_peak_mb:.1f}  USS peak {memory.uss_peak_mb:.1f}  "
-            f"RSS peak {memory.rss_peak_mb:.1f}",
+            f"RSS peak {memory.rss_peak_mb:.1f}"
+            + (
+                ""
+                if front is None
+                else f"  (PSS mean: server {memory.server_pss_mean_mb:.1f}, nginx {front:.1f})"
+            ),
         )
     if m.server_cpu is not None:
         table.add_row("server CPU (whole tree)", m.server_cpu.describe())

@@ -226,7 +226,13 @@ def machine(data: StudyData) -> Table:
     ]
     front = context.get("front")
     if front:  # figures behind a front include it (tuner.front)
-        rows.append(("front", f"{front.get('name')} {front.get('version', '')} on the server CPUs"))
+        rows.append(
+            (
+                "front",
+                f"{front.get('name')} {front.get('version', '')} on the server CPUs; its CPU "
+                "time and memory (PSS) are counted with the server's",
+            )
+        )
     rows += [(f"{name} version", str(version)) for name, version in versions.items()]
     return Table("Machine, CPU split and versions", ("what", "value"), rows)
 

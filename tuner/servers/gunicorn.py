@@ -148,7 +148,7 @@ SETTINGS = SettingsTable(
             "choice",
             "http",
             "http: clients speak HTTP to gunicorn; uwsgi: uWSGI's binary protocol, for "
-            "nginx's uwsgi_pass in front (not tuned: the tuner has no such front yet)",
+            "nginx's uwsgi_pass in front (behind --front nginx it follows front_protocol)",
             lambda v: ["--protocol", str(v)],
             lambda v: [("protocol", repr(v))],
             choices=("http", "uwsgi"),
@@ -176,9 +176,14 @@ class GunicornAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
     )
-    # `--bind unix:PATH` (gunicorn's docs, "bind"). Its `protocol = "uwsgi"` is not offered
-    # yet: check_combination still refuses it (see below).
-    binds = frozenset({("tcp", "http"), ("unix", "http")})
+    # `--bind unix:PATH` (gunicorn's docs, "bind"); `protocol = "uwsgi"` speaks uWSGI's binary
+    # protocol there, for nginx's uwsgi_pass. The bind decides the protocol (`_as_bound`), so
+    # the `protocol` setting itself is only ever http (check_combination).
+    binds = frozenset({("tcp", "http"), ("unix", "http"), ("tcp", "uwsgi"), ("unix", "uwsgi")})
+    # Read from gunicorn 27.0.1: a uwsgi request is parsed by gunicorn/uwsgi/message.py, never
+    # by the HTTP parser (so http_parser is moot), and nginx keeps no uwsgi connection alive
+    # (so keepalive is moot; `_as_bound` turns it off, see there).
+    http_only_settings = ("http_parser", "keepalive")
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["worker_class"])
@@ -206,10 +211,12 @@ class GunicornAdapter(ServerAdapter):
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
         if values["protocol"] != "http":
+            # Behind a front the bind carries the protocol (front_protocol); without one the
+            # load generator, which speaks HTTP only, would be the client.
             raise ConfigError(
-                f"gunicorn protocol={values['protocol']}: clients must speak uWSGI's binary "
-                "protocol (nginx uwsgi_pass), and the tuner has no such front yet; use "
-                "protocol=http"
+                f"gunicorn protocol={values['protocol']}: only nginx speaks uWSGI's binary "
+                "protocol to gunicorn, and the load generator speaks HTTP; use --front nginx "
+                "--set front_protocol=uwsgi (or protocol=http without a front)"
             )
         if values["http_parser"] == "fast" and not fast_parser_installed():
             raise ConfigError(
@@ -241,6 +248,20 @@ class GunicornAdapter(ServerAdapter):
                 "front_transport=tcp"
             )
 
+    def _as_bound(self, bind: Bind, resolved: Mapping[str, Value]) -> dict[str, Value]:
+        """`resolved` as gunicorn runs it bound as `bind`: over the uwsgi protocol,
+        `protocol = uwsgi` and `keepalive = 0`.
+
+        nginx's uwsgi_pass opens a connection per request and closes it once it has the
+        response (no upstream keep-alive for uwsgi). A gthread or gevent worker with keepalive
+        on then waits for a next request, reads nginx's close as a truncated header and logs
+        "Error handling request" with a traceback for every request (gunicorn 27.0.1,
+        measured behind nginx 1.22); keepalive = 0 closes first, as sync workers always do.
+        """
+        if bind.protocol != "uwsgi":
+            return dict(resolved)
+        return {**resolved, "protocol": "uwsgi", "keepalive": 0}
+
     def _wiring(self, app: AppRef, bind: Bind) -> list[tuple[str, str]]:
         """The settings every run needs, not tuned: where the app is and where to listen."""
         return [
@@ -265,6 +286,7 @@ class GunicornAdapter(ServerAdapter):
         self.check_bind(bind)
         resolved = self.resolve(values)
         self.check_bound(bind, resolved)
+        resolved = self._as_bound(bind, resolved)
         argv = [
             self.executable(),
             "--bind",
@@ -310,7 +332,7 @@ class GunicornAdapter(ServerAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
-        resolved = self.resolve(values)
+        resolved = self._as_bound(bind, self.resolve(values))
         lines = comment_block(header, "#")
         if lines:
             lines.append("")
@@ -318,6 +340,11 @@ class GunicornAdapter(ServerAdapter):
         lines.append("# machine it was tuned on) and bind for your deployment: 127.0.0.1 accepts")
         lines.append("# connections from this machine only (e.g. behind nginx).")
         lines += [f"{key} = {text}" for key, text in self._wiring(app, bind)]
+        if bind.protocol == "uwsgi":
+            lines.append("# Speaks uWSGI's binary protocol to nginx's uwsgi_pass (protocol below),")
+            lines.append("# with keepalive = 0: nginx opens a connection per uwsgi request. Over")
+            lines.append("# TCP gunicorn takes uwsgi requests only from uwsgi_allow_ips (default")
+            lines.append("# 127.0.0.1 and ::1): add nginx's address if it runs on another host.")
         if env:
             # gunicorn sets raw_env in its master before it imports the app or forks.
             lines += [

@@ -58,7 +58,8 @@ def _front_line(context: Mapping[str, Any]) -> list[str]:
         return []
     return [
         f"measured behind {front.get('name')} {front.get('version', '')}".rstrip()
-        + " on the server's CPUs; its block is written beside this file"
+        + " on the server's CPUs (CPU and memory figures include it); its block is written "
+        "beside this file"
     ]
 
 
