@@ -61,11 +61,13 @@ def test_a_hopeless_trial_is_pruned_and_one_inside_the_noise_is_not(
     # margin: about 40 req/s, far behind beyond any noise.
     study.enqueue_trial({"workers": 2})
     study.enqueue_trial({"workers": 15})  # about 300: inside the noise
+    study.enqueue_trial({"workers": 2})  # the pruned config again: not measured again
     listener = QuietListener()
-    run_search(setup, study, n_trials=6, timeout_s=None, listener=listener)
+    run_search(setup, study, n_trials=7, timeout_s=None, listener=listener)
 
     by_number = {r.number: r for r in listener.ended}
-    assert sorted(by_number) == list(range(6))
+    # The repeat gave its slot back: one more trial at least was drawn from the space.
+    assert set(range(8)) <= set(by_number), sorted(by_number)
     # The first three had too few contenders to be judged; the fourth is the best there is.
     contenders = [by_number[n] for n in range(4)]
     for record in contenders:
@@ -94,3 +96,8 @@ def test_a_hopeless_trial_is_pruned_and_one_inside_the_noise_is_not(
     assert len(kept.measurement.window_rps) == DURATION_S
     # It really was inside the noise: its median is within the floor margin of the best.
     assert kept.rps > fastest * (1 - MIN_MARGIN), (kept.rps, fastest)
+
+    again = by_number[6]
+    assert again.state == "PRUNED" and again.duplicate_of == 4, (again.state, again.duplicate_of)
+    assert again.fail_reason == pruned.fail_reason
+    assert not (setup.workdir / "trials" / "6").exists()  # no server was started for it

@@ -380,7 +380,9 @@ def run_search(
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
     remaining, spare = n_trials, n_trials or 0
     while remaining is None or remaining > 0:
-        before = len(study.get_trials(deepcopy=False))
+        # Trials already ended; queued ones (baselines, branch starts) are not, and their
+        # repeats give their slots back too.
+        ended_before = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
         left_s = None if deadline is None else deadline - time.monotonic()
         if left_s is not None and left_s <= 0:
             return
@@ -395,7 +397,11 @@ def run_search(
             return
         # A config measured before cost no measurement: give its slot back (at most n_trials
         # times), so the budget buys distinct configs.
-        repeats = sum(DUPLICATE_OF in t.user_attrs for t in study.get_trials()[before:])
+        repeats = sum(
+            DUPLICATE_OF in t.user_attrs
+            for t in study.get_trials(deepcopy=False)
+            if t.number not in ended_before
+        )
         remaining = min(repeats, spare)
         spare -= remaining
 
@@ -468,9 +474,12 @@ class _TrialObjective:
         return setup.objective.values(figures)
 
     def _measured_twin(self, number: int, settings: dict[str, Value]) -> FrozenTrial | None:
-        """An earlier complete trial of exactly these settings (what the server runs, with
-        conditions applied and inactive settings at their defaults), if there is one."""
-        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        """An earlier complete or pruned trial of exactly these settings (what the server runs,
+        with conditions applied and inactive settings at their defaults), if there is one. A
+        pruned one counts: measuring it again would only be pruned again (seen on bjoern,
+        whose whole space is 12 configs: one pruned config was measured 11 times)."""
+        states = (TrialState.COMPLETE, TrialState.PRUNED)
+        for frozen in self.study.get_trials(deepcopy=False, states=states):
             same = frozen.number != number and frozen.user_attrs.get("settings") == settings
             if same and _measurement(frozen.user_attrs.get("metrics")) is not None:
                 return frozen
@@ -483,6 +492,9 @@ class _TrialObjective:
         trial.set_user_attr(DUPLICATE_OF, twin.number)
         trial.set_user_attr("metrics", twin.user_attrs["metrics"])
         trial.set_user_attr("context", twin.user_attrs.get("context") or {})
+        if twin.state == TrialState.PRUNED:
+            trial.set_user_attr("fail_reason", twin.user_attrs.get("fail_reason", "pruned"))
+            raise optuna.TrialPruned()
         return self._judge(trial, measurement)
 
     def _try_covering_config(self, number: int, settings: dict[str, Value]) -> None:
