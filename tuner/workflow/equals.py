@@ -87,9 +87,12 @@ def _keep_not_clearly_worse(
     if best in pool and best not in kept:
         mine = best.spread(headline)
         assert mine is not None
+        digits = 1
+        while digits < 3 and f"{low.median:.{digits}f}" == f"{mine.median:.{digits}f}":
+            digits += 1  # separated beyond the noise, yet equal at one decimal: show why
         reason = (
-            f"{headline.short} {low.median:,.1f} vs {mine.median:,.1f} {headline.unit} "
-            f"for {label(best)}"
+            f"{headline.short} {low.median:,.{digits}f} vs {mine.median:,.{digits}f} "
+            f"{headline.unit} for {label(best)}"
         )
         return kept, reason
     return kept, ""
