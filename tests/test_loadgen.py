@@ -24,7 +24,9 @@ from pathlib import Path
 import pytest
 
 from tuner.loadgen import ClientModel, LoadSpec, WindowStats, Workload, run_load
+from tuner.loadgen.engine import keep_workers
 from tuner.loadgen.spec import RequestSpec
+from tuner.measure.process import _group_members
 from tuner.metrics.measurement import Errors, Measurement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,11 +53,19 @@ def _get(port: int, path: str) -> tuple[int, bytes]:
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """Any live process left in the group. Zombies are dead: an orphaned worker's zombie
+    lingers until PID 1 reaps it (here over a second after the SIGKILL), so `killpg(pgid, 0)`
+    would make every test wait for the reaper instead of for the server."""
+    return bool(_group_members(pgid))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kept_load_workers() -> Iterator[None]:
+    """One set of load workers for every run here, as in a study (tests/test_kept_workers.py
+    proves kept workers measure each run afresh; a run per fresh spawn is proven there and by
+    the CLI tests): a spawn per run cost each test a Python start and the tuner's imports."""
+    with keep_workers():
+        yield
 
 
 Server = Callable[..., int]
