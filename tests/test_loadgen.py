@@ -319,7 +319,9 @@ def test_slow_server_past_the_timeout_counts_timeouts(server, keepalive) -> None
 def test_starved_connections_make_the_run_unfair(server) -> None:
     # One sync process serves one keep-alive connection at a time; the others wait forever.
     port = server("--http11-socket", "apps.hello:app", "--processes", "1")
-    result = run_load(spec(port, connections=8, timeout_s=5.0, duration_s=1.5))
+    # The starved requests wait ~1.8 s by the window's end, short of their timeout; the drain
+    # then waits for them until it (3 s, not 5: the run ends at their timeout).
+    result = run_load(spec(port, connections=8, timeout_s=3.0, duration_s=1.5))
     assert result.starved_connections > 0
     assert result.unfair
     assert any(r.startswith("starved") for r in result.unfair_reasons)
@@ -333,7 +335,7 @@ def test_a_slow_client_passed_over_is_still_starved(server) -> None:
     # two slow clients waits unanswered. Slow by design is allowed for; passed over is not.
     port = server("--http11-socket", "apps.hello:app", "--processes", "1")
     clients = ClientModel(slow_fraction=0.25)
-    result = run_load(spec(port, connections=8, timeout_s=5.0, duration_s=1.5, clients=clients))
+    result = run_load(spec(port, connections=8, timeout_s=3.0, duration_s=1.5, clients=clients))
     assert result.slow_clients is not None and result.slow_clients.connections == 2
     assert result.slow_clients.starved >= 1
     assert result.starved_connections >= 6  # all but the one served
