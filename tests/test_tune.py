@@ -117,6 +117,7 @@ def test_tune_end_to_end_writes_a_file_that_boots(e2e, since):
 
 def test_resume_adds_trials_and_emit_writes_any_trial(e2e, tmp_path, since):
     # A copy of the end-to-end study (4 trials, so the next is trial 4), resumed here.
+    assert e2e[0].returncode == 0, e2e[0].stderr
     shutil.copy(e2e[1] / "s.db", tmp_path / "s.db")
     storage = f"sqlite:///{tmp_path}/s.db"
     done = tuner(
