@@ -121,7 +121,12 @@ def test_crashing_worker_kills_a_uwsgi_without_master(tmp_path: Path, since: flo
 
 def test_hanging_requests_make_the_trial_unfair(tmp_path: Path, since: float) -> None:
     # Measured (so the sampler learns from it) but infeasible: it can never win.
-    records = search(tmp_path, FAULTY, "gunicorn", "--path", "/hang?every=40", trials=1)
+    # A hung request is under 0.8 s old at the window's end, short of its 2 s timeout: unfair,
+    # not timed out; the drain waits for it until then, not 5 s.
+    records = search(
+        tmp_path, FAULTY, "gunicorn", "--path", "/hang?every=40", "--request-timeout", "2",
+        trials=1,
+    )  # fmt: skip
     assert records[0].state == "COMPLETE" and not records[0].feasible
     assert records[0].fail_reason.startswith("unfair: ")
     assert records[0].why_infeasible == "unfair"
