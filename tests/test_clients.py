@@ -12,16 +12,28 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.cli import run_tuner as tuner
 from tests.conftest import HOST, running
 from tuner.loadgen import ClientModel, LoadSpec, RequestSpec, Workload, run_load
+from tuner.loadgen.engine import keep_workers
 from tuner.metrics.measurement import IdleConnections, Measurement
 
 LOAD_CPUS = (max(os.sched_getaffinity(0)),)
 # A browser's request: a session cookie makes it ~1 KB, 33 ms on a 256 kbit/s uplink.
 BROWSER = Workload((RequestSpec(path="/", headers=(("Cookie", "session=" + "x" * 1000),)),))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kept_load_workers() -> Iterator[None]:
+    """One set of load workers for the runs here, as in a study, instead of a spawn per run
+    (tests/test_kept_workers.py proves kept workers measure each run afresh)."""
+    with keep_workers():
+        yield
 
 
 def load(port: int, workload: Workload = BROWSER, **kw: object) -> Measurement:

@@ -21,8 +21,10 @@ def test_a_starved_http11_config_is_followed_by_one_with_a_thread_per_connection
     require_adapter("uwsgi")
     args = build_parser().parse_args(
         ["tune", "apps/hello.py", "--server", "uwsgi", "--storage", f"sqlite:///{tmp_path}/s.db"]
-        + ["--study-name", "covering", "--duration", "1", "--warmup", "0.5"]
-        + ["--connections", "8", "--no-branch-starts", *SPLIT]
+        + ["--study-name", "covering", "--duration", "0.6", "--warmup", "0.2"]
+        # The starved requests are 0.8 s old at the window's end, short of their 2 s timeout
+        # (so starved, not timed out); the drain waits for them until then, not 5 s.
+        + ["--request-timeout", "2", "--connections", "8", "--no-branch-starts", *SPLIT]
     )
     setup = build_setup(args)
     study = open_study(setup)  # queues the two baselines

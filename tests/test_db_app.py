@@ -22,6 +22,9 @@ from tests.postgres import throwaway_postgres
 
 MAX_CONNECTIONS = 20
 SHORT = ("--duration", "1", "--warmup", "0.5")
+# The studies' verdicts and reasons, not their figures, are tested: one 0.6 s window (a window
+# counts from 0.5 s) after 0.2 s of warm-up.
+SHORT_STUDY = ("--duration", "0.6", "--warmup", "0.2")
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +100,7 @@ def test_more_connections_than_the_database_allows_fail_and_the_trial_says_why(
         db_env,
         "tune", "apps/db.py", "--server", "gunicorn", "--space", str(space),
         "--app-settings", str(settings), "--trials", "3", "--no-branch-starts", "--top-k", "1",
-        "--confirm-rounds", "1", "--no-clean-venv-check", "--connections", "32", *SHORT,
+        "--confirm-rounds", "1", "--no-clean-venv-check", "--connections", "32", *SHORT_STUDY,
         # Queries of 20 ms: every thread holds a connection, as when the database works.
         "--path", "/?db_wait_ms=20",
         "--storage", f"sqlite:///{tmp_path / 'study.db'}", "--out", str(tmp_path / "g.conf.py"),
@@ -124,7 +127,7 @@ def test_a_short_tune_with_the_pool_in_the_space_writes_it(
     result = tuner_json(
         db_env,
         "tune", "apps/db.py", "--server", "gunicorn", "--trials", "4", "--top-k", "1",
-        "--confirm-rounds", "1", "--connections", "16", *SHORT, "--seed", "3",
+        "--confirm-rounds", "1", "--connections", "16", *SHORT_STUDY, "--seed", "3",
         "--storage", f"sqlite:///{tmp_path / 'study.db'}", "--out", str(out),
     )  # fmt: skip
     assert result["config_file"] == str(out)

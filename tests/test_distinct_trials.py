@@ -26,7 +26,7 @@ def test_an_identical_config_is_never_measured_twice(tmp_path: Path, since: floa
     storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
     done = run_tuner(
         "tune", "apps/hello.py", "--server", "gunicorn", "--space", str(space),
-        "--trials", "3", "--duration", "1", "--warmup", "0.2", "--top-k", "1",
+        "--trials", "3", "--duration", "0.6", "--warmup", "0.2", "--top-k", "1",
         "--confirm-rounds", "1", "--storage", storage, "--study-name", "distinct",
         "--out", str(tmp_path / "gunicorn.conf.py"), "--json", "--no-clean-venv-check",
     )  # fmt: skip

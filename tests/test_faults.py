@@ -38,7 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 FAULTY = str(REPO / "apps" / "faulty.py")
 CPUS = sorted(os.sched_getaffinity(0))
 SPLIT = ["--server-cpus", str(CPUS[0]), "--load-cpus", str(CPUS[-1])] if len(CPUS) > 1 else []
-SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "8", *SPLIT]
+# Each fault shows within a few hundred requests: one 0.6 s window (the engine counts a window
+# from 0.5 s) after 0.2 s of warm-up.
+SHORT = ["--duration", "0.6", "--warmup", "0.2", "--connections", "8", *SPLIT]
 # A dead tuner's trial is failed 2 s after its last heartbeat instead of 30 s.
 FAST_HEARTBEAT = {"TUNER_HEARTBEAT_S": "1", "TUNER_HEARTBEAT_GRACE_S": "2"}
 
@@ -119,7 +121,12 @@ def test_crashing_worker_kills_a_uwsgi_without_master(tmp_path: Path, since: flo
 
 def test_hanging_requests_make_the_trial_unfair(tmp_path: Path, since: float) -> None:
     # Measured (so the sampler learns from it) but infeasible: it can never win.
-    records = search(tmp_path, FAULTY, "gunicorn", "--path", "/hang?every=40", trials=1)
+    # A hung request is under 0.8 s old at the window's end, short of its 2 s timeout: unfair,
+    # not timed out; the drain waits for it until then, not 5 s.
+    records = search(
+        tmp_path, FAULTY, "gunicorn", "--path", "/hang?every=40", "--request-timeout", "2",
+        trials=1,
+    )  # fmt: skip
     assert records[0].state == "COMPLETE" and not records[0].feasible
     assert records[0].fail_reason.startswith("unfair: ")
     assert records[0].why_infeasible == "unfair"
@@ -249,7 +256,7 @@ def test_port_taken_by_another_process_retries_on_a_free_one(
 # --- the tuner is stopped ----------------------------------------------------------------------
 
 
-def _start_tune(tmp_path: Path, trials: int = 20) -> subprocess.Popen[str]:
+def _start_tune(tmp_path: Path, trials: int = 20, duration: str = "2") -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -274,7 +281,7 @@ def _start_tune(tmp_path: Path, trials: int = 20) -> subprocess.Popen[str]:
             "--out",
             str(tmp_path / "gunicorn.conf.py"),
             "--duration",
-            "2",
+            duration,
             "--warmup",
             "0.5",
             "--connections",
@@ -361,7 +368,8 @@ def test_sigterm_then_sigkill_then_resume_loses_nothing(tmp_path: Path, since: f
     wait_until_stale(storage, "stopped", killed_trial, FAST_HEARTBEAT)
 
     # Resume: the dead trial is failed on open, completed ones are kept, the study goes on.
-    proc = _start_tune(tmp_path, trials=1)
+    # Nothing is stopped in this run: short windows will do (the study's identity has none).
+    proc = _start_tune(tmp_path, trials=1, duration="0.6")
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
     _, records = load_records(storage, "stopped")

@@ -8,27 +8,28 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.conftest import HOST, running
+from tests.conftest import HOST, require_adapter, running
 from tuner.loadgen import LoadSpec, Workload, run_load
 from tuner.loadgen.engine import keep_workers
 from tuner.measure.process import ServerProcess
 from tuner.metrics.measurement import Errors, Measurement
-from tuner.servers.base import ServerAdapter
 
 LOAD_CPUS = (max(os.sched_getaffinity(0)),)
 
 
-@pytest.fixture
-def server(gunicorn: ServerAdapter, tmp_path: Path) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module")
+def server(real_servers: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the tests here: they are about the load workers, which each test starts
+    and ends itself; the server only answers."""
     # gthread: a sync worker sometimes leaves all 8 keep-alive clients unanswered for a second
     # on a busy machine, which says nothing about the load workers.
     values = {"worker_class": "gthread", "threads": 8}
-    with running(gunicorn, values=values, log_path=tmp_path / "server.log") as started:
+    log_path = tmp_path_factory.mktemp("kept") / "server.log"
+    with running(require_adapter("gunicorn"), values=values, log_path=log_path) as started:
         yield started
 
 

@@ -135,8 +135,8 @@ def test_tune_under_limits_uses_them_for_baselines_and_says_so(tmp_path: Path) -
     require_adapter("gunicorn")
     out = tmp_path / "gunicorn.conf.py"
     done = run_tuner(
-        "tune", "apps/hello.py", "--server", "gunicorn", "--trials", "2", "--duration", "1",
-        "--warmup", "0.3", "--cpu-limit", "0.5", "--memory-limit", "512M", "--top-k", "1",
+        "tune", "apps/hello.py", "--server", "gunicorn", "--trials", "2", "--duration", "0.6",
+        "--warmup", "0.2", "--cpu-limit", "0.5", "--memory-limit", "512M", "--top-k", "1",
         "--confirm-rounds", "1", "--storage", f"sqlite:///{tmp_path / 'db.sqlite'}",
         "--out", str(out), "--json",
     )  # fmt: skip

@@ -24,7 +24,9 @@ from pathlib import Path
 import pytest
 
 from tuner.loadgen import ClientModel, LoadSpec, WindowStats, Workload, run_load
+from tuner.loadgen.engine import keep_workers
 from tuner.loadgen.spec import RequestSpec
+from tuner.measure.process import _group_members
 from tuner.metrics.measurement import Errors, Measurement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,11 +53,19 @@ def _get(port: int, path: str) -> tuple[int, bytes]:
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """Any live process left in the group. Zombies are dead: an orphaned worker's zombie
+    lingers until PID 1 reaps it (here over a second after the SIGKILL), so `killpg(pgid, 0)`
+    would make every test wait for the reaper instead of for the server."""
+    return bool(_group_members(pgid))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kept_load_workers() -> Iterator[None]:
+    """One set of load workers for every run here, as in a study (tests/test_kept_workers.py
+    proves kept workers measure each run afresh; a run per fresh spawn is proven there and by
+    the CLI tests): a spawn per run cost each test a Python start and the tuner's imports."""
+    with keep_workers():
+        yield
 
 
 Server = Callable[..., int]
@@ -309,7 +319,9 @@ def test_slow_server_past_the_timeout_counts_timeouts(server, keepalive) -> None
 def test_starved_connections_make_the_run_unfair(server) -> None:
     # One sync process serves one keep-alive connection at a time; the others wait forever.
     port = server("--http11-socket", "apps.hello:app", "--processes", "1")
-    result = run_load(spec(port, connections=8, timeout_s=5.0, duration_s=1.5))
+    # The starved requests wait ~1.8 s by the window's end, short of their timeout; the drain
+    # then waits for them until it (3 s, not 5: the run ends at their timeout).
+    result = run_load(spec(port, connections=8, timeout_s=3.0, duration_s=1.5))
     assert result.starved_connections > 0
     assert result.unfair
     assert any(r.startswith("starved") for r in result.unfair_reasons)
@@ -323,7 +335,7 @@ def test_a_slow_client_passed_over_is_still_starved(server) -> None:
     # two slow clients waits unanswered. Slow by design is allowed for; passed over is not.
     port = server("--http11-socket", "apps.hello:app", "--processes", "1")
     clients = ClientModel(slow_fraction=0.25)
-    result = run_load(spec(port, connections=8, timeout_s=5.0, duration_s=1.5, clients=clients))
+    result = run_load(spec(port, connections=8, timeout_s=3.0, duration_s=1.5, clients=clients))
     assert result.slow_clients is not None and result.slow_clients.connections == 2
     assert result.slow_clients.starved >= 1
     assert result.starved_connections >= 6  # all but the one served

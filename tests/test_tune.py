@@ -4,33 +4,46 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import optuna
 import pytest
 
 from tests.cli import REPO, read_until, wait_under_load
 from tests.cli import run_tuner as tuner
+from tests.serverwatch import wait_none_left
 from tuner.search.study import load_records
 from tuner.servers import get_adapter
 
-SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "16"]
+# The studies here (and in test_compare.py, test_report.py) check wiring and shapes, not
+# figures: one 0.6 s window (the engine counts a window from 0.5 s) after 0.2 s of warm-up.
+SHORT = ["--duration", "0.6", "--warmup", "0.2", "--connections", "16"]
 
 
 # One server: the workflow checked here (baselines, interleaved rounds, verdict, file, study)
 # is the same code for every server; uWSGI's own tune runs end to end in test_compare.py and
 # test_report.py, and every server's written file boots in tests/servers/test_contract.py.
-@pytest.mark.parametrize(("server", "config_name"), [("gunicorn", "gunicorn.conf.py")])
-def test_tune_end_to_end_writes_a_file_that_boots(tmp_path, since, server, config_name):
-    storage = f"sqlite:///{tmp_path}/s.db"
-    out = tmp_path / config_name
+SERVER, CONFIG_NAME = "gunicorn", "gunicorn.conf.py"
+
+
+@pytest.fixture(scope="module")
+def e2e(
+    tmp_path_factory: pytest.TempPathFactory, real_servers: None
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One real study, end to end: its outputs are checked below, and a copy of its storage is
+    resumed (a second study only to have something to resume cost 30 s)."""
+    started = time.time()
+    tmp_path = tmp_path_factory.mktemp("e2e")
     done = tuner(
         "tune",
         "apps/hello.py",
         "--server",
-        server,
+        SERVER,
         "--trials",
         "4",
         "--top-k",
@@ -38,16 +51,23 @@ def test_tune_end_to_end_writes_a_file_that_boots(tmp_path, since, server, confi
         "--confirm-rounds",
         "2",
         "--storage",
-        storage,
+        f"sqlite:///{tmp_path}/s.db",
         "--study-name",
         "e2e",
         "--out",
-        str(out),
+        str(tmp_path / CONFIG_NAME),
         "--seed",
         "1",
         "--json",
         *SHORT,
     )
+    assert wait_none_left(started) == []
+    return done, tmp_path
+
+
+def test_tune_end_to_end_writes_a_file_that_boots(e2e, since):
+    done, tmp_path = e2e
+    server, storage, out = SERVER, f"sqlite:///{tmp_path}/s.db", tmp_path / CONFIG_NAME
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["trials"] == 4
@@ -95,40 +115,28 @@ def test_tune_end_to_end_writes_a_file_that_boots(tmp_path, since, server, confi
     assert complete and all("rps" in t.user_attrs["metrics"] for t in complete)
 
 
-def test_resume_adds_trials_and_emit_writes_any_trial(tmp_path, since):
+def test_resume_adds_trials_and_emit_writes_any_trial(e2e, tmp_path, since):
+    # A copy of the end-to-end study (4 trials, so the next is trial 4), resumed here.
+    assert e2e[0].returncode == 0, e2e[0].stderr
+    shutil.copy(e2e[1] / "s.db", tmp_path / "s.db")
     storage = f"sqlite:///{tmp_path}/s.db"
-    common = [
-        "tune",
-        "apps/hello.py",
-        "--server",
-        "gunicorn",
-        "--top-k",
-        "1",
-        "--confirm-rounds",
-        "1",
-        "--storage",
-        storage,
-        "--study-name",
-        "resumed",
-        "--out",
-        str(tmp_path / "g.conf.py"),
-        "--json",
-        "--no-clean-venv-check",  # the written file is not what this test is about
-        *SHORT,
-    ]
-    assert tuner(*common, "--trials", "2").returncode == 0
-    done = tuner(*common, "--trials", "1")
-    assert done.returncode == 0, done.stderr
-    study = optuna.load_study(study_name="resumed", storage=storage)
-    # 2 + 1 run; the branch start the second run did not reach is still queued (WAITING)
-    assert len([t for t in study.trials if t.state.name != "WAITING"]) == 3
-    assert sum(t.user_attrs.get("baseline") == "default" for t in study.trials) == 1
-    emitted = tmp_path / "trial2.conf.py"
     done = tuner(
-        "emit", "--study", "resumed", "--trial", "2", "--out", str(emitted), "--storage", storage
+        "tune", "apps/hello.py", "--server", SERVER, "--top-k", "1", "--confirm-rounds", "1",
+        "--storage", storage, "--study-name", "e2e", "--out", str(tmp_path / CONFIG_NAME),
+        "--json", "--no-clean-venv-check",  # the written file is not what this test is about
+        *SHORT, "--trials", "1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    study = optuna.load_study(study_name="e2e", storage=storage)
+    # 4 + 1 run; the branch starts the runs did not reach are still queued (WAITING)
+    assert len([t for t in study.trials if t.state.name != "WAITING"]) == 5
+    assert sum(t.user_attrs.get("baseline") == "default" for t in study.trials) == 1
+    emitted = tmp_path / "trial4.conf.py"
+    done = tuner(
+        "emit", "--study", "e2e", "--trial", "4", "--out", str(emitted), "--storage", storage
     )
     assert done.returncode == 0, done.stderr
-    assert "trial 2" in emitted.read_text()
+    assert "trial 4" in emitted.read_text()
 
 
 def test_slo_nobody_meets_writes_no_file(tmp_path, since):

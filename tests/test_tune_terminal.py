@@ -45,17 +45,17 @@ def test_live_display_latency_objective_and_study_timeout(tmp_path: Path, since:
     storage = f"sqlite:///{tmp_path}/s.db"
     code, shown = run_on_a_terminal(
         [sys.executable, "-m", "tuner", "tune", "apps/hello.py", "--server", "gunicorn",
-         "--objective", "latency", "--trials", "100", "--timeout", "6", "--top-k", "1",
+         "--objective", "latency", "--trials", "100", "--timeout", "4", "--top-k", "1",
          "--confirm-rounds", "1", "--storage", storage, "--study-name", "live",
          "--out", str(tmp_path / "gunicorn.conf.py"), "--seed", "1", "--no-clean-venv-check",
-         "--duration", "1", "--warmup", "0.5", "--connections", "8"]
+         "--duration", "0.6", "--warmup", "0.2", "--connections", "8"]
     )  # fmt: skip
     assert code == 0, shown[-3000:]
     # The live view: its table of the best trials and the confirmation phase were drawn.
     assert "best so far" in shown and "confirming: round 1" in shown, shown[-3000:]
     assert "verdict:" in shown and "wrote " in shown
 
-    # --timeout 6 ended a search asked for 100 trials after a few.
+    # --timeout 4 ended a search asked for 100 trials after a few.
     study = optuna.load_study(study_name="live", storage=storage)
     assert 2 <= len(study.trials) < 10, len(study.trials)
     # --objective latency: a minimizing study, and the confirmed trial is the lowest p99.
