@@ -1,0 +1,354 @@
+"""Does one start per concurrency model find the best branch in fewer trials than TPE alone?
+
+A REPLAY, not a measurement: dozens of real studies per app are hours on a 2-core machine, so
+each trial's req/s is looked up in a surrogate built from REAL measured req/s of the server on
+the app (`benchmarks/surrogate.py`): the hand grid that `benchmarks/grid_vs_tuner.py` measured
+(its `grid-SERVER-APP.txt`), plus the trials of that run's own tuner study (its kept
+`keep-SERVER-APP/studies.db`) for branches the grid never measured. A config maps to the
+measured point of the same concurrency model nearest in processes/threads/greenlets; settings
+outside the grid's axes do not change the value. Each trial sees that value times lognormal
+noise (sigma from the kept study's confirmation rounds, else --noise): its one-second windows
+scatter by sigma around a trial level drawn so that the trial's median is off by about sigma
+in all, and the tuner's noise-aware pruner judges those windows as it would real ones.
+
+What runs is the tuner's own study code: the setup `tuner tune` builds (`build_setup` from the
+same command line that grid_vs_tuner ran: the space file, CPUs, load, objective), `open_study`
+(its TPE sampler, both baselines, and the branch starts when on) and `run_search` (repeats
+reused, not measured, with their slots given back). Only `run_bench`, the one call that
+starts a server and loads it, is replaced by the surrogate; `--no-branch-starts` is the CLI's
+switch. Differences from a real study: the studies live in an in-memory Optuna storage (no
+heartbeats, nothing to resume), no CPU probe runs (probe_every=0), no config ever starves a
+connection (so no covering config is queued), a config whose nearest grid point was excluded
+(failed, unfair, errors) fails as a trial, and p99 and memory are constants (the throughput
+objective ranks by req/s alone).
+
+Per app and seed, with branch starts on and off (the same seeds), it counts measured trials
+(baselines included, repeats not: they cost no measurement) until:
+- the first trial in the grid's best branch (the concurrency model of the grid's best point);
+- the first trial whose noise-free value is within 5% of the grid's best;
+and how many seeds never tried the best branch within --trials. Medians with [min-max];
+"never" counts as --trials + 1 in the medians.
+
+    python benchmarks/branch_starts.py --grids /work/notes/bench2 --seeds 30
+
+Pure CPU (Optuna's TPE), no server: about 1-2 s per study on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.grid_vs_tuner import APPS  # noqa: E402
+from benchmarks.surrogate import (  # noqa: E402
+    Surrogate,
+    confirmation_noise,
+    grid_points,
+    parse_grid,
+    study_points,
+)
+from tuner.cli import build_parser  # noqa: E402
+from tuner.commands.tune import build_setup  # noqa: E402
+from tuner.errors import TunerError  # noqa: E402
+from tuner.loadgen import WindowStats  # noqa: E402
+from tuner.measure.runner import BenchPlan, BenchResult  # noqa: E402
+from tuner.metrics.measurement import Errors, Latency, Measurement, Memory  # noqa: E402
+from tuner.search import study as study_module  # noqa: E402
+from tuner.search.study import QuietListener, StudySetup, open_study, run_search  # noqa: E402
+from tuner.servers import get_adapter  # noqa: E402
+
+SERVERS = ("gunicorn", "uwsgi")
+NEAR = 0.95  # "within 5% of the grid's best"
+DEFAULT_NOISE = 0.15
+
+
+@dataclasses.dataclass(frozen=True)
+class Replayed:
+    """What one replayed study did, in measured trials (1-based; None: never)."""
+
+    to_best_branch: int | None
+    to_near_best: int | None
+    measured: int
+    models: tuple[str, ...]  # concurrency model of each measured trial, in order
+    stand_ins: int  # measured trials in a branch with no real measurement (a stand-in value)
+
+
+class Replay:
+    """Stands in for `run_bench`: the surrogate's value with lognormal noise, as windows."""
+
+    def __init__(self, surrogate: Surrogate, sigma: float, windows: int, seed: int) -> None:
+        self.surrogate = surrogate
+        self.sigma = sigma
+        self.windows = windows
+        self.rng = random.Random(seed)
+        self.true_rps: dict[int, float | None] = {}  # by measurement order
+        self.models: list[str] = []
+        self.stand_ins = 0  # measurements in a branch with no real measurement
+
+    def run_bench(
+        self,
+        plan: BenchPlan,
+        *,
+        on_window: Callable[[WindowStats], bool] | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> BenchResult:
+        answer = self.surrogate.answer(plan.settings)
+        self.true_rps[len(self.models)] = answer.value
+        self.models.append(answer.model)
+        self.stand_ins += not answer.measured
+        # Windows scatter by sigma around the trial's level, and the level by what is left
+        # of sigma, so that a trial's median (~ the windows' mean) is off by about sigma.
+        level_sigma = self.sigma * math.sqrt(max(0.0, 1 - 1 / self.windows))
+        level = answer.rps * math.exp(self.rng.gauss(0.0, level_sigma))
+        rates: list[float] = []
+        for index in range(self.windows):
+            rates.append(level * math.exp(self.rng.gauss(0.0, self.sigma)))
+            window = WindowStats(index, index + 1.0, int(rates[-1]), rates[-1], 0, 10.0)
+            if on_window is not None and not on_window(window):
+                break  # pruned: the real runner stops measuring too
+        measurement = _measurement(rates, fair=answer.fair)
+        return BenchResult(measurement, dict(plan.settings), {"surrogate": answer.sources})
+
+
+def _measurement(rates: Sequence[float], *, fair: bool) -> Measurement:
+    """A closed-loop run at these window rates; p99 and memory are constants. Unfair: the
+    grid excluded the nearest point, so the trial cannot win (as an unfair trial cannot)."""
+    rps = statistics.median(rates)
+    return Measurement(
+        median_rps=rps,
+        overall_rps=statistics.fmean(rates),
+        window_rps=tuple(rates),
+        duration_s=float(len(rates)),
+        requests=int(sum(rates)),
+        total_responses=int(sum(rates)),
+        response_bytes=0,
+        latency=Latency(5.0, 8.0, 10.0, 15.0, 20.0, 5.0),
+        errors=Errors(),
+        error_rate=0.0,
+        connections=64,
+        starved_connections=0,
+        fairness_index=1.0 if fair else 0.5,
+        littles_law_ratio=1.0,
+        unfair_reasons=() if fair else ("unequal_share: the grid excluded the nearest point",),
+        late_requests=0,
+        target_rps=None,
+        loadgen_cpu_pct=20.0,
+        loadgen_kernel_cpu_pct=5.0,
+        client_bound=False,
+        memory=Memory(30.0, 30.0, 30.0, 60.0, 4, 2),
+        startup_s=0.2,
+    )
+
+
+@contextlib.contextmanager
+def replaced_run_bench(replay: Replay) -> Iterator[None]:
+    """The study module's `run_bench` is the replay's for the duration."""
+    real = study_module.run_bench
+    study_module.run_bench = replay.run_bench  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        study_module.run_bench = real
+
+
+@contextlib.contextmanager
+def in_memory_storage() -> Iterator[None]:
+    """Studies in memory: thousands of trials in SQLite files cost more than the sampler."""
+    import optuna
+
+    real = study_module.storage
+    study_module.storage = lambda _url: optuna.storages.InMemoryStorage()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        study_module.storage = real
+
+
+def base_setup(server: str, app_name: str, workdir: Path, duration: float) -> StudySetup:
+    """The setup `tuner tune` builds for grid_vs_tuner's study of this app (same options)."""
+    app_text, path = APPS[app_name]
+    argv = ["tune", app_text, "--server", server, "--path", path, "--duration", str(duration)]
+    argv += ["--warmup", "0.5", "--connections", "64", "--storage", f"sqlite:///{workdir}/x.db"]
+    setup = build_setup(build_parser().parse_args(argv))
+    return dataclasses.replace(setup, probe_every=0, workdir=workdir)
+
+
+def replay_study(
+    setup: StudySetup, surrogate: Surrogate, *, seed: int, on: bool, trials: int, sigma: float
+) -> Replayed:
+    name = f"{setup.name}-{seed}-{'on' if on else 'off'}"
+    setup = dataclasses.replace(setup, seed=seed, branch_starts=on, name=name)
+    windows = max(1, round(setup.load.duration_s))
+    replay = Replay(surrogate, sigma, windows, seed)
+    with replaced_run_bench(replay):
+        study = open_study(setup)
+        run_search(setup, study, n_trials=trials, timeout_s=None, listener=QuietListener())
+    best = surrogate.best()
+    models = tuple(replay.models[:trials])
+    to_branch = next((i + 1 for i, m in enumerate(models) if m == best.model), None)
+    near = NEAR * (best.rps or 0.0)
+    to_near = next((i + 1 for i in range(len(models)) if (replay.true_rps[i] or 0.0) >= near), None)
+    return Replayed(to_branch, to_near, len(replay.models), models, replay.stand_ins)
+
+
+def find_grids(folder: Path) -> list[tuple[str, str, Path]]:
+    """(server, app, grid file) for each grid-SERVER-APP.txt of a branching server there."""
+    found = []
+    for server in SERVERS:
+        for path in sorted(folder.glob(f"grid-{server}-*.txt")):
+            app = path.stem.removeprefix(f"grid-{server}-")
+            if app in APPS:
+                found.append((server, app, path))
+    return found
+
+
+def surrogate_for(server: str, path: Path) -> tuple[Surrogate, float | None, str]:
+    """The surrogate of one grid file, the noise its kept study measured, and a note."""
+    adapter = get_adapter(server)
+    _app, rows = parse_grid(path.read_text())
+    if not rows:
+        raise TunerError(f"{path}: no grid lines yet")
+    kept = path.parent / f"keep-{path.stem.removeprefix('grid-')}" / "studies.db"
+    extra = study_points(adapter, kept) if kept.is_file() else []
+    sigma = confirmation_noise(kept) if kept.is_file() else None
+    surrogate = Surrogate(adapter, grid_points(adapter, rows), extra)
+    note = f"{len(rows)} grid points" + (f", {len(extra)} study trials" if kept.is_file() else "")
+    return surrogate, sigma, note
+
+
+def _median_range(values: Sequence[int | None], never: int) -> str:
+    """`median [min-max]`, a count of `never` or more shown as `>never-1` (never happened)."""
+    numbers = [never if v is None else v for v in values]
+
+    def shown(n: float) -> str:
+        return f">{never - 1}" if n >= never else f"{n:g}"
+
+    return f"{shown(statistics.median(numbers))} [{shown(min(numbers))}-{shown(max(numbers))}]"
+
+
+def _ratio(on: Sequence[int | None], off: Sequence[int | None], never: int) -> str:
+    a = statistics.median(never if v is None else v for v in on)
+    b = statistics.median(never if v is None else v for v in off)
+    return f"{a / b:.2f}" if b else "n/a"
+
+
+def report(
+    server: str, app: str, surrogate: Surrogate, results: dict[bool, list[Replayed]], trials: int
+) -> list[str]:
+    never = trials + 1
+    best = surrogate.best()
+    branches = surrogate.branch_best()
+    ranked = list(branches.items())
+    runner_up = (
+        f"; next {ranked[1][0]} {ranked[1][1]:,.0f} ({ranked[1][1] / ranked[0][1] - 1:+.1%})"
+        if len(ranked) > 1
+        else ""
+    )
+    lines = [
+        f"{app}/{server}: best branch {best.model} ({best.rps:,.0f} req/s, {best.source})"
+        + runner_up
+    ]
+    for on in (True, False):
+        rows = results[on]
+        missed = sum(r.to_best_branch is None for r in rows)
+        lines.append(
+            f"  branch starts {'on ' if on else 'off'}: to best branch "
+            f"{_median_range([r.to_best_branch for r in rows], never)}, to within 5% "
+            f"{_median_range([r.to_near_best for r in rows], never)}, never tried the best "
+            f"branch in {trials}: {missed}/{len(rows)}"
+            + (
+                f"; {sum(r.stand_ins for r in rows)}/{sum(r.measured for r in rows)} trials in "
+                "branches without a measurement"
+                if any(r.stand_ins for r in rows)
+                else ""
+            )
+        )
+    on, off = results[True], results[False]
+    lines.append(
+        "  ratio on/off (medians): to best branch "
+        f"{_ratio([r.to_best_branch for r in on], [r.to_best_branch for r in off], never)}, "
+        f"to within 5% "
+        f"{_ratio([r.to_near_best for r in on], [r.to_near_best for r in off], never)}"
+    )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--grids",
+        type=Path,
+        default=Path("/work/notes/bench2"),
+        help="folder of grid_vs_tuner outputs: grid-SERVER-APP.txt (+ keep-SERVER-APP/)",
+    )
+    parser.add_argument("--seeds", type=int, default=30)
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        help=f"lognormal sigma of one measurement (default: from the kept study's "
+        f"confirmation rounds, else {DEFAULT_NOISE})",
+    )
+    parser.add_argument("--duration", type=float, default=2.0, help="seconds = windows per trial")
+    args = parser.parse_args(argv)
+    grids = find_grids(args.grids)
+    if not grids:
+        print(f"error: no grid-{{{','.join(SERVERS)}}}-APP.txt in {args.grids}", file=sys.stderr)
+        return 2
+    out: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="branch-starts-") as tmp, in_memory_storage():
+        for server, app, path in grids:
+            try:
+                surrogate, measured_sigma, note = surrogate_for(server, path)
+            except TunerError as exc:
+                print(f"skipped {path.name}: {exc}", file=sys.stderr)
+                continue
+            sigma = args.noise if args.noise is not None else measured_sigma or DEFAULT_NOISE
+            setup = base_setup(server, app, Path(tmp), args.duration)
+            started = time.process_time()
+            results: dict[bool, list[Replayed]] = {True: [], False: []}
+            for seed in range(args.seeds):
+                for on in (True, False):
+                    results[on].append(
+                        replay_study(
+                            setup, surrogate, seed=seed, on=on, trials=args.trials, sigma=sigma
+                        )
+                    )
+            cpu_s = time.process_time() - started
+            lines = report(server, app, surrogate, results, args.trials)
+            source = (
+                "--noise"
+                if args.noise is not None
+                else ("kept study's confirmation" if measured_sigma else "default")
+            )
+            lines.insert(
+                1,
+                f"  surrogate: {note}; noise sigma {sigma:.2f} ({source}); "
+                f"{args.seeds} seeds x 2 in {cpu_s:.0f} s CPU",
+            )
+            print("\n".join(lines), flush=True)
+            out += lines
+    print(
+        f"\nREPLAY on a surrogate of REAL grid measurements (not new measurements): "
+        f"{args.seeds} seeds, {args.trials} measured trials per study (baselines included, "
+        f"repeats not), medians [min-max] of measured trials until the event; >{args.trials} = "
+        "never. Ratios < 1: branch starts get there sooner."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""A surrogate objective built from REAL measurements, for replaying many studies without servers.
+
+`benchmarks/grid_vs_tuner.py` measures a server's hand grid (`adapter.hand_grid`) on one app
+and prints one line per config:
+
+    grid 12/64 {'workers': 3, 'worker_class': 'gthread', 'threads': 4}: 1,234 req/s
+    grid 13/64 {'workers': 3, 'worker_class': 'gevent', ...}: excluded (failed/unfair/errors)
+
+A `Surrogate` answers "what would this config serve?" from those lines: the config (resolved
+by the adapter, as a study resolves it) maps to the measured point of the same concurrency
+model (`adapter.concurrency_model`) nearest in the grid's numeric axes (the settings whose
+values vary over the grid: worker processes, threads, greenlets), by distance in log2 (the
+spaces sample these log-uniformly). Equally near points are averaged (geometric mean). Every
+other setting (parser, logging, recycling, backlog...) does NOT change the value: the grid
+never varied them, so the surrogate cannot know their effect.
+
+A branch the grid never measured (uWSGI's grid has no `http / threads`) takes the points of a
+real tuner study of the same server and app (its fair, complete, measured trials), when one
+is given. A branch with no measurement at all reports the grid's median req/s (neutral: no
+knowledge either way) and never counts as a find.
+
+Pure logic: no server, no load.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import sqlite3
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.errors import ConfigError
+from tuner.servers.base import ServerAdapter
+from tuner.settings import Value
+
+_LINE = re.compile(r"^\s*grid (\d+)/(\d+) (\{.*\}): (?:([\d,.]+) req/s|excluded\b.*)$")
+_HEADER = re.compile(r"^== (\S+) on (\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class GridRow:
+    """One line of a grid file: the hand-grid config as written, and its req/s (None: the
+    grid excluded it as failed, unfair or erroring)."""
+
+    index: int
+    settings: dict[str, Value]
+    rps: float | None
+
+
+@dataclass(frozen=True)
+class Point:
+    """A measured config, resolved: its concurrency model and req/s (None: excluded)."""
+
+    settings: dict[str, Value]
+    model: str
+    rps: float | None
+    source: str  # "grid #12" or "study trial 7"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the surrogate says of one config.
+
+    `rps` is what a replayed trial reports (before noise). `measured` is False when no real
+    measurement exists in the config's concurrency model: `rps` is then the grid's median, a
+    neutral stand-in. `fair` is False when the nearest grid point was excluded (failed, unfair
+    or erroring): the trial is recorded unfair, with the req/s of the nearest measured point.
+    `value` is the noise-free req/s the config would really serve, for scoring (None: it
+    cannot win, or nothing is known)."""
+
+    rps: float
+    model: str
+    sources: tuple[str, ...]
+    measured: bool = True
+    fair: bool = True
+
+    @property
+    def value(self) -> float | None:
+        return self.rps if self.measured and self.fair else None
+
+
+def parse_grid(text: str) -> tuple[str | None, list[GridRow]]:
+    """The app named by the `== APP on SERVER` header (None: no header) and the grid's rows."""
+    app = None
+    rows = []
+    for line in text.splitlines():
+        if header := _HEADER.match(line):
+            app = app or header.group(1)
+            continue
+        match = _LINE.match(line)
+        if not match:
+            continue
+        try:
+            settings = ast.literal_eval(match.group(3))
+        except (ValueError, SyntaxError):
+            raise ConfigError(f"grid line {line.strip()!r}: its config is not a dict") from None
+        if not isinstance(settings, dict):
+            raise ConfigError(f"grid line {line.strip()!r}: its config is not a dict")
+        rps = float(match.group(4).replace(",", "")) if match.group(4) else None
+        rows.append(GridRow(int(match.group(1)), settings, rps))
+    return app, rows
+
+
+def grid_points(adapter: ServerAdapter, rows: Iterable[GridRow]) -> list[Point]:
+    """The grid's rows as points, resolved the way a study resolves a suggested config."""
+    points = []
+    for row in rows:
+        settings = adapter.resolve(row.settings)
+        model = adapter.concurrency_model(settings)
+        points.append(Point(settings, model, row.rps, f"grid #{row.index}"))
+    return points
+
+
+def study_points(adapter: ServerAdapter, db: Path) -> list[Point]:
+    """The measured trials of the tuner's studies in an Optuna SQLite file (e.g. a kept
+    grid_vs_tuner folder's studies.db): complete, fair, within 1% errors, not a repeat."""
+    from tuner.search.study import load_records
+
+    points = []
+    for name in _study_names(db):
+        setup, records = load_records(f"sqlite:///{db}", name)
+        if (setup.get("setup") or {}).get("server") != adapter.name:
+            continue
+        for record in records:
+            m = record.measurement
+            usable = record.measured and record.duplicate_of is None and m is not None
+            if not usable or m.unfair or m.error_rate > 0.01:
+                continue
+            try:
+                settings = adapter.resolve(record.settings)
+            except ConfigError:  # a setting this version of the adapter no longer knows
+                continue
+            model = adapter.concurrency_model(settings)
+            points.append(Point(settings, model, m.median_rps, f"study trial {record.number}"))
+    return points
+
+
+def _study_names(db: Path) -> list[str]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        return [row[0] for row in connection.execute("SELECT study_name FROM studies")]
+
+
+def confirmation_noise(db: Path) -> float | None:
+    """The lognormal sigma of one measurement, from the confirmation rounds the studies in
+    `db` ran: the median over candidates of ln(max/min) of their req/s, divided by 1.693 (the
+    expected range of 3 normal draws in sigmas; the tuner confirms in 3 rounds). None: no
+    study there confirmed anything."""
+    from tuner.search.study import load_records
+
+    ranges = []
+    for name in _study_names(db):
+        attrs, _records = load_records(f"sqlite:///{db}", name)
+        for candidate in (attrs.get("result") or {}).get("confirmation") or []:
+            rps = candidate.get("rps") or {}
+            low, high = rps.get("min"), rps.get("max")
+            if low and high and low > 0:
+                ranges.append(math.log(high / low))
+    return statistics.median(ranges) / 1.693 if ranges else None
+
+
+class Surrogate:
+    """Noise-free req/s of a config, from the nearest measured point of its model."""
+
+    def __init__(
+        self, adapter: ServerAdapter, grid: Sequence[Point], extra: Sequence[Point] = ()
+    ) -> None:
+        if not grid:
+            raise ConfigError("the grid has no points")
+        self.adapter = adapter
+        self.axes = grid_axes(grid)
+        in_grid = {p.model for p in grid}
+        # The study's points only stand in for branches the grid never measured.
+        self.points = list(grid) + [p for p in extra if p.model not in in_grid]
+        self.grid = list(grid)
+        self.best()  # a grid without one measured point is no grid to replay
+
+    def best(self) -> Point:
+        """The grid's best measured point (the grid alone: it measured every branch alike)."""
+        measured = [p for p in self.grid if p.rps is not None]
+        if not measured:
+            raise ConfigError("every point of the grid was excluded")
+        return max(measured, key=lambda p: p.rps or 0.0)
+
+    def branch_best(self) -> dict[str, float]:
+        """The best grid req/s per concurrency model, best first."""
+        best: dict[str, float] = {}
+        for p in self.grid:
+            if p.rps is not None:
+                best[p.model] = max(best.get(p.model, 0.0), p.rps)
+        return dict(sorted(best.items(), key=lambda item: -item[1]))
+
+    def models(self) -> set[str]:
+        return {p.model for p in self.points}
+
+    def answer(self, settings: Mapping[str, Value]) -> Answer:
+        """The req/s of `settings` (already resolved): the nearest points of its model, by
+        log2 distance over the grid's axes, averaged when equally near."""
+        model = self.adapter.concurrency_model(settings)
+        same = [p for p in self.points if p.model == model]
+        measured = [p for p in same if p.rps is not None]
+        if not measured:
+            return Answer(self.stand_in, model, (), measured=False, fair=not same)
+        nearest = self._nearest(settings, same)
+        fair = all(p.rps is not None for p in nearest)
+        if not fair:  # the value of the nearest point that was measured
+            nearest = self._nearest(settings, measured)
+        rates = [p.rps or 1.0 for p in nearest]
+        rps = rates[0] if len(rates) == 1 else statistics.geometric_mean(rates)
+        return Answer(rps, model, tuple(p.source for p in nearest), fair=fair)
+
+    def _nearest(self, settings: Mapping[str, Value], points: Sequence[Point]) -> list[Point]:
+        distances = [distance(settings, p.settings, self.axes) for p in points]
+        least = min(distances)
+        return [p for p, d in zip(points, distances, strict=True) if d <= least + 1e-9]
+
+    @property
+    def stand_in(self) -> float:
+        """What a branch without any measurement reports: the grid's median req/s."""
+        return statistics.median(p.rps for p in self.grid if p.rps is not None)
+
+
+def grid_axes(grid: Sequence[Point]) -> tuple[str, ...]:
+    """The numeric settings whose value varies over the grid, in the grid's order."""
+    axes: list[str] = []
+    for key in grid[0].settings:
+        values = {p.settings.get(key) for p in grid}
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        if numeric and len(values) > 1:
+            axes.append(key)
+    return tuple(axes)
+
+
+def distance(a: Mapping[str, Value], b: Mapping[str, Value], axes: Sequence[str]) -> float:
+    """Sum over `axes` of |log2 a - log2 b| (values below 1 count as 1: 0 greenlets = off)."""
+    total = 0.0
+    for key in axes:
+        x, y = float(a[key]), float(b[key])  # type: ignore[arg-type]
+        total += abs(math.log2(max(x, 1.0)) - math.log2(max(y, 1.0)))
+    return total
