@@ -83,6 +83,7 @@ class Replayed:
     measured: int
     models: tuple[str, ...]  # concurrency model of each measured trial, in order
     stand_ins: int  # measured trials in a branch with no real measurement (a stand-in value)
+    found: float  # the best noise-free req/s among the measured trials / the grid's best
 
 
 class Replay:
@@ -200,13 +201,15 @@ def replay_study(
     to_branch = next((i + 1 for i, m in enumerate(models) if m == best.model), None)
     near = NEAR * (best.rps or 0.0)
     to_near = next((i + 1 for i in range(len(models)) if (replay.true_rps[i] or 0.0) >= near), None)
-    return Replayed(to_branch, to_near, len(replay.models), models, replay.stand_ins)
+    values = [v for i, v in replay.true_rps.items() if i < trials and v is not None]
+    found = max(values, default=0.0) / (best.rps or 1.0)
+    return Replayed(to_branch, to_near, len(replay.models), models, replay.stand_ins, found)
 
 
-def find_grids(folder: Path) -> list[tuple[str, str, Path]]:
-    """(server, app, grid file) for each grid-SERVER-APP.txt of a branching server there."""
+def find_grids(folder: Path, servers: Sequence[str]) -> list[tuple[str, str, Path]]:
+    """(server, app, grid file) for each grid-SERVER-APP.txt of these servers there."""
     found = []
-    for server in SERVERS:
+    for server in servers:
         for path in sorted(folder.glob(f"grid-{server}-*.txt")):
             app = path.stem.removeprefix(f"grid-{server}-")
             if app in APPS:
@@ -267,7 +270,9 @@ def report(
             f"  branch starts {'on ' if on else 'off'}: to best branch "
             f"{_median_range([r.to_best_branch for r in rows], never)}, to within 5% "
             f"{_median_range([r.to_near_best for r in rows], never)}, never tried the best "
-            f"branch in {trials}: {missed}/{len(rows)}"
+            f"branch in {trials}: {missed}/{len(rows)}; best found "
+            f"{statistics.median(r.found for r in rows):.0%} of the grid's best "
+            f"[{min(r.found for r in rows):.0%}-{max(r.found for r in rows):.0%}]"
             + (
                 f"; {sum(r.stand_ins for r in rows)}/{sum(r.measured for r in rows)} trials in "
                 "branches without a measurement"
@@ -285,6 +290,40 @@ def report(
     return lines
 
 
+def table_row(
+    server: str, app: str, surrogate: Surrogate, results: dict[bool, list[Replayed]], trials: int
+) -> str:
+    """One line of the summary: medians on | off and the ratio, for both events."""
+    never = trials + 1
+    on, off = results[True], results[False]
+
+    def median(rows: list[Replayed], key: str) -> str:
+        value = statistics.median(never if (v := getattr(r, key)) is None else v for r in rows)
+        return f">{trials}" if value >= never else f"{value:g}"
+
+    cells = [f"{app:<9}", f"{server:<9}", f"{surrogate.best().model:<24}"]
+    ranked = list(surrogate.branch_best().values())
+    cells.append(f"{ranked[1] / ranked[0] - 1:+6.1%}" if len(ranked) > 1 else "   n/a")
+    for key in ("to_best_branch", "to_near_best"):
+        cells.append(f"{median(on, key):>4} {median(off, key):>4}")
+        cells.append(
+            f"{_ratio([getattr(r, key) for r in on], [getattr(r, key) for r in off], never):>5}"
+        )
+    missed = [sum(r.to_best_branch is None for r in rows) for rows in (on, off)]
+    cells.append(f"{missed[0]:>3}/{len(on)} {missed[1]:>3}/{len(off)}")
+    found = [statistics.median(r.found for r in rows) for rows in (on, off)]
+    cells.append(f"{found[0]:>5.0%} {found[1]:>5.0%}")
+    return "  ".join(cells)
+
+
+_LEAD = f"{'':<9}  {'':<9}  {'':<24}  {'':>6}"
+TABLE_HEADER = (
+    f"{_LEAD}  {'to best branch':>16}  {'to within 5%':>16}  never tried         best\n"
+    f"{'app':<9}  {'server':<9}  {'best branch (grid)':<24}  {'next':>6}  "
+    f"{'on  off ratio':>16}  {'on  off ratio':>16}  best branch on/off  found on/off"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -292,6 +331,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         default=Path("/work/notes/bench2"),
         help="folder of grid_vs_tuner outputs: grid-SERVER-APP.txt (+ keep-SERVER-APP/)",
+    )
+    parser.add_argument(
+        "--servers",
+        default=",".join(SERVERS),
+        help="servers whose grids to replay (default: the two whose spaces branch most)",
     )
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--trials", type=int, default=30)
@@ -304,11 +348,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--duration", type=float, default=2.0, help="seconds = windows per trial")
     args = parser.parse_args(argv)
-    grids = find_grids(args.grids)
+    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    grids = find_grids(args.grids, servers)
     if not grids:
-        print(f"error: no grid-{{{','.join(SERVERS)}}}-APP.txt in {args.grids}", file=sys.stderr)
+        print(f"error: no grid-{{{','.join(servers)}}}-APP.txt in {args.grids}", file=sys.stderr)
         return 2
-    out: list[str] = []
+    table: list[str] = []
     with tempfile.TemporaryDirectory(prefix="branch-starts-") as tmp, in_memory_storage():
         for server, app, path in grids:
             try:
@@ -340,13 +385,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{args.seeds} seeds x 2 in {cpu_s:.0f} s CPU",
             )
             print("\n".join(lines), flush=True)
-            out += lines
+            table.append(table_row(server, app, surrogate, results, args.trials))
     print(
         f"\nREPLAY on a surrogate of REAL grid measurements (not new measurements): "
         f"{args.seeds} seeds, {args.trials} measured trials per study (baselines included, "
         f"repeats not), medians [min-max] of measured trials until the event; >{args.trials} = "
-        "never. Ratios < 1: branch starts get there sooner."
+        "never. Ratios < 1: branch starts get there sooner. `next`: the second-best "
+        "branch's best grid point against the best's. `found`: the best noise-free req/s the "
+        "study measured, as a share of the grid's best (median over seeds)."
     )
+    print(TABLE_HEADER)
+    print("\n".join(table))
     return 0
 
 
