@@ -56,6 +56,7 @@ from benchmarks.surrogate import (  # noqa: E402
     Surrogate,
     confirmation_noise,
     grid_points,
+    missing,
     parse_grid,
     study_points,
 )
@@ -223,9 +224,13 @@ def surrogate_for(server: str, path: Path) -> tuple[Surrogate, float | None, str
     _app, rows = parse_grid(path.read_text())
     if not rows:
         raise TunerError(f"{path}: no grid lines yet")
+    if left := missing(rows):
+        raise TunerError(
+            f"{path}: the grid is not complete yet ({left} of {rows[0].total} lines to come)"
+        )
     kept = path.parent / f"keep-{path.stem.removeprefix('grid-')}" / "studies.db"
     extra = study_points(adapter, kept) if kept.is_file() else []
-    sigma = confirmation_noise(kept) if kept.is_file() else None
+    sigma = confirmation_noise(kept, server) if kept.is_file() else None
     surrogate = Surrogate(adapter, grid_points(adapter, rows), extra)
     note = f"{len(rows)} grid points" + (f", {len(extra)} study trials" if kept.is_file() else "")
     return surrogate, sigma, note

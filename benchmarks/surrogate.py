@@ -25,6 +25,8 @@ Pure logic: no server, no load.
 from __future__ import annotations
 
 import ast
+import contextlib
+import json
 import math
 import re
 import sqlite3
@@ -32,8 +34,10 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, InvalidMeasurement
+from tuner.metrics.measurement import Measurement
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
@@ -47,6 +51,7 @@ class GridRow:
     grid excluded it as failed, unfair or erroring)."""
 
     index: int
+    total: int  # the grid's size, as the line says (`grid 12/64`)
     settings: dict[str, Value]
     rps: float | None
 
@@ -101,8 +106,14 @@ def parse_grid(text: str) -> tuple[str | None, list[GridRow]]:
         if not isinstance(settings, dict):
             raise ConfigError(f"grid line {line.strip()!r}: its config is not a dict")
         rps = float(match.group(4).replace(",", "")) if match.group(4) else None
-        rows.append(GridRow(int(match.group(1)), settings, rps))
+        rows.append(GridRow(int(match.group(1)), int(match.group(2)), settings, rps))
     return app, rows
+
+
+def missing(rows: Sequence[GridRow]) -> int:
+    """How many lines of the grid are not there yet (the benchmark writes one per config)."""
+    total = max((r.total for r in rows), default=0)
+    return total - len({r.index for r in rows})
 
 
 def grid_points(adapter: ServerAdapter, rows: Iterable[GridRow]) -> list[Point]:
@@ -116,45 +127,69 @@ def grid_points(adapter: ServerAdapter, rows: Iterable[GridRow]) -> list[Point]:
 
 
 def study_points(adapter: ServerAdapter, db: Path) -> list[Point]:
-    """The measured trials of the tuner's studies in an Optuna SQLite file (e.g. a kept
-    grid_vs_tuner folder's studies.db): complete, fair, within 1% errors, not a repeat."""
-    from tuner.search.study import load_records
-
+    """The measured trials of the tuner's studies of this server in an Optuna SQLite file (a
+    kept grid_vs_tuner folder's studies.db): complete, fair, within 1% errors, not a repeat.
+    Read-only: the study may still be running."""
     points = []
-    for name in _study_names(db):
-        setup, records = load_records(f"sqlite:///{db}", name)
-        if (setup.get("setup") or {}).get("server") != adapter.name:
+    for study in _read_studies(db):
+        if (study.attrs.get("setup") or {}).get("server") != adapter.name:
             continue
-        for record in records:
-            m = record.measurement
-            usable = record.measured and record.duplicate_of is None and m is not None
-            if not usable or m.unfair or m.error_rate > 0.01:
+        for number, attrs in study.trials:
+            metrics = attrs.get("metrics")
+            if "duplicate_of" in attrs or not metrics or "settings" not in attrs:
                 continue
             try:
-                settings = adapter.resolve(record.settings)
-            except ConfigError:  # a setting this version of the adapter no longer knows
+                m = Measurement.from_json(metrics)
+                settings = adapter.resolve(attrs["settings"])
+            except (InvalidMeasurement, ConfigError):  # damaged, or a setting now unknown
+                continue
+            if m.unfair or m.error_rate > 0.01:
                 continue
             model = adapter.concurrency_model(settings)
-            points.append(Point(settings, model, m.median_rps, f"study trial {record.number}"))
+            points.append(Point(settings, model, m.median_rps, f"study trial {number}"))
     return points
 
 
-def _study_names(db: Path) -> list[str]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
-        return [row[0] for row in connection.execute("SELECT study_name FROM studies")]
+@dataclass(frozen=True)
+class _StoredStudy:
+    attrs: dict[str, Any]  # the study's user attributes
+    trials: list[tuple[int, dict[str, Any]]]  # (number, user attributes) of COMPLETE trials
 
 
-def confirmation_noise(db: Path) -> float | None:
-    """The lognormal sigma of one measurement, from the confirmation rounds the studies in
-    `db` ran: the median over candidates of ln(max/min) of their req/s, divided by 1.693 (the
-    expected range of 3 normal draws in sigmas; the tuner confirms in 3 rounds). None: no
-    study there confirmed anything."""
-    from tuner.search.study import load_records
+def _read_studies(db: Path) -> list[_StoredStudy]:
+    """Every study in an Optuna SQLite file, read-only (Optuna's schema: user attributes are
+    JSON text)."""
+    studies = []
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
+        for (study_id,) in connection.execute("SELECT study_id FROM studies"):
+            attrs = _json_attrs(connection, "study_user_attributes", "study_id", study_id)
+            trials = []
+            for trial_id, number in connection.execute(
+                "SELECT trial_id, number FROM trials WHERE study_id = ? AND state = 'COMPLETE'",
+                (study_id,),
+            ):
+                trials.append(
+                    (number, _json_attrs(connection, "trial_user_attributes", "trial_id", trial_id))
+                )
+            studies.append(_StoredStudy(attrs, trials))
+    return studies
 
+
+def _json_attrs(connection: sqlite3.Connection, table: str, key: str, value: int) -> dict[str, Any]:
+    rows = connection.execute(f"SELECT key, value_json FROM {table} WHERE {key} = ?", (value,))
+    return {name: json.loads(text) for name, text in rows}
+
+
+def confirmation_noise(db: Path, server: str) -> float | None:
+    """The lognormal sigma of one measurement, from the confirmation rounds the studies of
+    `server` in `db` ran: the median over candidates of ln(max/min) of their req/s, divided
+    by 1.693 (the expected range of 3 normal draws in sigmas; the tuner confirms in 3
+    rounds). None: no study there confirmed anything yet."""
     ranges = []
-    for name in _study_names(db):
-        attrs, _records = load_records(f"sqlite:///{db}", name)
-        for candidate in (attrs.get("result") or {}).get("confirmation") or []:
+    for study in _read_studies(db):
+        if (study.attrs.get("setup") or {}).get("server") != server:
+            continue
+        for candidate in (study.attrs.get("result") or {}).get("confirmation") or []:
             rps = candidate.get("rps") or {}
             low, high = rps.get("min"), rps.get("max")
             if low and high and low > 0:

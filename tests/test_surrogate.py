@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.surrogate import Surrogate, grid_axes, grid_points, parse_grid
+from benchmarks.surrogate import Surrogate, grid_axes, grid_points, missing, parse_grid
 from tuner.errors import ConfigError
 from tuner.servers import get_adapter
 
@@ -40,6 +40,7 @@ def test_grid_lines_parse_with_their_rates_and_exclusions() -> None:
     app, rows = parse_grid(GRID)
     assert app == "fib"
     assert [r.index for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert missing(rows) == 0 and missing(rows[:4]) == 2
     assert rows[1].settings == {"workers": 3, "worker_class": "sync"}
     assert [r.rps for r in rows] == [4000.0, 5000.0, 3000.0, 3600.0, None, None]
 
@@ -117,3 +118,32 @@ def test_a_replayed_study_runs_the_tuners_study_code_with_branch_starts(
     assert on.to_best_branch == 1  # the grid's best branch is sync: the default is in it
     assert on.measured <= 8 and off.measured <= 8
     assert off.models[:2] == ("sync", "sync")
+
+
+def test_a_kept_study_gives_its_fair_measured_trials_and_its_noise(tmp_path: Path) -> None:
+    import optuna
+
+    from benchmarks.surrogate import confirmation_noise, study_points
+    from tests.measurements import measurement
+
+    db = tmp_path / "studies.db"
+    study = optuna.create_study(study_name="s", storage=f"sqlite:///{db}", direction="maximize")
+    study.set_user_attr("setup", {"server": "gunicorn"})
+    rounds = [{"rps": {"min": 900.0, "median": 1000.0, "max": 900.0 * math.e**0.3386}}]
+    study.set_user_attr("result", {"confirmation": rounds})
+    trials = [
+        ({"worker_class": "gthread", "threads": 4}, measurement(2000.0), {}),
+        ({"worker_class": "sync"}, measurement(1500.0, unfair_reasons=("x",)), {}),
+        ({"worker_class": "sync"}, measurement(1600.0), {"duplicate_of": 0}),
+    ]
+    for settings, figures, extra in trials:
+        trial = study.ask()
+        attrs = {"settings": settings, "metrics": figures.to_json(), **extra}
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, figures.median_rps)
+    points = study_points(get_adapter("gunicorn"), db)
+    assert [(p.model, p.rps, p.source) for p in points] == [("gthread", 2000.0, "study trial 0")]
+    assert study_points(get_adapter("uwsgi"), db) == []  # another server's study
+    assert confirmation_noise(db, "gunicorn") == pytest.approx(0.2, abs=1e-3)
+    assert confirmation_noise(db, "uwsgi") is None
