@@ -67,6 +67,7 @@ from tuner.loadgen import WindowStats  # noqa: E402
 from tuner.measure.runner import BenchPlan, BenchResult  # noqa: E402
 from tuner.metrics.measurement import Errors, Latency, Measurement, Memory  # noqa: E402
 from tuner.search import study as study_module  # noqa: E402
+from tuner.search.branches import branch_starts  # noqa: E402
 from tuner.search.study import QuietListener, StudySetup, open_study, run_search  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 
@@ -205,6 +206,16 @@ def replay_study(
     values = [v for i, v in replay.true_rps.items() if i < trials and v is not None]
     found = max(values, default=0.0) / (best.rps or 1.0)
     return Replayed(to_branch, to_near, len(replay.models), models, replay.stand_ins, found)
+
+
+def unmeasured_models(setup: StudySetup, surrogate: Surrogate) -> list[str]:
+    """The concurrency models the study's space reaches that nothing measured."""
+    known = {p.model for p in surrogate.points if p.rps is not None}
+    reachable = []
+    for params in branch_starts(setup.space, setup.adapter, setup.space_cpus, seed=0):
+        values = {p.setting: params[p.name] for p in setup.space.params if p.name in params}
+        reachable.append(setup.adapter.concurrency_model(setup.adapter.resolve(values)))
+    return [model for model in reachable if model not in known]
 
 
 def find_grids(folder: Path, servers: Sequence[str]) -> list[tuple[str, str, Path]]:
@@ -389,6 +400,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"  surrogate: {note}; noise sigma {sigma:.2f} ({source}); "
                 f"{args.seeds} seeds x 2 in {cpu_s:.0f} s CPU",
             )
+            if unknown := unmeasured_models(setup, surrogate):
+                lines.insert(
+                    2,
+                    "  no measurement (grid median stands in): " + ", ".join(unknown),
+                )
             print("\n".join(lines), flush=True)
             table.append(table_row(server, app, surrogate, results, args.trials))
     print(
