@@ -243,7 +243,12 @@ def surrogate_for(server: str, path: Path) -> tuple[Surrogate, float | None, str
     extra = study_points(adapter, kept) if kept.is_file() else []
     sigma = confirmation_noise(kept, server) if kept.is_file() else None
     surrogate = Surrogate(adapter, grid_points(adapter, rows), extra)
-    note = f"{len(rows)} grid points" + (f", {len(extra)} study trials" if kept.is_file() else "")
+    used = len(surrogate.points) - len(surrogate.grid)
+    note = f"{len(rows)} grid points" + (
+        f", {used} of the kept study's {len(extra)} fair trials (branches the grid lacks)"
+        if kept.is_file()
+        else ""
+    )
     return surrogate, sigma, note
 
 
@@ -297,12 +302,15 @@ def report(
             )
         )
     on, off = results[True], results[False]
-    lines.append(
-        "  ratio on/off (medians): to best branch "
-        f"{_ratio([r.to_best_branch for r in on], [r.to_best_branch for r in off], never)}, "
-        f"to within 5% "
-        f"{_ratio([r.to_near_best for r in on], [r.to_near_best for r in off], never)}"
-    )
+    parts = []
+    for key, label in (("to_best_branch", "to best branch"), ("to_near_best", "to within 5%")):
+        mine = [never if (v := getattr(r, key)) is None else v for r in on]
+        theirs = [never if (v := getattr(r, key)) is None else v for r in off]
+        sooner = sum(a < b for a, b in zip(mine, theirs, strict=True))
+        later = sum(a > b for a, b in zip(mine, theirs, strict=True))
+        ratio = _ratio([getattr(r, key) for r in on], [getattr(r, key) for r in off], never)
+        parts.append(f"{label} {ratio} (seed by seed: sooner {sooner}, later {later})")
+    lines.append("  ratio on/off (medians): " + ", ".join(parts))
     return lines
 
 
