@@ -35,6 +35,10 @@ and how many seeds never tried the best branch within --trials. Medians with [mi
 
     python benchmarks/branch_starts.py --grids /work/notes/bench2 --seeds 30
 
+Before a grid exists, `--studies DB` replays on the trials of real tuner studies instead (e.g.
+`tuner compare`'s studies.db): a sparser table, measured where TPE chose, with unfair trials as
+excluded points and the hand grid's axes for distances; "best" is then the best such trial.
+
 Pure CPU (Optuna's TPE), no server: about 0.1 s per 30-trial study on this machine.
 """
 
@@ -60,6 +64,7 @@ from benchmarks.surrogate import (  # noqa: E402
     Surrogate,
     confirmation_noise,
     grid_points,
+    hand_grid_axes,
     missing,
     parse_grid,
     study_points,
@@ -68,6 +73,7 @@ from tuner.cli import build_parser  # noqa: E402
 from tuner.commands.tune import build_setup  # noqa: E402
 from tuner.errors import TunerError  # noqa: E402
 from tuner.loadgen import WindowStats  # noqa: E402
+from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, BenchResult  # noqa: E402
 from tuner.metrics.measurement import Errors, Latency, Measurement, Memory  # noqa: E402
 from tuner.search import study as study_module  # noqa: E402
@@ -222,19 +228,34 @@ def unmeasured_models(setup: StudySetup, surrogate: Surrogate) -> list[str]:
     return [model for model in reachable if model not in known]
 
 
-def find_grids(folder: Path, servers: Sequence[str]) -> list[tuple[str, str, Path]]:
-    """(server, app, grid file) for each grid-SERVER-APP.txt of these servers there."""
-    found = []
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """The real measurements one app and server are replayed on."""
+
+    server: str
+    app: str
+    surrogate: Surrogate
+    sigma: float | None  # the noise its study measured (None: not known)
+    note: str
+
+
+def grid_sources(folder: Path, servers: Sequence[str]) -> list[Source]:
+    """A source per complete grid-SERVER-APP.txt of these servers in `folder` (with its kept
+    study, when there); a grid still being written is skipped with a line on stderr."""
+    sources = []
     for server in servers:
         for path in sorted(folder.glob(f"grid-{server}-*.txt")):
             app = path.stem.removeprefix(f"grid-{server}-")
-            if app in APPS:
-                found.append((server, app, path))
-    return found
+            if app not in APPS:
+                continue
+            try:
+                sources.append(grid_source(server, app, path))
+            except TunerError as exc:
+                print(f"skipped {path.name}: {exc}", file=sys.stderr)
+    return sources
 
 
-def surrogate_for(server: str, path: Path) -> tuple[Surrogate, float | None, str]:
-    """The surrogate of one grid file, the noise its kept study measured, and a note."""
+def grid_source(server: str, app: str, path: Path) -> Source:
     adapter = get_adapter(server)
     _app, rows = parse_grid(path.read_text())
     if not rows:
@@ -244,8 +265,8 @@ def surrogate_for(server: str, path: Path) -> tuple[Surrogate, float | None, str
             f"{path}: the grid is not complete yet ({left} of {rows[0].total} lines to come)"
         )
     kept = path.parent / f"keep-{path.stem.removeprefix('grid-')}" / "studies.db"
-    extra = study_points(adapter, kept) if kept.is_file() else []
-    sigma = confirmation_noise(kept, server) if kept.is_file() else None
+    extra = study_points(adapter, kept, app=app) if kept.is_file() else []
+    sigma = confirmation_noise(kept, server, app) if kept.is_file() else None
     surrogate = Surrogate(adapter, grid_points(adapter, rows), extra)
     used = len(surrogate.points) - len(surrogate.grid)
     note = f"{len(rows)} grid points" + (
@@ -253,7 +274,27 @@ def surrogate_for(server: str, path: Path) -> tuple[Surrogate, float | None, str
         if kept.is_file()
         else ""
     )
-    return surrogate, sigma, note
+    return Source(server, app, surrogate, sigma, note)
+
+
+def study_sources(db: Path, servers: Sequence[str], cpus: int) -> list[Source]:
+    """A source per (server, app) with a study in `db`: its trials ARE the table (unfair or
+    erroring ones as excluded points), distances over the hand grid's axes. Sparser than a
+    grid (a study measures ~30 configs where it chose to), for before a grid exists."""
+    sources = []
+    for server in servers:
+        adapter = get_adapter(server)
+        for app in APPS:
+            points = study_points(adapter, db, app=app, keep_unfair=True)
+            if not any(p.rps is not None for p in points):
+                continue
+            axes = hand_grid_axes(adapter, cpus)
+            surrogate = Surrogate(adapter, points, axes=axes)
+            note = f"{len(points)} trials of a real study in {db.name} (no grid)"
+            sources.append(
+                Source(server, app, surrogate, confirmation_noise(db, server, app), note)
+            )
+    return sources
 
 
 def _median_range(values: Sequence[int | None], never: int) -> str:
@@ -296,7 +337,7 @@ def report(
             f"{_median_range([r.to_best_branch for r in rows], never)}, to within 5% "
             f"{_median_range([r.to_near_best for r in rows], never)}, never tried the best "
             f"branch in {trials}: {missed}/{len(rows)}; best found "
-            f"{statistics.median(r.found for r in rows):.0%} of the grid's best "
+            f"{statistics.median(r.found for r in rows):.0%} of the best point's "
             f"[{min(r.found for r in rows):.0%}-{max(r.found for r in rows):.0%}]"
             + (
                 f"; {sum(r.stand_ins for r in rows)}/{sum(r.measured for r in rows)} trials in "
@@ -375,21 +416,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"confirmation rounds, else {DEFAULT_NOISE})",
     )
     parser.add_argument("--duration", type=float, default=2.0, help="seconds = windows per trial")
+    parser.add_argument(
+        "--studies",
+        type=Path,
+        default=None,
+        help="replay on the trials of the real studies in this Optuna SQLite file instead of "
+        "on grids (sparser; for when no grid exists yet)",
+    )
     args = parser.parse_args(argv)
     servers = [s.strip() for s in args.servers.split(",") if s.strip()]
-    grids = find_grids(args.grids, servers)
-    if not grids:
-        print(f"error: no grid-{{{','.join(servers)}}}-APP.txt in {args.grids}", file=sys.stderr)
+    if args.studies is not None:
+        if not args.studies.is_file():
+            print(f"error: --studies {args.studies}: no such file", file=sys.stderr)
+            return 2
+        sources = study_sources(args.studies, servers, space_cpus())
+        where = f"studies of {', '.join(servers)} in {args.studies}"
+    else:
+        sources = grid_sources(args.grids, servers)
+        where = f"complete grid-{{{','.join(servers)}}}-APP.txt in {args.grids}"
+    if not sources:
+        print(f"error: no {where}", file=sys.stderr)
         return 2
+    kind = "study trials" if args.studies is not None else "grid measurements"
     table: list[str] = []
     with tempfile.TemporaryDirectory(prefix="branch-starts-") as tmp, in_memory_storage():
-        for server, app, path in grids:
-            try:
-                surrogate, measured_sigma, note = surrogate_for(server, path)
-            except TunerError as exc:
-                print(f"skipped {path.name}: {exc}", file=sys.stderr)
-                continue
-            sigma = args.noise if args.noise is not None else measured_sigma or DEFAULT_NOISE
+        for source in sources:
+            server, app, surrogate = source.server, source.app, source.surrogate
+            if args.noise is not None:
+                sigma, origin = args.noise, "--noise"
+            elif source.sigma is not None:
+                sigma, origin = source.sigma, "the study's confirmation rounds"
+            else:
+                sigma, origin = DEFAULT_NOISE, "default: no confirmation measured"
             setup = base_setup(server, app, Path(tmp), args.duration)
             started = time.process_time()
             results: dict[bool, list[Replayed]] = {True: [], False: []}
@@ -402,34 +460,34 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
             cpu_s = time.process_time() - started
             lines = report(server, app, surrogate, results, args.trials)
-            source = (
-                "--noise"
-                if args.noise is not None
-                else ("kept study's confirmation" if measured_sigma else "default")
-            )
             lines.insert(
                 1,
-                f"  surrogate: {note}; noise sigma {sigma:.2f} ({source}); "
+                f"  surrogate: {source.note}; noise sigma {sigma:.2f} ({origin}); "
                 f"{args.seeds} seeds x 2 in {cpu_s:.0f} s CPU",
             )
             if unknown := unmeasured_models(setup, surrogate):
                 lines.insert(
                     2,
-                    "  no measurement (grid median stands in): " + ", ".join(unknown),
+                    "  no measurement (the median stands in): " + ", ".join(unknown),
                 )
             print("\n".join(lines), flush=True)
             table.append(table_row(server, app, surrogate, results, args.trials))
     print(
-        f"\nREPLAY on a surrogate of REAL grid measurements (not new measurements): "
+        f"\nREPLAY on a surrogate of REAL {kind} (not new measurements): "
         f"{args.seeds} seeds, {args.trials} measured trials per study (baselines included, "
         f"repeats not), medians [min-max] of measured trials until the event; >{args.trials} = "
         "never. Ratios < 1: branch starts get there sooner. `next`: the second-best "
-        "branch's best grid point against the best's. `found`: the best noise-free req/s the "
-        "study measured, as a share of the grid's best (median over seeds)."
+        "branch's best point against the best's. `found`: the best noise-free req/s the "
+        "study measured, as a share of the best point's (median over seeds)."
     )
     print(TABLE_HEADER)
     print("\n".join(table))
     return 0
+
+
+def space_cpus() -> int:
+    """Whole CPUs of the server side of the default split (what the hand grid is built for)."""
+    return len(default_split()[0])
 
 
 if __name__ == "__main__":

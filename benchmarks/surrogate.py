@@ -126,14 +126,15 @@ def grid_points(adapter: ServerAdapter, rows: Iterable[GridRow]) -> list[Point]:
     return points
 
 
-def study_points(adapter: ServerAdapter, db: Path) -> list[Point]:
-    """The measured trials of the tuner's studies of this server in an Optuna SQLite file (a
-    kept grid_vs_tuner folder's studies.db): complete, fair, within 1% errors, not a repeat.
+def study_points(
+    adapter: ServerAdapter, db: Path, *, app: str | None = None, keep_unfair: bool = False
+) -> list[Point]:
+    """The measured trials of the tuner's studies of this server (of `app`, e.g. "fib", when
+    given) in an Optuna SQLite file (a kept grid_vs_tuner folder's studies.db): complete, not
+    a repeat, fair and within 1% errors (`keep_unfair`: the others too, as excluded points).
     Read-only: the study may still be running."""
     points = []
-    for study in _read_studies(db):
-        if (study.attrs.get("setup") or {}).get("server") != adapter.name:
-            continue
+    for study in _studies_of(db, adapter.name, app):
         for number, attrs in study.trials:
             metrics = attrs.get("metrics")
             if "duplicate_of" in attrs or not metrics or "settings" not in attrs:
@@ -143,11 +144,24 @@ def study_points(adapter: ServerAdapter, db: Path) -> list[Point]:
                 settings = adapter.resolve(attrs["settings"])
             except (InvalidMeasurement, ConfigError):  # damaged, or a setting now unknown
                 continue
-            if m.unfair or m.error_rate > 0.01:
+            excluded = m.unfair or m.error_rate > 0.01
+            if excluded and not keep_unfair:
                 continue
+            rps = None if excluded else m.median_rps
             model = adapter.concurrency_model(settings)
-            points.append(Point(settings, model, m.median_rps, f"study trial {number}"))
+            points.append(Point(settings, model, rps, f"study trial {number}"))
     return points
+
+
+def _studies_of(db: Path, server: str, app: str | None) -> list[_StoredStudy]:
+    """The studies in `db` of this server (and app: its file's or module's last name)."""
+    found = []
+    for study in _read_studies(db):
+        setup = study.attrs.get("setup") or {}
+        name = re.split(r"[/.:]", str(setup.get("app", "")).removesuffix(".py"))[-1]
+        if setup.get("server") == server and app in (None, name):
+            found.append(study)
+    return found
 
 
 @dataclass(frozen=True)
@@ -180,15 +194,13 @@ def _json_attrs(connection: sqlite3.Connection, table: str, key: str, value: int
     return {name: json.loads(text) for name, text in rows}
 
 
-def confirmation_noise(db: Path, server: str) -> float | None:
+def confirmation_noise(db: Path, server: str, app: str | None = None) -> float | None:
     """The lognormal sigma of one measurement, from the confirmation rounds the studies of
     `server` in `db` ran: the median over candidates of ln(max/min) of their req/s, divided
     by 1.693 (the expected range of 3 normal draws in sigmas; the tuner confirms in 3
     rounds). None: no study there confirmed anything yet."""
     ranges = []
-    for study in _read_studies(db):
-        if (study.attrs.get("setup") or {}).get("server") != server:
-            continue
+    for study in _studies_of(db, server, app):
         for candidate in (study.attrs.get("result") or {}).get("confirmation") or []:
             rps = candidate.get("rps") or {}
             low, high = rps.get("min"), rps.get("max")
@@ -201,12 +213,18 @@ class Surrogate:
     """Noise-free req/s of a config, from the nearest measured point of its model."""
 
     def __init__(
-        self, adapter: ServerAdapter, grid: Sequence[Point], extra: Sequence[Point] = ()
+        self,
+        adapter: ServerAdapter,
+        grid: Sequence[Point],
+        extra: Sequence[Point] = (),
+        axes: Sequence[str] | None = None,
     ) -> None:
+        """`axes`: the settings distances are measured in (default: the numeric ones that
+        vary over `grid`, which is right for a hand grid but not for a study's trials)."""
         if not grid:
             raise ConfigError("the grid has no points")
         self.adapter = adapter
-        self.axes = grid_axes(grid)
+        self.axes = tuple(axes) if axes is not None else grid_axes(grid)
         in_grid = {p.model for p in grid}
         # The study's points only stand in for branches the grid never measured.
         self.points = list(grid) + [p for p in extra if p.model not in in_grid]
@@ -267,6 +285,12 @@ def grid_axes(grid: Sequence[Point]) -> tuple[str, ...]:
         if numeric and len(values) > 1:
             axes.append(key)
     return tuple(axes)
+
+
+def hand_grid_axes(adapter: ServerAdapter, cpus: int) -> tuple[str, ...]:
+    """The axes of the adapter's own hand grid (processes, threads, greenlets...)."""
+    rows = [GridRow(i, 0, values, 1.0) for i, values in enumerate(adapter.hand_grid(cpus))]
+    return grid_axes(grid_points(adapter, rows))
 
 
 def distance(a: Mapping[str, Value], b: Mapping[str, Value], axes: Sequence[str]) -> float:
