@@ -128,7 +128,7 @@ def test_a_kept_study_gives_its_fair_measured_trials_and_its_noise(tmp_path: Pat
 
     db = tmp_path / "studies.db"
     study = optuna.create_study(study_name="s", storage=f"sqlite:///{db}", direction="maximize")
-    study.set_user_attr("setup", {"server": "gunicorn"})
+    study.set_user_attr("setup", {"server": "gunicorn", "app": "apps/fib.py"})
     rounds = [{"rps": {"min": 900.0, "median": 1000.0, "max": 900.0 * math.e**0.3386}}]
     study.set_user_attr("result", {"confirmation": rounds})
     trials = [
@@ -145,5 +145,8 @@ def test_a_kept_study_gives_its_fair_measured_trials_and_its_noise(tmp_path: Pat
     points = study_points(get_adapter("gunicorn"), db)
     assert [(p.model, p.rps, p.source) for p in points] == [("gthread", 2000.0, "study trial 0")]
     assert study_points(get_adapter("uwsgi"), db) == []  # another server's study
+    assert study_points(get_adapter("gunicorn"), db, app="iowait") == []  # another app's
+    with_unfair = study_points(get_adapter("gunicorn"), db, app="fib", keep_unfair=True)
+    assert [(p.model, p.rps) for p in with_unfair] == [("gthread", 2000.0), ("sync", None)]
     assert confirmation_noise(db, "gunicorn") == pytest.approx(0.2, abs=1e-3)
     assert confirmation_noise(db, "uwsgi") is None
