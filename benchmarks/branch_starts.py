@@ -79,6 +79,7 @@ from tuner.metrics.measurement import Errors, Latency, Measurement, Memory  # no
 from tuner.search import study as study_module  # noqa: E402
 from tuner.search.branches import branch_starts  # noqa: E402
 from tuner.search.study import QuietListener, StudySetup, open_study, run_search  # noqa: E402
+from tuner.servers import SERVERS as SERVER_NAMES  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 
 SERVERS = ("gunicorn", "uwsgi")
@@ -370,7 +371,7 @@ def table_row(
         value = statistics.median(never if (v := getattr(r, key)) is None else v for r in rows)
         return f">{trials}" if value >= never else f"{value:g}"
 
-    cells = [f"{app:<9}", f"{server:<9}", f"{surrogate.best().model:<24}"]
+    cells = [f"{app:<9}", f"{server:<9}", f"{surrogate.best().model:<30}"]
     ranked = list(surrogate.branch_best().values())
     cells.append(f"{ranked[1] / ranked[0] - 1:+6.1%}" if len(ranked) > 1 else "   n/a")
     for key in ("to_best_branch", "to_near_best"):
@@ -385,10 +386,10 @@ def table_row(
     return "  ".join(cells)
 
 
-_LEAD = f"{'':<9}  {'':<9}  {'':<24}  {'':>6}"
+_LEAD = f"{'':<9}  {'':<9}  {'':<30}  {'':>6}"
 TABLE_HEADER = (
     f"{_LEAD}  {'to best branch':>16}  {'to within 5%':>16}  never tried         best\n"
-    f"{'app':<9}  {'server':<9}  {'best branch (grid)':<24}  {'next':>6}  "
+    f"{'app':<9}  {'server':<9}  {'best branch':<30}  {'next':>6}  "
     f"{'on  off ratio':>16}  {'on  off ratio':>16}  best branch on/off  found on/off"
 )
 
@@ -398,8 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--grids",
         type=Path,
-        default=Path("/work/notes/bench2"),
-        help="folder of grid_vs_tuner outputs: grid-SERVER-APP.txt (+ keep-SERVER-APP/)",
+        action="append",
+        help="folder of grid_vs_tuner outputs: grid-SERVER-APP.txt (+ keep-SERVER-APP/); "
+        "repeat for several (default /work/notes/bench2)",
     )
     parser.add_argument(
         "--servers",
@@ -425,15 +427,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    for flag, value, ok, expected in (
+        ("--seeds", args.seeds, args.seeds >= 1, "a whole number >= 1"),
+        ("--trials", args.trials, args.trials >= 2, "a whole number >= 2 (the baselines)"),
+        ("--noise", args.noise, args.noise is None or args.noise >= 0, "a sigma >= 0"),
+        ("--duration", args.duration, args.duration >= 1, "seconds >= 1 (one window)"),
+    ):
+        if not ok:
+            print(f"error: {flag} {value}: expected {expected}", file=sys.stderr)
+            return 2
+    unknown = [s for s in servers if s not in SERVER_NAMES]
+    if unknown or not servers:
+        shown = ", ".join(unknown) or "(none)"
+        print(
+            f"error: --servers {shown}: expected some of {', '.join(SERVER_NAMES)}", file=sys.stderr
+        )
+        return 2
     if args.studies is not None:
         if not args.studies.is_file():
             print(f"error: --studies {args.studies}: no such file", file=sys.stderr)
             return 2
-        sources = study_sources(args.studies, servers, space_cpus())
+        try:
+            sources = study_sources(args.studies, servers, space_cpus())
+        except TunerError as exc:
+            print(f"error: --studies: {exc}", file=sys.stderr)
+            return 2
         where = f"studies of {', '.join(servers)} in {args.studies}"
     else:
-        sources = grid_sources(args.grids, servers)
-        where = f"complete grid-{{{','.join(servers)}}}-APP.txt in {args.grids}"
+        folders = args.grids or [Path("/work/notes/bench2")]
+        sources = [s for folder in folders for s in grid_sources(folder, servers)]
+        shown = ", ".join(map(str, folders))
+        where = f"complete grid-{{{','.join(servers)}}}-APP.txt in {shown}"
     if not sources:
         print(f"error: no {where}", file=sys.stderr)
         return 2

@@ -173,6 +173,13 @@ class _StoredStudy:
 def _read_studies(db: Path) -> list[_StoredStudy]:
     """Every study in an Optuna SQLite file, read-only (Optuna's schema: user attributes are
     JSON text)."""
+    try:
+        return _read(db)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"{db}: not an Optuna SQLite study file ({exc})") from None
+
+
+def _read(db: Path) -> list[_StoredStudy]:
     studies = []
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
         for (study_id,) in connection.execute("SELECT study_id FROM studies"):
