@@ -31,7 +31,7 @@ import math
 import re
 import sqlite3
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,9 @@ from tuner.errors import ConfigError, InvalidMeasurement
 from tuner.metrics.measurement import Measurement
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
+
+# Whether a config (resolved settings) is one the study can reach.
+Reach = Callable[[Mapping[str, Value]], bool]
 
 _LINE = re.compile(r"^\s*grid (\d+)/(\d+) (\{.*\}): (?:([\d,.]+) req/s|excluded\b.*)$")
 _HEADER = re.compile(r"^== (\S+) on (\S+)\s*$")
@@ -238,20 +241,24 @@ class Surrogate:
         self.grid = list(grid)
         self.best()  # a grid without one measured point is no grid to replay
 
-    def best(self) -> Point:
-        """The grid's best measured point (the grid alone: it measured every branch alike)."""
-        measured = [p for p in self.grid if p.rps is not None]
+    def best(self, where: Reach | None = None) -> Point:
+        """The grid's best measured point (the grid alone: it measured every branch alike),
+        among the points `where` accepts (e.g. those the study's space can draw)."""
+        measured = [p for p in self._grid(where) if p.rps is not None]
         if not measured:
             raise ConfigError("every point of the grid was excluded")
         return max(measured, key=lambda p: p.rps or 0.0)
 
-    def branch_best(self) -> dict[str, float]:
+    def branch_best(self, where: Reach | None = None) -> dict[str, float]:
         """The best grid req/s per concurrency model, best first."""
         best: dict[str, float] = {}
-        for p in self.grid:
+        for p in self._grid(where):
             if p.rps is not None:
                 best[p.model] = max(best.get(p.model, 0.0), p.rps)
         return dict(sorted(best.items(), key=lambda item: -item[1]))
+
+    def _grid(self, where: Reach | None) -> list[Point]:
+        return [p for p in self.grid if where is None or where(p.settings)]
 
     def models(self) -> set[str]:
         return {p.model for p in self.points}

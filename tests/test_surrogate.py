@@ -150,3 +150,14 @@ def test_a_kept_study_gives_its_fair_measured_trials_and_its_noise(tmp_path: Pat
     assert [(p.model, p.rps) for p in with_unfair] == [("gthread", 2000.0), ("sync", None)]
     assert confirmation_noise(db, "gunicorn") == pytest.approx(0.2, abs=1e-3)
     assert confirmation_noise(db, "uwsgi") is None
+
+
+def test_the_space_reaches_a_config_by_its_active_numeric_params(tmp_path: Path) -> None:
+    from benchmarks.branch_starts import base_setup, space_reach
+
+    setup = base_setup("gunicorn", "fib", tmp_path, duration=2.0)
+    reach = space_reach(setup)
+    assert reach(resolved(worker_class="sync", workers=3))  # threads=1 is inactive for sync
+    assert reach(resolved(worker_class="gthread", workers=3, threads=4))
+    assert not reach(resolved(worker_class="sync", workers=4 * setup.space_cpus + 2))
+    assert not reach(resolved(worker_class="gthread", workers=1, threads=64))
