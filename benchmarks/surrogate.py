@@ -9,10 +9,11 @@ and prints one line per config:
 A `Surrogate` answers "what would this config serve?" from those lines: the config (resolved
 by the adapter, as a study resolves it) maps to the measured point of the same concurrency
 model (`adapter.concurrency_model`) nearest in the grid's numeric axes (the settings whose
-values vary over the grid: worker processes, threads, greenlets), by distance in log2 (the
-spaces sample these log-uniformly). Equally near points are averaged (geometric mean). Every
-other setting (parser, logging, recycling, backlog...) does NOT change the value: the grid
-never varied them, so the surrogate cannot know their effect.
+values vary over the grid: gunicorn's workers, threads and worker_connections; bjoern's
+processes and backlog), by distance in log2 (the spaces sample these log-uniformly). Equally
+near points are averaged (geometric mean). Every other setting (for gunicorn: the parser,
+logging, recycling, backlog...) does NOT change the value: the grid never varied them, so the
+surrogate cannot know their effect.
 
 A branch the grid never measured (uWSGI's grid has no `http / threads`) takes the points of a
 real tuner study of the same server and app (its fair, complete, measured trials), when one
