@@ -11,9 +11,10 @@ by the adapter, as a study resolves it) maps to the measured point of the same c
 model (`adapter.concurrency_model`) nearest in the grid's numeric axes (the settings whose
 values vary over the grid: gunicorn's workers, threads and worker_connections; bjoern's
 processes and backlog), by distance in log2 (the spaces sample these log-uniformly). Equally
-near points are averaged (geometric mean). Every other setting (for gunicorn: the parser,
-logging, recycling, backlog...) does NOT change the value: the grid never varied them, so the
-surrogate cannot know their effect.
+near points are averaged (geometric mean). The other settings the grid varies (werkzeug's
+request_log, twisted's accesslog) must match. Every setting the grid never varied (for
+gunicorn: the parser, logging, recycling, backlog...) does NOT change the value: the surrogate
+cannot know its effect.
 
 A branch the grid never measured (uWSGI's grid has no `http / threads`) takes the points of a
 real tuner study of the same server and app (its fair, complete, measured trials), when one
@@ -231,11 +232,14 @@ class Surrogate:
         axes: Sequence[str] | None = None,
     ) -> None:
         """`axes`: the settings distances are measured in (default: the numeric ones that
-        vary over `grid`, which is right for a hand grid but not for a study's trials)."""
+        vary over `grid`, which is right for a hand grid but not for a study's trials). With
+        the default, the other settings the grid varies (werkzeug's request_log) must match
+        too where the grid has a point that matches; with `axes` given, none must."""
         if not grid:
             raise ConfigError("the grid has no points")
         self.adapter = adapter
         self.axes = tuple(axes) if axes is not None else grid_axes(grid)
+        self.keys = () if axes is not None else grid_keys(grid)
         in_grid = {p.model for p in grid}
         # The study's points only stand in for branches the grid never measured.
         self.points = list(grid) + [p for p in extra if p.model not in in_grid]
@@ -268,17 +272,28 @@ class Surrogate:
         """The req/s of `settings` (already resolved): the nearest points of its model, by
         log2 distance over the grid's axes, averaged when equally near."""
         model = self.adapter.concurrency_model(settings)
-        same = [p for p in self.points if p.model == model]
+        in_model = [p for p in self.points if p.model == model]
+        same = self._matching(settings, in_model)
         measured = [p for p in same if p.rps is not None]
         if not measured:
-            return Answer(self.stand_in, model, (), measured=False, fair=not same)
+            wider = [p for p in in_model if p.rps is not None]
+            if not wider:
+                return Answer(self.stand_in, model, (), measured=False, fair=not in_model)
+            nearest = self._nearest(settings, wider)  # every matching point was excluded
+            return Answer(_mean(nearest), model, tuple(p.source for p in nearest), fair=False)
         nearest = self._nearest(settings, same)
         fair = all(p.rps is not None for p in nearest)
         if not fair:  # the value of the nearest point that was measured
             nearest = self._nearest(settings, measured)
-        rates = [p.rps or 1.0 for p in nearest]
-        rps = rates[0] if len(rates) == 1 else statistics.geometric_mean(rates)
-        return Answer(rps, model, tuple(p.source for p in nearest), fair=fair)
+        return Answer(_mean(nearest), model, tuple(p.source for p in nearest), fair=fair)
+
+    def _matching(self, settings: Mapping[str, Value], points: list[Point]) -> list[Point]:
+        """`points` narrowed, key by key, to those with the config's value (a key no point
+        matches is passed over)."""
+        for key in self.keys:
+            narrowed = [p for p in points if p.settings.get(key) == settings.get(key)]
+            points = narrowed or points
+        return points
 
     def _nearest(self, settings: Mapping[str, Value], points: Sequence[Point]) -> list[Point]:
         distances = [distance(settings, p.settings, self.axes) for p in points]
@@ -291,6 +306,12 @@ class Surrogate:
         return statistics.median(p.rps for p in self.grid if p.rps is not None)
 
 
+def _mean(points: Sequence[Point]) -> float:
+    """The geometric mean of the points' req/s (one point's exactly)."""
+    rates = [p.rps or 1.0 for p in points]
+    return rates[0] if len(rates) == 1 else statistics.geometric_mean(rates)
+
+
 def grid_axes(grid: Sequence[Point]) -> tuple[str, ...]:
     """The numeric settings whose value varies over the grid, in the grid's order."""
     axes: list[str] = []
@@ -300,6 +321,16 @@ def grid_axes(grid: Sequence[Point]) -> tuple[str, ...]:
         if numeric and len(values) > 1:
             axes.append(key)
     return tuple(axes)
+
+
+def grid_keys(grid: Sequence[Point]) -> tuple[str, ...]:
+    """The other settings whose value varies over the grid (booleans, names), in its order."""
+    axes = set(grid_axes(grid))
+    return tuple(
+        key
+        for key in grid[0].settings
+        if key not in axes and len({repr(p.settings.get(key)) for p in grid}) > 1
+    )
 
 
 def hand_grid_axes(adapter: ServerAdapter, cpus: int) -> tuple[str, ...]:

@@ -161,3 +161,19 @@ def test_the_space_reaches_a_config_by_its_active_numeric_params(tmp_path: Path)
     assert reach(resolved(worker_class="gthread", workers=3, threads=4))
     assert not reach(resolved(worker_class="sync", workers=4 * setup.space_cpus + 2))
     assert not reach(resolved(worker_class="gthread", workers=1, threads=64))
+
+
+def test_a_setting_the_grid_varies_that_is_no_number_must_match() -> None:
+    adapter = get_adapter("werkzeug")
+    _app, rows = parse_grid(
+        "  grid 1/4 {'mode': 'threaded', 'request_log': True, 'backlog': 128}: 2,000 req/s\n"
+        "  grid 2/4 {'mode': 'threaded', 'request_log': False, 'backlog': 128}: 3,000 req/s\n"
+        "  grid 3/4 {'mode': 'single', 'request_log': True, 'backlog': 128}: 1,000 req/s\n"
+        "  grid 4/4 {'mode': 'single', 'request_log': False, 'backlog': 128}: excluded (x)\n"
+    )
+    surrogate = Surrogate(adapter, grid_points(adapter, rows))
+    assert surrogate.keys == ("mode", "request_log")
+    quiet = adapter.resolve({"mode": "threaded", "request_log": False, "backlog": 1024})
+    assert surrogate.answer(quiet).rps == 3000.0  # not averaged with the logging point
+    single = surrogate.answer(adapter.resolve({"mode": "single", "request_log": False}))
+    assert (single.rps, single.fair) == (1000.0, False)  # its match was excluded
