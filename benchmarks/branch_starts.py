@@ -232,21 +232,34 @@ def replay_study(
     return Replayed(to_branch, to_near, len(replay.models), models, replay.stand_ins, found)
 
 
-def space_reach(setup: StudySetup) -> Reach:
-    """Whether the study's space can draw a config's processes/threads/...: each numeric param
-    that is active for it (its `when` holds) has the config's value within its range."""
+def space_reach(setup: StudySetup, surrogate: Surrogate) -> Reach:
+    """Whether the study's space can draw a config with the same value in the surrogate: in
+    each setting the surrogate looks at (its axes and keys), a setting no param of the space
+    sets is at the server's default, and a param that is active for the config (its `when`
+    holds) has the config's value within its range or among its choices. (The hand grid
+    leaves gunicorn's keepalive at its default 2, which the space cannot draw with gthread;
+    the surrogate ignores keepalive, so such a point counts as reachable.)"""
     ranges = bounds(setup.space, setup.space_cpus)
     by_name = {p.name: p for p in setup.space.params}
+    looked_at = set(surrogate.axes) | set(surrogate.keys)
+    tuned = {p.setting for p in setup.space.params}
+    defaults = setup.adapter.table.resolve({})
 
     def reach(settings: Mapping[str, Value]) -> bool:
+        if any(settings[key] != defaults[key] for key in looked_at - tuned):
+            return False
         for param in setup.space.params:
             active = all(
                 settings.get(by_name[name].setting) in values for name, values in param.when.items()
             )
-            if not active or param.type != "int":
+            if not active or param.setting not in looked_at:
                 continue
-            low, high = ranges[param.name]
-            if not low <= int(settings[param.setting]) <= high:  # type: ignore[arg-type]
+            value = settings[param.setting]
+            if param.type == "int":
+                low, high = ranges[param.name]
+                if not low <= int(value) <= high:  # type: ignore[arg-type]
+                    return False
+            elif value not in ranges[param.name]:
                 return False
         return True
 
@@ -530,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 sigma, origin = DEFAULT_NOISE, "default: no confirmation measured"
             setup = base_setup(server, app, Path(tmp), args.duration)
-            where = space_reach(setup)
+            where = space_reach(setup, surrogate)
             started = time.process_time()
             results: dict[bool, list[Replayed]] = {True: [], False: []}
             for seed in range(args.seeds):

@@ -152,13 +152,15 @@ def test_a_kept_study_gives_its_fair_measured_trials_and_its_noise(tmp_path: Pat
     assert confirmation_noise(db, "uwsgi") is None
 
 
-def test_the_space_reaches_a_config_by_its_active_numeric_params(tmp_path: Path) -> None:
+def test_the_space_reaches_a_config_by_the_settings_the_surrogate_looks_at(
+    surrogate: Surrogate, tmp_path: Path
+) -> None:
     from benchmarks.branch_starts import base_setup, space_reach
 
     setup = base_setup("gunicorn", "fib", tmp_path, duration=2.0)
-    reach = space_reach(setup)
+    reach = space_reach(setup, surrogate)
     assert reach(resolved(worker_class="sync", workers=3))  # threads=1 is inactive for sync
-    assert reach(resolved(worker_class="gthread", workers=3, threads=4))
+    assert reach(resolved(worker_class="gthread", workers=3, threads=4))  # keepalive=2 aside
     assert not reach(resolved(worker_class="sync", workers=4 * setup.space_cpus + 2))
     assert not reach(resolved(worker_class="gthread", workers=1, threads=64))
 
