@@ -31,7 +31,10 @@ Per app and seed, with branch starts on and off (the same seeds), it counts meas
 - the first trial in the grid's best branch (the concurrency model of the grid's best point);
 - the first trial whose noise-free value is within 5% of the grid's best;
 and how many seeds never tried the best branch within --trials. Medians with [min-max];
-"never" counts as --trials + 1 in the medians.
+"never" counts as --trials + 1 in the medians. "The grid's best" is the best grid point the
+study's space can draw (in the settings the surrogate looks at); when the grid's overall best
+lies outside the space (bjoern's 11 processes on iowait; the space stops at 2*cpus+1), the
+output says so and marks the app with `*`.
 
     python benchmarks/branch_starts.py --grids /work/notes/bench2 --seeds 30
 
