@@ -19,7 +19,7 @@ import pytest
 from tests.cli import REPO
 from tests.conftest import HOST, SERVER_CPU, require_adapter, wait_for_pids
 from tuner.apps import parse_app
-from tuner.errors import ConfigError
+from tuner.errors import ConfigError, ToolMissingError
 from tuner.measure.process import ServerProcess, free_port
 from tuner.servers import get_adapter
 from tuner.servers.base import Bind, ServerAdapter
@@ -105,3 +105,12 @@ def test_the_fork_rule_is_prefork_with_that_many_children() -> None:
     default, rule = adapter.baselines(2)
     assert adapter.processes(default.values) == 1 and default.values["mode"] == "threaded"
     assert rule.values["mode"] == "prefork" and adapter.processes(rule.values) == 5
+
+
+def test_a_missing_flup_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """find_spec of a submodule raises when its package is absent, instead of saying None."""
+    from tuner.servers.flup import FlupAdapter
+
+    monkeypatch.setattr(FlupAdapter, "module", "no_such_flup.server.fcgi")
+    with pytest.raises(ToolMissingError, match="pip install flup"):
+        get_adapter("flup").check_installed()
