@@ -27,7 +27,7 @@ from tuner.front.config import FrontConfig, split
 from tuner.front.fronted import FrontedAdapter
 from tuner.front.nginx import site_block
 from tuner.front.space import with_front_space
-from tuner.measure.bindprobe import uwsgi_request
+from tuner.measure.bindprobe import fastcgi_request, fastcgi_status, uwsgi_request
 from tuner.search.space import default_space_path, load_space
 from tuner.servers import get_adapter
 from tuner.servers.base import Bind
@@ -72,6 +72,7 @@ def nginx_processes(since: float) -> list[psutil.Process]:
         ("gunicorn", ["front_transport=tcp", "front_protocol=uwsgi"]),
         ("uwsgi", ["front_transport=unix", "front_protocol=uwsgi"]),
         ("uwsgi", ["front_transport=tcp", "front_protocol=uwsgi"]),
+        ("flup", ["front_transport=unix", "fastcgi_keep_conn=off", "mode=prefork"]),
     ],
 )
 def test_bench_through_nginx(server, front, nginx_front, tmp_path):
@@ -93,6 +94,7 @@ def test_bench_through_nginx(server, front, nginx_front, tmp_path):
     prefix = tmp_path / f"{server}.nginx"
     conf = (prefix / "nginx.conf").read_text()
     assert ("uwsgi_pass" in conf) == ("front_protocol=uwsgi" in front)
+    assert ("fastcgi_pass" in conf) == (server == "flup")
     assert ("unix:" in conf) == ("front_transport=unix" in front)
     assert not (prefix / "nginx.pid").exists() and not (prefix / "proxy").exists()
     assert "Error handling request" not in (tmp_path / f"{server}.log").read_text()
@@ -263,6 +265,71 @@ def test_uwsgi_packet_layout():
     assert packet[0] == 0 and packet[3] == 0
     assert int.from_bytes(packet[1:3], "little") == len(packet) - 4
     assert b"\x0e\x00REQUEST_METHOD\x03\x00GET" in packet and b"QUERY_STRING\x03\x00b=1" in packet
+
+
+def test_nginx_block_for_fastcgi_keeps_connections_unless_told_not_to():
+    bind = Bind.unix("/run/flup/flup.sock", "fastcgi")
+    kept = "\n".join(site_block(bind, FrontConfig("unix", "fastcgi", True, True), "80"))
+    assert "fastcgi_pass tuner_app;" in kept and "keepalive 32;" in kept
+    assert "fastcgi_keep_conn on;" in kept and "fastcgi_buffering on;" in kept
+    # A WSGI app at the site's root: no script name, the whole path in PATH_INFO.
+    assert 'fastcgi_param SCRIPT_NAME       "";' in kept
+    assert "fastcgi_param PATH_INFO         $document_uri;" in kept
+    assert "include" not in kept  # stands alone: no /etc/nginx/fastcgi_params needed
+    closed = "\n".join(site_block(bind, FrontConfig("unix", "fastcgi", False, False), "80"))
+    assert "fastcgi_keep_conn off;" in closed and "keepalive" not in closed
+    assert "fastcgi_buffering off;" in closed
+
+
+def test_fastcgi_request_layout_and_status():
+    packet = fastcgi_request("/a?b=1")
+    # BEGIN_REQUEST: version 1, type 1, request 1, 8 bytes of body, responder role.
+    assert packet[:8] == bytes([1, 1, 0, 1, 0, 8, 0, 0]) and packet[8:10] == b"\x00\x01"
+    assert b"\x0c\x03QUERY_STRINGb=1" in packet and b"\x0b\x00SCRIPT_NAME" in packet
+    assert packet.endswith(bytes([1, 4, 0, 1, 0, 0, 0, 0, 1, 5, 0, 1, 0, 0, 0, 0]))
+    assert fastcgi_status(b"Status: 404 Not Found\r\nContent-Type: text/plain\r\n\r\nx") == 404
+    assert fastcgi_status(b"Content-Type: text/plain\r\n\r\nhello") == 200  # CGI: no Status
+    with pytest.raises(ValueError):
+        fastcgi_status(b"")
+
+
+def test_front_space_for_a_fastcgi_server():
+    adapter = FrontedAdapter(get_adapter("flup"), "nginx")
+    space = load_space(default_space_path("flup"), get_adapter("flup").table, "flup")
+    names = with_front_space(adapter, space)[1].names()
+    # fastcgi is flup's only protocol: not searched; its kept connections are.
+    assert "front_protocol" not in names
+    assert {"front_transport", "proxy_buffering", "fastcgi_keep_conn"} <= set(names)
+    defaults = adapter.resolve({})
+    assert (defaults["front_protocol"], defaults["fastcgi_keep_conn"]) == ("fastcgi", True)
+    assert all(b.values["front_protocol"] == "fastcgi" for b in adapter.baselines(2))
+    # A server that speaks no FastCGI has no such setting, in its table or its space.
+    uwsgi = FrontedAdapter(get_adapter("uwsgi"), "nginx")
+    assert "fastcgi_keep_conn" not in uwsgi.table.by_name
+    uwsgi_space = load_space(default_space_path("uwsgi"), get_adapter("uwsgi").table, "uwsgi")
+    assert "fastcgi_keep_conn" not in with_front_space(uwsgi, uwsgi_space)[1].names()
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_a_server_without_http_needs_a_front(command, capsys, tmp_path):
+    argv = [command, "apps/hello.py", "--server", "flup", *SHORT]
+    if command == "tune":
+        argv += ["--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(tmp_path / "o.py")]
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "flup speaks fastcgi, not HTTP" in err[0] and "--front nginx" in err[0]
+
+
+def test_compare_all_leaves_a_fastcgi_server_out_without_a_front():
+    from tuner.commands.compare import parse_servers
+
+    assert "flup" not in parse_servers("all")
+    try:
+        get_adapter("flup").check_installed()
+    except ToolMissingError:
+        return  # not installed here: `all` leaves it out either way
+    assert "flup" in parse_servers("all", "nginx")
 
 
 def test_behind_none_is_the_adapter_itself():

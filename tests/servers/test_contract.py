@@ -4,7 +4,9 @@ A server ships only if it passes all of this with real processes on 127.0.0.1: i
 space are consistent, its default boots and serves sane figures, a tuned artifact is written,
 boots as its run hint says and answers, a rejected value is one clear line, a taken port is
 reported as such, SIGKILL of the tuner leaves none of its processes, and memory covers its
-whole process tree.
+whole process tree. A server that speaks no HTTP (flup: FastCGI only) is tested as it is
+measured, behind nginx: its requests go through the front, and the tuner is run with
+`--front nginx`.
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ import psutil
 import pytest
 
 from tests.cli import REPO, run_tuner
-from tests.conftest import HOST, SERVER_CPU, require_adapter
+from tests.conftest import HOST, SERVER_CPU, require_adapter, unavailable
 from tuner.apps import AppRef, parse_app
-from tuner.errors import PortInUseError
+from tuner.errors import PortInUseError, ToolMissingError
+from tuner.front import FRONTS, behind, front_of
+from tuner.front.trial import running_front
 from tuner.measure.process import ServerProcess, free_port
 from tuner.metrics.memory import MemorySampler
 from tuner.search.space import default_space_path, load_space, suggest
 from tuner.servers import server_names
-from tuner.servers.base import BASELINE_DEFAULT, ServerAdapter
+from tuner.servers.base import BASELINE_DEFAULT, LaunchSpec, ServerAdapter
 from tuner.settings import Value
 from tuner.workflow.emit import write_artifact
 
@@ -45,7 +49,42 @@ LONG = ("--duration", "60", "--warmup", "0")
 
 @pytest.fixture(params=server_names())
 def server(request: pytest.FixtureRequest, real_servers: None) -> ServerAdapter:
-    return require_adapter(request.param)
+    """The adapter; behind nginx if it speaks no HTTP (as the tuner measures it)."""
+    adapter = require_adapter(request.param)
+    if not adapter.needs_front():
+        return adapter
+    try:
+        return behind(adapter, FRONTS[0])
+    except ToolMissingError as exc:  # no nginx: a failure in CI, a skip elsewhere
+        unavailable(str(exc))
+        raise
+
+
+def front_args(server: ServerAdapter) -> tuple[str, ...]:
+    """The tuner's `--front` option for a server tested behind a front."""
+    front = front_of(server)
+    return ("--front", front.front_name) if front else ()
+
+
+def get_root(
+    server: ServerAdapter, spec: LaunchSpec, values: dict[str, Value], port: int, logs: Path
+) -> httpx.Response:
+    """GET / from the server started as `spec` on `port`: directly, or through its front
+    started in front of it (as a trial does)."""
+    with ServerProcess.start(
+        spec, cpus=(SERVER_CPU,), log_path=logs / "boot.log", host=HOST, port=port
+    ) as process:
+        if front_of(server) is None:
+            return httpx.get(f"http://{HOST}:{port}/", timeout=5)
+        with running_front(
+            process,
+            values,
+            cpus=(SERVER_CPU,),
+            log_path=logs / "front.log",
+            ready_path="/",
+            ready_timeout_s=30,
+        ) as front:
+            return httpx.get(f"http://{front.host}:{front.port}/", timeout=5)
 
 
 @pytest.fixture
@@ -87,8 +126,12 @@ def space_path(adapter: ServerAdapter) -> Path:
     return adapter.space_file or default_space_path(adapter.name)
 
 
+def server_args(adapter: ServerAdapter) -> tuple[str, ...]:
+    return ("--server", adapter.name, *front_args(adapter))
+
+
 def bench_json(adapter: ServerAdapter, *extra: str) -> dict[str, Any]:
-    done = run_tuner("bench", HELLO, "--server", adapter.name, "--json", *SHORT, *extra)
+    done = run_tuner("bench", HELLO, *server_args(adapter), "--json", *SHORT, *extra)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -145,7 +188,7 @@ def test_memory_covers_the_whole_process_tree(
     server: ServerAdapter, app: AppRef, tmp_path: Path
 ) -> None:
     key = server.process_model.processes
-    values = server.resolve({key: 2} if key else {})
+    values = two_processes(server) if key else server.resolve({})
     spec = server.launch_spec(app, HOST, port := free_port(), values, tmp_path)
     with ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=tmp_path / "s.log", host=HOST, port=port
@@ -159,6 +202,18 @@ def test_memory_covers_the_whole_process_tree(
     if key:  # a sampler that read the master alone would see one process and less memory
         assert summary["processes_peak"] >= 2
         assert summary["pss_peak"] > master_only
+
+
+def two_processes(server: ServerAdapter) -> dict[str, Value]:
+    """A config with 2 worker processes: the default with the count set, or, for a server
+    whose default mode forks nothing (flup's threaded one), a baseline's mode that does."""
+    key = server.process_model.processes
+    assert key
+    for base in (server.resolve({}), *(b.values for b in server.baselines(2))):
+        values = server.resolve({**base, key: 2})
+        if server.processes(values) == 2:
+            return values
+    raise AssertionError(f"{server.name}: no baseline runs {key}=2 as 2 processes")
 
 
 def wait_for_tree(
@@ -208,10 +263,7 @@ def test_tuned_artifact_is_written_boots_as_its_hint_says_and_answers(
     assert [p.name for p in out.parent.iterdir()] == [out.name]  # no temporary left over
     # Booted again here from the written file itself, as a user would after copying it.
     spec = server.artifact_launch(out, app, HOST, port, values)
-    with ServerProcess.start(
-        spec, cpus=(SERVER_CPU,), log_path=tmp_path / "boot.log", host=HOST, port=port
-    ):
-        answer = httpx.get(f"http://{HOST}:{port}/", timeout=5)
+    answer = get_root(server, spec, values, port, tmp_path)
     assert answer.status_code == 200
     # Folders made for that one boot (mod_wsgi's fresh TMPDIR) go with the server.
     assert not [folder for folder in spec.scratch if Path(folder).exists()]
@@ -231,10 +283,7 @@ def test_the_artifact_sets_the_apps_own_environment(server: ServerAdapter, tmp_p
     path.chmod(artifact.mode)
     spec = server.artifact_launch(path, app, HOST, port, values)
     assert not set(env) & set(spec.env)
-    with ServerProcess.start(
-        spec, cpus=(SERVER_CPU,), log_path=tmp_path / "boot.log", host=HOST, port=port
-    ):
-        answer = httpx.get(f"http://{HOST}:{port}/", timeout=5)
+    answer = get_root(server, spec, values, port, tmp_path)
     assert (answer.status_code, answer.text) == (200, "7|two words")
     # Without app settings the file says nothing about them.
     plain = server.render_artifact(app, HOST, port, values, header="env check").text
@@ -244,7 +293,7 @@ def test_the_artifact_sets_the_apps_own_environment(server: ServerAdapter, tmp_p
 def test_a_rejected_value_is_one_clear_line(server: ServerAdapter) -> None:
     setting = next(s for s in server.table.settings if s.minimum is not None)
     bad = f"{setting.minimum - 1:g}"
-    done = run_tuner("bench", HELLO, "--server", server.name, "--set", f"{setting.name}={bad}")
+    done = run_tuner("bench", HELLO, *server_args(server), "--set", f"{setting.name}={bad}")
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -253,7 +302,7 @@ def test_a_rejected_value_is_one_clear_line(server: ServerAdapter) -> None:
 
 
 def test_an_unknown_setting_names_the_valid_ones(server: ServerAdapter) -> None:
-    done = run_tuner("bench", HELLO, "--server", server.name, "--set", "no_such_knob=1")
+    done = run_tuner("bench", HELLO, *server_args(server), "--set", "no_such_knob=1")
     assert done.returncode == 2
     line = done.stderr.strip()
     assert "\n" not in line and "no_such_knob" in line
@@ -280,7 +329,7 @@ def test_a_taken_port_is_reported_as_such(
 
 def test_sigkill_of_the_tuner_leaves_no_process(server: ServerAdapter) -> None:
     tuner = subprocess.Popen(
-        [sys.executable, "-m", "tuner", "bench", HELLO, "--server", server.name, *LONG],
+        [sys.executable, "-m", "tuner", "bench", HELLO, *server_args(server), *LONG],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -62,7 +62,7 @@ def handle(args: argparse.Namespace) -> int:
     from tuner.report.terminal import print_tables
     from tuner.workflow import compare
 
-    servers = parse_servers(args.servers)
+    servers = parse_servers(args.servers, args.front)
     if args.compare_rounds < 1:
         raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
     name = args.name or f"{parse_app(args.app).module.rsplit('.', 1)[-1]}-compare-{args.objective}"
@@ -94,10 +94,11 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_servers(text: str) -> list[str]:
-    """`a,b,c`, or `all`: every registered server that is installed here."""
+def parse_servers(text: str, front: str | None = None) -> list[str]:
+    """`a,b,c`, or `all`: every registered server that is installed here (and, without a
+    front, reachable by HTTP: a FastCGI-only server is measured only behind one)."""
     if text.strip().lower() == "all":
-        return _installed(text)
+        return _installed(text, front)
     servers: list[str] = []
     for part in text.split(","):
         name = get_adapter(part).name  # unknown names fail here, listing the valid ones
@@ -127,12 +128,15 @@ def _write(out: Path, name: str, setups: list[StudySetup], rows: list[ServerRow]
     atomic_write(out / "compare.json", (json.dumps(summary_json, indent=1) + "\n").encode())
 
 
-def _installed(text: str) -> list[str]:
+def _installed(text: str, front: str | None) -> list[str]:
     servers = []
     for name in server_names():
         try:
-            get_adapter(name).check_installed()
+            adapter = get_adapter(name)
+            adapter.check_installed()
         except TunerError:  # not installed, or refused on this Python
+            continue
+        if front is None and adapter.needs_front():
             continue
         servers.append(name)
     if len(servers) < 2:

@@ -19,6 +19,12 @@ __all__ = ["FRONTS", "FrontedAdapter", "behind", "front_of"]
 def behind(adapter: ServerAdapter, front: str | None) -> ServerAdapter:
     """`adapter` as measured behind `front` (None: the adapter itself, reached directly)."""
     if front is None:
+        if adapter.needs_front():
+            kinds = ", ".join(sorted({p for _, p in adapter.binds}))
+            raise ConfigError(
+                f"{adapter.name} speaks {kinds}, not HTTP, and the load is HTTP: measure it "
+                f"behind a front (--front {FRONTS[0]})"
+            )
         return adapter
     if front not in FRONTS:
         raise ConfigError(f"--front {front!r}: unknown front; valid fronts: {', '.join(FRONTS)}")

@@ -1,8 +1,9 @@
 """What a front opens to the search: how it reaches the server, in what protocol, buffered or not.
 
 These are settings of the deployment, not of the server: they live in their own table (the
-`front_*` names and `proxy_buffering`), are searched from `search_spaces/front-nginx.toml`,
-and are split off a trial's values before the server's adapter sees them.
+`front_*` names, `proxy_buffering` and, for FastCGI, `fastcgi_keep_conn`), are searched from
+`search_spaces/front-nginx.toml`, and are split off a trial's values before the server's
+adapter sees them.
 """
 
 from __future__ import annotations
@@ -16,17 +17,22 @@ from tuner.settings import Setting, SettingsTable, Value
 TRANSPORT = "front_transport"
 PROTOCOL = "front_protocol"
 BUFFERING = "proxy_buffering"
-FRONT_SETTINGS = (TRANSPORT, PROTOCOL, BUFFERING)
-ALL_BINDS = (("tcp", "http"), ("unix", "http"), ("tcp", "uwsgi"), ("unix", "uwsgi"))
+KEEP_CONN = "fastcgi_keep_conn"
+FRONT_SETTINGS = (TRANSPORT, PROTOCOL, BUFFERING, KEEP_CONN)
+# Every (transport, protocol) a front can reach a server by: nginx's proxy_pass, uwsgi_pass
+# and fastcgi_pass, each over TCP or a unix socket.
+ALL_BINDS = tuple((t, p) for p in ("http", "uwsgi", "fastcgi") for t in ("tcp", "unix"))
 
 
 @dataclass(frozen=True)
 class FrontConfig:
-    """One front setup: the server's transport (tcp/unix) and protocol, nginx's buffering."""
+    """One front setup: the server's transport (tcp/unix) and protocol, nginx's buffering,
+    and (FastCGI) whether nginx keeps its connections to the server open between requests."""
 
     transport: str = "tcp"
     protocol: str = "http"
     buffering: bool = True
+    keep_conn: bool = True
 
     @classmethod
     def from_values(cls, values: Mapping[str, Value]) -> FrontConfig:
@@ -34,11 +40,15 @@ class FrontConfig:
             transport=str(values.get(TRANSPORT, "tcp")),
             protocol=str(values.get(PROTOCOL, "http")),
             buffering=bool(values.get(BUFFERING, True)),
+            keep_conn=bool(values.get(KEEP_CONN, True)),
         )
 
     def describe(self) -> str:
         buffering = "on" if self.buffering else "off"
-        return f"{self.protocol} over {self.transport}, proxy_buffering {buffering}"
+        text = f"{self.protocol} over {self.transport}, proxy_buffering {buffering}"
+        if self.protocol == "fastcgi":
+            text += f", fastcgi_keep_conn {'on' if self.keep_conn else 'off'}"
+        return text
 
 
 def _nothing(_value: Value) -> list:
@@ -46,17 +56,32 @@ def _nothing(_value: Value) -> list:
 
 
 def front_table(binds: Iterable[tuple[str, str]] = ALL_BINDS) -> tuple[Setting, ...]:
-    """The front's settings for a server that can be bound as `binds` (its adapter's):
-    FastCGI is left out (no front speaks it yet). Defaults: HTTP over TCP with buffering on,
-    what nginx and the server do without being told otherwise."""
-    kinds = [(t, p) for t, p in binds if p in ("http", "uwsgi")]
+    """The front's settings for a server that can be bound as `binds` (its adapter's).
+    Defaults: what nginx and the server do without being told otherwise, HTTP over TCP with
+    buffering on; for a server that speaks no HTTP, its first protocol (FastCGI), with
+    nginx's connections to it kept open (the keep-alive upstream HTTP gets too)."""
+    kinds = [(t, p) for t, p in binds if (t, p) in ALL_BINDS]
     transports = tuple(sorted({t for t, _ in kinds}))
     protocols = tuple(sorted({p for _, p in kinds}))
+    default_transport = "tcp" if "tcp" in transports else transports[0]
+    default_protocol = "http" if "http" in protocols else protocols[0]
+    keep_conn = (
+        Setting(
+            KEEP_CONN,
+            "bool",
+            True,
+            "nginx keeps its FastCGI connections to the server open for the next request "
+            "(fastcgi_keep_conn with an upstream keepalive); each open one holds a server "
+            "thread or process, so off can suit a server with few of them",
+            _nothing,
+            _nothing,
+        ),
+    )
     return (
         Setting(
             TRANSPORT,
             "choice",
-            "tcp",
+            default_transport,
             "how nginx reaches the server: tcp (loopback port) or unix (a unix socket)",
             _nothing,
             _nothing,
@@ -65,8 +90,9 @@ def front_table(binds: Iterable[tuple[str, str]] = ALL_BINDS) -> tuple[Setting, 
         Setting(
             PROTOCOL,
             "choice",
-            "http",
-            "what the server speaks to nginx: http (proxy_pass) or uwsgi (uwsgi_pass)",
+            default_protocol,
+            "what the server speaks to nginx: http (proxy_pass), uwsgi (uwsgi_pass) or "
+            "fastcgi (fastcgi_pass)",
             _nothing,
             _nothing,
             choices=protocols,
@@ -76,10 +102,11 @@ def front_table(binds: Iterable[tuple[str, str]] = ALL_BINDS) -> tuple[Setting, 
             "bool",
             True,
             "nginx reads the server's whole response before sending it on (proxy_buffering / "
-            "uwsgi_buffering), so a slow client does not hold a server worker",
+            "uwsgi_buffering / fastcgi_buffering), so a slow client does not hold a server worker",
             _nothing,
             _nothing,
         ),
+        *(keep_conn if "fastcgi" in protocols else ()),
     )
 
 

@@ -8,7 +8,10 @@ foreground, so the same watchdog that stops the server stops it.
 The proxying is configured as production proxies usually are: an `upstream` with keep-alive
 connections (HTTP/1.1, `Connection ""`), buffering on unless the search turns it off, the usual
 forwarded headers; uWSGI's binary protocol goes through `uwsgi_pass` with the parameters
-Debian's `uwsgi_params` file sets.
+Debian's `uwsgi_params` file sets, and FastCGI through `fastcgi_pass` with those of Debian's
+`fastcgi_params`, the site mounted at the root as a WSGI server expects (SCRIPT_NAME empty,
+the whole path in PATH_INFO), and nginx's connections to the server kept open
+(`fastcgi_keep_conn` with an upstream keepalive) unless the search turns that off.
 """
 
 from __future__ import annotations
@@ -54,6 +57,31 @@ UWSGI_PARAMS = (
     ("SERVER_PORT", "$server_port"),
     ("SERVER_NAME", "$server_name"),
 )
+# Debian's /etc/nginx/fastcgi_params, inlined, except for the script: a WSGI app is mounted at
+# the site's root, so SCRIPT_NAME is empty and PATH_INFO holds the whole path (Debian's
+# `SCRIPT_NAME $fastcgi_script_name` is for PHP; with it a WSGI server routes every request
+# as if to "/"). HTTP_* variables (the request's headers) nginx adds by itself.
+FASTCGI_PARAMS = (
+    ("QUERY_STRING", "$query_string"),
+    ("REQUEST_METHOD", "$request_method"),
+    ("CONTENT_TYPE", "$content_type"),
+    ("CONTENT_LENGTH", "$content_length"),
+    ("SCRIPT_NAME", '""'),
+    ("PATH_INFO", "$document_uri"),
+    ("REQUEST_URI", "$request_uri"),
+    ("DOCUMENT_URI", "$document_uri"),
+    ("DOCUMENT_ROOT", "$document_root"),
+    ("SERVER_PROTOCOL", "$server_protocol"),
+    ("REQUEST_SCHEME", "$scheme"),
+    ("HTTPS", "$https if_not_empty"),
+    ("GATEWAY_INTERFACE", "CGI/1.1"),
+    ("SERVER_SOFTWARE", "nginx/$nginx_version"),
+    ("REMOTE_ADDR", "$remote_addr"),
+    ("REMOTE_PORT", "$remote_port"),
+    ("SERVER_ADDR", "$server_addr"),
+    ("SERVER_PORT", "$server_port"),
+    ("SERVER_NAME", "$server_name"),
+)
 TEMP_FOLDERS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
 
 
@@ -73,11 +101,13 @@ def version() -> str:
 
 
 def upstream_block(bind: Bind, config: FrontConfig) -> list[str]:
-    """The `upstream` block: the server's socket, keep-alive connections for HTTP."""
+    """The `upstream` block: the server's socket, keep-alive connections for HTTP (and for
+    FastCGI unless turned off; uwsgi_pass closes its connection after each request)."""
     where = f"unix:{bind.path}" if bind.path is not None else bind.address()
     lines = [f"upstream {UPSTREAM} {{", f"    server {where} fail_timeout=0;"]
-    if config.protocol == "http":
-        # Reused connections to the server; needs HTTP/1.1 and an empty Connection header.
+    if config.protocol == "http" or (config.protocol == "fastcgi" and config.keep_conn):
+        # Reused connections to the server; HTTP needs HTTP/1.1 and an empty Connection
+        # header, FastCGI the keep-conn flag (fastcgi_keep_conn).
         lines.append(f"    keepalive {UPSTREAM_KEEPALIVE};")
     lines.append("}")
     return lines
@@ -89,6 +119,14 @@ def location_block(config: FrontConfig) -> list[str]:
     if config.protocol == "uwsgi":
         body = [f"    uwsgi_pass {UPSTREAM};", f"    uwsgi_buffering {onoff};"]
         body += [f"    uwsgi_param {key:<16} {value};" for key, value in UWSGI_PARAMS]
+    elif config.protocol == "fastcgi":
+        keep = "on" if config.keep_conn else "off"
+        body = [
+            f"    fastcgi_pass {UPSTREAM};",
+            f"    fastcgi_keep_conn {keep};",
+            f"    fastcgi_buffering {onoff};",
+        ]
+        body += [f"    fastcgi_param {key:<17} {value};" for key, value in FASTCGI_PARAMS]
     else:
         body = [
             f"    proxy_pass http://{UPSTREAM};",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tuner.front.config import PROTOCOL, front_table
+from tuner.front.config import KEEP_CONN, PROTOCOL, front_table
 from tuner.front.fronted import FrontedAdapter
 from tuner.search.space import Param, SearchSpace, default_space_path, load_space
 from tuner.servers.base import ServerAdapter
@@ -16,7 +16,8 @@ def with_front_space(
 ) -> tuple[ServerAdapter, SearchSpace]:
     """`space` extended with what the front opens, if `adapter` is measured behind one: the
     front's file is checked against every choice a front knows, then narrowed to what this
-    server can be bound as (a param left with one choice is not searched)."""
+    server can be bound as (a param left with one choice, or about a protocol the server does
+    not speak, is not searched)."""
     if not isinstance(adapter, FrontedAdapter):
         return adapter, space
     name = adapter.front_name
@@ -25,6 +26,8 @@ def with_front_space(
     )
     params: list[Param] = []
     for param in front_space.params:
+        if param.setting not in adapter.table.by_name:
+            continue  # fastcgi_keep_conn for a server that speaks no FastCGI
         setting = adapter.table.get(param.setting)
         choices = tuple(c for c in param.choices if param.type == "bool" or c in setting.choices)
         if len(choices) > 1:
@@ -32,6 +35,13 @@ def with_front_space(
     # The front's params come first, so that a server setting that only means something
     # over HTTP (the server's `http_only_settings`) is drawn only when HTTP was.
     protocol = next((p for p in params if p.setting == PROTOCOL), None)
+    if protocol is not None:  # kept connections are FastCGI's: not drawn for another protocol
+        params = [
+            replace(p, when={**p.when, protocol.name: ("fastcgi",)})
+            if p.setting == KEEP_CONN
+            else p
+            for p in params
+        ]
     server_params = [
         replace(p, when={**p.when, protocol.name: ("http",)})
         if protocol is not None and p.setting in adapter.inner.http_only_settings

@@ -27,6 +27,7 @@ _BUILT_IN = {
     "granian": "tuner.servers.granian:GranianAdapter",
     "bjoern": "tuner.servers.bjoern:BjoernAdapter",
     "mod_wsgi": "tuner.servers.mod_wsgi:ModWsgiAdapter",
+    "flup": "tuner.servers.flup:FlupAdapter",
 }
 # Servers the shoot-outs name that cannot run here, and why: `--server NAME` says so.
 _REFUSED = {

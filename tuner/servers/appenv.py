@@ -104,6 +104,9 @@ class WithAppSettings(ServerAdapter):
     def check_installed(self) -> None:
         self.inner.check_installed()
 
+    def needs_front(self) -> bool:
+        return self.inner.needs_front()
+
     # --- process model ----------------------------------------------------------------------
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:

@@ -256,6 +256,11 @@ class ServerAdapter(abc.ABC):
         """Raise ConfigError for settings the server cannot run as meant when bound as `bind`
         (gunicorn's reuse_port on a unix socket)."""
 
+    def needs_front(self) -> bool:
+        """True for a server that does not speak HTTP over TCP (FastCGI only): the load
+        generator speaks HTTP, so it is measured only behind a front that translates."""
+        return HTTP_OVER_TCP not in self.binds
+
     def check_bind(self, bind: Bind) -> None:
         if bind.kind not in self.binds:
             kinds = ", ".join(f"{p} over {t}" for t, p in sorted(self.binds))

@@ -89,7 +89,11 @@ class PythonLauncherAdapter(ServerAdapter):
         return sys.executable
 
     def check_installed(self) -> None:
-        if importlib.util.find_spec(self.module) is None:
+        try:
+            found = importlib.util.find_spec(self.module)
+        except ModuleNotFoundError:  # a submodule's package (flup of flup.server.fcgi) is absent
+            found = None
+        if found is None:
             raise ToolMissingError(
                 f"{self.name}: Python module {self.module!r} is not installed; {self.install_hint}"
             )

@@ -1,0 +1,374 @@
+"""flup: WSGI over FastCGI, reached only through a front (nginx's `fastcgi_pass`).
+
+flup speaks FastCGI, not HTTP, so the tuner measures it behind `--front nginx` only (the
+adapter binds FastCGI over TCP or a unix socket, nothing else). It has two WSGI servers:
+- `flup.server.fcgi` (mode `threaded`): one process; a thread pool (flup's ThreadPool) gives
+  each accepted connection a thread for as long as the connection stays open. It keeps
+  `max_spare` idle threads (started up front) and at least `min_spare`, and by default has no
+  upper bound (`max_threads` 0 here = flup's sys.maxsize); past a bound a new connection is
+  closed at once (flup queues nothing), which nginx answers with 502.
+- `flup.server.fcgi_fork` (mode `prefork`): a master forks children, each serving one
+  connection at a time. On Python 3 the master counts every child as idle (it compares the
+  byte a child sends with a str), so it forks exactly `max_spare` children and never more:
+  `max_children` and `min_spare` change nothing, and `max_spare` is the process count.
+  `max_requests` counts connections, not requests: with nginx's kept connections
+  (`fastcgi_keep_conn`) a child serves many requests on one.
+Each connection holds a thread or a child while nginx keeps it open (`fastcgi_keep_conn`,
+a front setting), and both modes then starve connections: prefork with fewer children than
+nginx's open connections leaves requests on connections no child accepts; threaded, the pool
+counts a thread idle until it picks its job up, so a burst of new connections is queued
+behind the `max_spare` threads that nginx's kept connections hold for good (measured: 20
+clients on the default's 5 spare threads, 11 connections never answered). More spare threads
+than nginx's connections, or fastcgi_keep_conn off, serves them all.
+
+flup leaves Nagle's algorithm on: over TCP with kept connections, each response's last
+record waits for nginx's delayed ACK, about 40 ms a request (measured: 43 ms per request
+against 0.8 ms on a new connection); `nodelay` sets TCP_NODELAY, and a unix socket has no
+such delay. flup's listen backlog is fixed (socket.SOMAXCONN); nginx is its only client. Its own
+SIGTERM/SIGINT handling only sets a flag that its loop reads after select() returns, which
+Python 3 restarts after a signal (PEP 475), so an idle prefork master never stops, and the
+threaded server joins threads that wait on nginx's kept connections. The launcher stops at
+once instead, and puts prefork children back in the server's process group (flup gives each
+a group of its own) with a parent-death signal, so no child outlives the server.
+
+Defaults are flup's (threaded; 1..5 spare threads, no thread limit); the `2*cpus+1` rule is
+the prefork mode with that many children. The deployable file is the launcher a trial runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from tuner.apps import AppRef
+from tuner.errors import ConfigError
+from tuner.servers.base import (
+    BASELINE_DEFAULT,
+    BASELINE_FORK_RULE,
+    Artifact,
+    Baseline,
+    Bind,
+    LaunchSpec,
+    ProcessModel,
+    StartupSigns,
+    comment_block,
+    python_env_lines,
+    worker_counts,
+)
+from tuner.servers.grids import product_grid
+from tuner.servers.pylauncher import (
+    APP_IMPORT_FAILED,
+    PythonLauncherAdapter,
+    constant,
+    py_setting,
+)
+from tuner.settings import SettingsTable, Value
+
+SIGNS = StartupSigns(
+    # Python's "OSError: [Errno 98] Address already in use" from flup's bind.
+    port_in_use=("Address already in use",),
+    # flup's PreforkServer: "ValueError: minSpare must be at least 1!" and the like.
+    rejected_value=("ValueError",),
+    app_broken_exit_codes=frozenset({APP_IMPORT_FAILED}),
+)
+
+SETTINGS = SettingsTable(
+    "flup",
+    (
+        py_setting(
+            "mode",
+            "choice",
+            "threaded",
+            "threaded: flup.server.fcgi, one process, a thread per open connection; prefork: "
+            "flup.server.fcgi_fork, a child process per open connection",
+            choices=("threaded", "prefork"),
+        ),
+        py_setting(
+            "max_spare",
+            "int",
+            5,
+            "threaded: idle threads kept (started up front); prefork: child processes (on "
+            "Python 3 flup forks exactly this many)",
+            minimum=1,
+        ),
+        py_setting(
+            "min_spare",
+            "int",
+            1,
+            "idle threads (threaded) or children (prefork) flup keeps ready at least",
+            minimum=1,
+        ),
+        py_setting(
+            "max_threads",
+            "int",
+            0,
+            "threaded: most threads, one per open connection; a connection past it is closed "
+            "at once (nginx answers 502); 0 = no limit, flup's default",
+            minimum=0,
+        ),
+        py_setting(
+            "max_children",
+            "int",
+            50,
+            "prefork: most child processes (flup's accounting ignores it on Python 3)",
+            minimum=1,
+        ),
+        py_setting(
+            "max_requests",
+            "int",
+            0,
+            "prefork: a child exits after this many connections (not requests) and another "
+            "is forked; 0 = never",
+            minimum=0,
+        ),
+        py_setting(
+            "nodelay",
+            "bool",
+            False,
+            "TCP_NODELAY on accepted connections (set on the listening socket, which they "
+            "inherit); off, as in flup, a response's last record on a kept connection waits "
+            "for a delayed ACK (~40 ms)",
+        ),
+        py_setting(
+            "multiplexed",
+            "bool",
+            False,
+            "threaded: several requests at once on one connection (a thread each); nginx "
+            "never multiplexes, so on it only adds a thread per request",
+        ),
+    ),
+)
+
+# The launcher's program, after its settings block.
+_BODY = f"""
+import ctypes
+import signal
+import socket
+
+if {constant("mode")} == "prefork":
+    from flup.server.fcgi_fork import WSGIServer
+else:
+    from flup.server.fcgi import WSGIServer
+
+PR_SET_PDEATHSIG = 1
+
+
+def stop(signum, frame):
+    # flup's own handlers only set a flag that its loop reads after select() returns, and
+    # Python 3 resumes select() after a handler (PEP 475): an idle prefork master would never
+    # stop, and the threaded server waits for nginx to close the connections it keeps.
+    raise SystemExit(0)
+
+
+class Server(WSGIServer):
+    def run(self):
+        self.group, self.master = os.getpgrp(), os.getpid()
+        return super().run()
+
+    def _setupSocket(self):
+        sock = super()._setupSocket()
+        if {constant("nodelay")} and sock.family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def _installSignalHandlers(self):
+        super()._installSignalHandlers()  # saves the handlers that children restore
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, stop)
+
+    def _child(self, sock, parent):
+        # flup gives each prefork child a process group of its own; back in the server's, a
+        # signal to the group reaches it, and the kernel stops it when the master dies.
+        os.setpgid(0, self.group)
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != self.master:  # the master died before prctl took effect
+            return
+        super()._child(sock, parent)
+
+
+if {constant("mode")} == "prefork":
+    pool = dict(
+        minSpare={constant("min_spare")},
+        maxSpare={constant("max_spare")},
+        maxChildren={constant("max_children")},
+        maxRequests={constant("max_requests")},
+    )
+else:
+    pool = dict(
+        minSpare={constant("min_spare")},
+        maxSpare={constant("max_spare")},
+        maxThreads={constant("max_threads")} or sys.maxsize,
+    )
+server = Server(
+    app,
+    bindAddress=SOCKET or (HOST, PORT),
+    multiplexed={constant("multiplexed")},
+    **pool,
+)
+where = f"unix:{{SOCKET}}" if SOCKET else f"{{HOST}}:{{PORT}}"
+print(f"flup {{{constant("mode")}}} FastCGI server on {{where}}", flush=True)
+server.run()
+"""
+
+_PROLOGUE = """
+import importlib
+import os
+import sys
+import traceback
+
+# EDIT for your deployment: the app's folder, and where nginx reaches the server: the unix
+# socket SOCKET (its folder must exist; flup replaces a file left there, and nginx's user
+# must be able to write to it), or HOST and PORT when SOCKET is None.
+APP_DIR = {app_dir!r}
+SOCKET = {socket!r}
+HOST = {host!r}
+PORT = {port!r}
+APP = {spec!r}
+
+{env}sys.path.insert(0, APP_DIR)
+os.chdir(APP_DIR)
+try:
+    module_name, _, callable_name = APP.partition(":")
+    app = getattr(importlib.import_module(module_name), callable_name)
+except Exception:
+    traceback.print_exc()
+    sys.exit({app_failed})
+"""
+
+
+class FlupAdapter(PythonLauncherAdapter):
+    name = "flup"
+    # Not flup.py: `python3 flup.py` would import itself as `flup`.
+    artifact_filename = "flup_server.py"
+    table = SETTINGS
+    module = "flup.server.fcgi"
+    distribution = "flup"
+    install_hint = "pip install flup"
+    process_model = ProcessModel(
+        forks_workers=True, processes="max_spare", threads=None, kind_label="mode"
+    )
+    binds = frozenset({("tcp", "fastcgi"), ("unix", "fastcgi")})
+
+    # --- settings and process model ---------------------------------------------------------
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:
+        if int(values["min_spare"]) > int(values["max_spare"]):
+            raise ConfigError(
+                f"min_spare={values['min_spare']} above max_spare={values['max_spare']}: "
+                "flup keeps between min_spare and max_spare idle threads or children"
+            )
+
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        return str(values["mode"])
+
+    def processes(self, values: Mapping[str, Value]) -> int:
+        return int(values["max_spare"]) if values["mode"] == "prefork" else 1
+
+    def baselines(self, cpus: float) -> tuple[Baseline, ...]:
+        """flup's defaults (threaded), and its prefork server with 2 x cpus + 1 children."""
+        children = max(1, round(2 * cpus + 1))
+        default = Baseline(BASELINE_DEFAULT, self.resolve({}), "flup's own defaults (threaded)")
+        rule = Baseline(
+            BASELINE_FORK_RULE,
+            self.resolve({"mode": "prefork", "max_spare": children}),
+            f"prefork with {children} children = 2 x {cpus:g} CPUs + 1, the folk rule for "
+            "pre-forking servers",
+        )
+        return (default, rule)
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        """Threaded: spare threads by thread limit (18); prefork: every child count by
+        recycling on or off (16)."""
+        threaded = product_grid(
+            {"mode": ("threaded",), "max_spare": (1, 2, 5, 16, 32, 64), "max_threads": (0, 16, 64)}
+        )
+        prefork = product_grid(
+            {"mode": ("prefork",), "max_spare": worker_counts(cpus), "max_requests": (0, 1000)}
+        )
+        return threaded + prefork
+
+    # --- running: FastCGI only, so always at a Bind -----------------------------------------
+
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        return self.launch_at(app, Bind.tcp(host, port, "fastcgi"), values, workdir)
+
+    def launch_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        self.check_bind(bind)
+        script = (workdir / self.artifact_filename).resolve()
+        text = self.render_artifact_at(app, bind, values).text
+        return replace(self._spec(script, app, {str(script): text}), signs=SIGNS, bind=bind)
+
+    def render_artifact(
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> Artifact:
+        return self.render_artifact_at(app, Bind.tcp(host, port, "fastcgi"), values, header, env)
+
+    def render_artifact_at(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> Artifact:
+        self.check_bind(bind)
+        resolved = self.resolve(values)
+        lines = ["#!/usr/bin/env python3", *comment_block(header, "#")]
+        lines += [
+            "#",
+            "# flup speaks FastCGI only: run it behind nginx (fastcgi_pass; the nginx-flup.conf",
+            "# written beside this file). SIGTERM or SIGINT stops it and every child at once.",
+            f"# Run: python3 {self.artifact_filename}  (with {self.install_hint}).",
+        ]
+        lines.append(
+            _PROLOGUE.format(
+                app_dir=app.pythonpath,
+                socket=bind.path,
+                host=bind.host,
+                port=bind.port,
+                spec=app.spec,
+                app_failed=APP_IMPORT_FAILED,
+                env="".join(f"{line}\n" for line in python_env_lines(env)),
+            ).rstrip()
+        )
+        lines += ["", "# Tuned settings (every one listed, defaults included)."]
+        for setting in self.table.settings:
+            lines.append(f"# {setting.doc}")
+            lines += [f"{key} = {text}" for key, text in setting.config(resolved[setting.name])]
+        return Artifact(
+            self.artifact_filename,
+            "\n".join(lines) + "\n" + _BODY,
+            run_hint=f"python3 {self.artifact_filename}",
+            mode=0o755,
+        )
+
+    def server_code(self, values: Mapping[str, Value]) -> list[str]:
+        return _BODY.splitlines()
+
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self.artifact_launch_at(path, app, Bind.tcp(host, port, "fastcgi"), values)
+
+    def artifact_launch_at(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        self.check_bind(bind)
+        return replace(self._spec(path, app, {}), signs=SIGNS, bind=bind)
+
+    def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return [self.executable(), "-m", "py_compile", str(path)]
