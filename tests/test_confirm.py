@@ -9,7 +9,14 @@ from tuner.errors import ServerStartError
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread, clearly_better
 from tuner.search.objectives import LATENCY, MULTI, THROUGHPUT, Slo
-from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, confirm, decide
+from tuner.workflow.confirm import (
+    Candidate,
+    Confirmed,
+    ConfirmedSummary,
+    confirm,
+    decide,
+    unfair_text,
+)
 
 
 def run(
@@ -89,10 +96,43 @@ def test_default_with_the_best_median_is_the_pick():
 
 def test_unfair_or_slo_violating_candidates_never_win():
     default = entry("default", [run(100), run(101), run(102)])
-    unfair = entry("trial 3", [run(900, unfair=True), run(900), run(900)])
+    unfair = entry("trial 3", [run(900, unfair=True), run(900), run(900, unfair=True)])
     slow_tail = entry("trial 4", [run(500, p99=80), run(500, p99=80), run(500, p99=80)])
     verdict = decide([default, unfair, slow_tail], THROUGHPUT, Slo(p99_ms=50))
     assert verdict is not None and verdict.winner is default
+
+
+def test_fairness_is_judged_by_the_majority_of_runs_and_a_borderline_winner_is_named():
+    """Unfair in half the runs or more: cannot win. Unfair in fewer: can, and the verdict says
+    in how many runs, so a config near the fairness line is not passed over by one run in
+    five (the benchmark's 5 rounds) while the tuner's 3 rounds passed it."""
+    default = entry("default", [run(100), run(101), run(102), run(100)])
+    even = entry("trial 2", [run(900, unfair=True), run(900), run(900, unfair=True), run(900)])
+    assert even.unfair and even.unfair_runs == 2
+    verdict = decide([default, even], THROUGHPUT, Slo())
+    assert verdict is not None and verdict.winner is default
+    once = entry("trial 3", [run(800), run(800, unfair=True), run(800), run(800)])
+    assert not once.unfair and once.unfair_runs == 1
+    verdict = decide([default, even, once], THROUGHPUT, Slo())
+    assert verdict is not None and verdict.winner is once and verdict.beats_default
+    assert "unfair in 1 of its 4 runs" in verdict.summary
+    fair = entry("trial 4", [run(700)] * 4)
+    verdict = decide([default, fair], THROUGHPUT, Slo())
+    assert verdict is not None and "unfair" not in verdict.summary
+
+
+def test_summary_keeps_the_unfair_count_and_reads_old_studies_as_unfair():
+    once = entry("trial 3", [run(800), run(800, unfair=True), run(800)])
+    summary = ConfirmedSummary.from_json(once.summary().to_json())
+    assert (summary.unfair_runs, summary.runs, summary.unfair) == (1, 3, False)
+    assert unfair_text(summary.unfair_runs, summary.runs) == "unfair 1/3"
+    twice = entry("trial 4", [run(800, unfair=True), run(800, unfair=True), run(800)])
+    assert ConfirmedSummary.from_json(twice.summary().to_json()).unfair
+    assert unfair_text(2, 3) == "unfair" and unfair_text(0, 3) == ""
+    # Written before the counts were kept (schema of stop 21): "unfair": true is unfair.
+    old = {"label": "trial 7", "rps": None, "p99_ms": None, "pss_mb": None, "unfair": True}
+    assert ConfirmedSummary.from_json(old).unfair
+    assert not ConfirmedSummary.from_json({**old, "unfair": False}).unfair
 
 
 def test_latency_objective_prefers_lower_p99():

@@ -237,7 +237,7 @@ RESULT = {
         ConfirmedSummary("2*cpus+1", 1, {}, Spread.of([180, 200, 210]), Spread.of([5.0]),
                          Spread.of([80.0])).to_json(),
         ConfirmedSummary("trial 7", 7, {}, Spread.of([390, 400, 420]), Spread.of([2.5]),
-                         Spread.of([60.0]), failures=("server_start: no",), unfair=True,
+                         Spread.of([60.0]), failures=("server_start: no",), unfair_runs=2, runs=3,
                          latency_ms_median={"p50": 1.0}).to_json(),
     ],
     "verdict": {"winner": "trial 7", "winner_trial": 7, "beats_default_beyond_noise": True,

@@ -19,7 +19,7 @@ from tuner.search.objectives import Objective
 from tuner.search.records import TrialRecord
 from tuner.search.study import QuietListener
 from tuner.settings import Value
-from tuner.workflow.confirm import Candidate, Confirmed
+from tuner.workflow.confirm import Candidate, Confirmed, unfair_text
 
 TOP_ROWS = 5
 
@@ -159,8 +159,8 @@ def confirmation_table(confirmed: Sequence[Confirmed], winner: str | None) -> Ta
         note = []
         if entry.candidate.label == winner:
             note.append("[green]recommended[/]")
-        if entry.unfair:
-            note.append("[red]unfair[/]")
+        if entry.unfair_runs:
+            note.append(f"[red]{unfair_text(entry.unfair_runs, len(entry.runs))}[/]")
         if entry.client_bound:
             note.append("[yellow]client_bound[/]")
         if entry.failures:

@@ -10,6 +10,7 @@ from tuner.metrics.stats import Spread, ratio, spread_text
 from tuner.report.data import StudyData, StudyRow
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.storage_url import redact
+from tuner.workflow.confirm import unfair_text
 
 TOP_TRIALS = 10
 SettingsText = Callable[[dict[str, Any]], str]
@@ -129,7 +130,7 @@ def confirmation(data: StudyData) -> Table:
     winner = result.verdict.winner if result.verdict else None
     for entry in result.confirmation:
         notes = ["recommended"] if entry.label == winner else []
-        notes += ["unfair"] if entry.unfair else []
+        notes += [unfair_text(entry.unfair_runs, entry.runs)] if entry.unfair_runs else []
         notes += ["client_bound"] if entry.client_bound else []
         notes += [f"{len(entry.failures)} failed run(s)"] if entry.failures else []
         rows.append(
