@@ -426,6 +426,20 @@ def _draw(param: Param, trial: TrialLike, cpus: int, source: str) -> object:
     return trial.suggest_float(param.name, float(low), float(high), log=param.log)
 
 
+def admits(param: Param, value: Value, cpus: int) -> bool:
+    """Whether `param` can take `value` on a machine with `cpus` CPUs (a choice, or inside its
+    range); False for a range that does not resolve there."""
+    if param.type in ("categorical", "bool"):
+        return value in param.choices
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        low, high = _range(param, cpus)
+    except ValueError:
+        return False
+    return low <= value <= high
+
+
 def bounds(space: SearchSpace, cpus: int) -> dict[str, tuple[Any, ...]]:
     """Each param's resolved range (low, high) or its choices, for display and docs."""
     out: dict[str, tuple[Any, ...]] = {}
