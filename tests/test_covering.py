@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.conftest import require_adapter
+from tests.conftest import require_adapter, unavailable
 from tuner.cli import build_parser
 from tuner.commands.tune import build_setup
+from tuner.errors import ToolMissingError
 from tuner.search.study import QuietListener, open_study, run_search
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -45,5 +46,40 @@ def test_a_starved_http11_config_is_followed_by_one_with_a_thread_per_connection
     assert covering.covers_for == 2
     assert covering.settings["protocol"] == "http11-socket"
     assert (covering.settings["processes"], covering.settings["threads"]) == (1, 8)
+    assert covering.state == "COMPLETE" and covering.feasible, covering.fail_reason
+    assert covering.measurement is not None and covering.measurement.starved_connections == 0
+
+
+def test_flup_behind_nginx_keeping_connections_is_followed_by_a_spare_slot_each(
+    tmp_path: Path, since: float
+) -> None:
+    """flup's default (5 spare threads) behind nginx with fastcgi_keep_conn starves 8
+    connections; the repair sees the front's setting and queues max_spare = 9."""
+    require_adapter("flup")
+    from tuner.front import nginx
+
+    try:
+        nginx.executable()
+    except ToolMissingError as exc:
+        unavailable(str(exc))
+    args = build_parser().parse_args(
+        ["tune", "apps/hello.py", "--server", "flup", "--front", "nginx"]
+        + ["--storage", f"sqlite:///{tmp_path}/s.db", "--study-name", "covering"]
+        + ["--duration", "0.6", "--warmup", "0.2", "--request-timeout", "2"]
+        + ["--connections", "8", "--no-branch-starts", *SPLIT]
+    )
+    setup = build_setup(args)
+    study = open_study(setup)  # queues the two baselines: the default, and 2*cpus+1 children
+    listener = QuietListener()
+    run_search(setup, study, n_trials=3, timeout_s=None, listener=listener)
+
+    by_number = {r.number: r for r in listener.ended}
+    default = by_number[0]
+    assert default.settings["fastcgi_keep_conn"] is True and default.settings["max_spare"] == 5
+    assert "starved: " in default.fail_reason, default.fail_reason
+    covering = by_number[2]
+    assert covering.covers_for == 0, [r.settings for r in listener.ended]
+    assert (covering.settings["mode"], covering.settings["max_spare"]) == ("threaded", 9)
+    assert covering.settings["fastcgi_keep_conn"] is True
     assert covering.state == "COMPLETE" and covering.feasible, covering.fail_reason
     assert covering.measurement is not None and covering.measurement.starved_connections == 0

@@ -21,6 +21,7 @@ from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.front.config import FrontConfig, combined_table, front_table, split
 from tuner.servers.base import (
+    DIRECT,
     Artifact,
     Baseline,
     Bind,
@@ -55,11 +56,13 @@ class FrontedAdapter(ServerAdapter):
 
     def bind_for(self, values: Mapping[str, Value], host: str, port: int) -> Bind:
         """Where the server listens for a config: `host`:`port`, or a unix socket named after
-        the port (so a free port also gives a socket path nobody uses)."""
+        the port (so a free port also gives a socket path nobody uses); kept open as nginx
+        keeps its connections to the server for this config."""
         config = FrontConfig.from_values(values)
+        kept = config.keeps_connections
         if config.transport == "unix":
-            return Bind.unix(self.socket_path(port), config.protocol)
-        return Bind.tcp(host, port, config.protocol)
+            return Bind.unix(self.socket_path(port), config.protocol, kept_open=kept)
+        return Bind.tcp(host, port, config.protocol, kept_open=kept)
 
     def socket_path(self, port: int) -> str:
         if port == DEPLOY_PORT:
@@ -119,7 +122,10 @@ class FrontedAdapter(ServerAdapter):
         return self.inner.concurrency_model(split(values)[0])
 
     def pins_connections(self, values: Mapping[str, Value]) -> bool:
-        return self.inner.pins_connections(split(values)[0])
+        # Asked as the trial ran: whether nginx keeps its connections to the server open
+        # (fastcgi_keep_conn, uwsgi_pass) decides whether they hold the server's workers.
+        bind = self.bind_for(values, DIRECT.host, 0)
+        return self.inner.pins_connections_at(bind, split(values)[0])
 
     def processes(self, values: Mapping[str, Value]) -> int:
         return self.inner.processes(split(values)[0])

@@ -115,6 +115,9 @@ class WithAppSettings(ServerAdapter):
     def pins_connections(self, values: Mapping[str, Value]) -> bool:
         return self.inner.pins_connections(self.server_part(values))
 
+    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
+        return self.inner.pins_connections_at(bind, self.server_part(values))
+
     def processes(self, values: Mapping[str, Value]) -> int:
         return self.inner.processes(self.server_part(values))
 

@@ -268,6 +268,12 @@ class FlupAdapter(PythonLauncherAdapter):
     def processes(self, values: Mapping[str, Value]) -> int:
         return int(values["max_spare"]) if values["mode"] == "prefork" else 1
 
+    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
+        # Both modes give each open connection a thread or a child until nginx closes it, and
+        # serve a burst of new ones only past max_spare (see the module's docstring): so the
+        # covering config raises max_spare (the process model's count, threads or children).
+        return bind.kept_open
+
     def baselines(self, cpus: float) -> tuple[Baseline, ...]:
         """flup's defaults (threaded), and its prefork server with 2 x cpus + 1 children."""
         children = max(1, round(2 * cpus + 1))
