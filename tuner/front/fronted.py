@@ -72,14 +72,19 @@ class FrontedAdapter(ServerAdapter):
 
     # --- settings -----------------------------------------------------------------------------
 
-    def check_combination(self, values: Mapping[str, Value]) -> None:
-        server, config = split(values)
-        self.inner.check_combination(server)
+    def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
+        """The front's settings, and the server's as it runs bound as the front reaches it
+        (`resolve_at`): a trial records what ran (gunicorn behind uwsgi_pass: protocol uwsgi,
+        keepalive 0), and a record resolves to itself."""
+        resolved = self.table.resolve(values)
+        server, config = split(resolved)
         if (config.transport, config.protocol) not in self.inner.binds:
             raise ConfigError(
                 f"{self.name} cannot be reached by {config.protocol} over {config.transport}"
             )
-        self.inner.check_bound(self.bind_for(values, "127.0.0.1", 0), server)
+        front = {name: value for name, value in resolved.items() if name not in server}
+        bind = self.bind_for(resolved, DIRECT.host, 0)
+        return {**self.inner.resolve_at(bind, server), **front}
 
     def baselines(self, cpus: float) -> tuple[Baseline, ...]:
         # The server's own baselines, reached as the front does by default.
@@ -140,7 +145,7 @@ class FrontedAdapter(ServerAdapter):
         return self.inner.extra_distributions(split(values)[0])
 
     def requirements(self, values: Mapping[str, Value]) -> tuple[str, ...]:
-        return self.inner.requirements(self.inner.resolve(split(values)[0]))
+        return self.inner.requirements(split(self.resolve(values))[0])
 
     # --- the server's file, bound as the front reaches it -------------------------------------
 

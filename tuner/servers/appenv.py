@@ -65,6 +65,10 @@ class WithAppSettings(ServerAdapter):
         server = self.inner.resolve(self.server_part(values))  # type: ignore[arg-type]
         return {**server, **self.app_part(values)}  # type: ignore[arg-type]
 
+    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
+        server = self.inner.resolve_at(bind, self.server_part(values))  # type: ignore[arg-type]
+        return {**server, **self.app_part(values)}  # type: ignore[arg-type]
+
     # --- running ----------------------------------------------------------------------------
 
     def launch_spec(

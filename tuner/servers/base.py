@@ -239,9 +239,17 @@ class ServerAdapter(abc.ABC):
         """Raise ConfigError for a combination of values the server cannot run as meant."""
 
     def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
-        """Every setting's value (server defaults + `values`), checked alone and together."""
+        """Every setting's value (server defaults + `values`), checked alone and together,
+        as the load generator reaches the server (`resolve_at` DIRECT)."""
+        return self.resolve_at(DIRECT, values)
+
+    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
+        """Every setting's value as the server runs bound as `bind`, checked alone, together
+        and at the bind: what a trial records is what ran. An adapter whose bind decides a
+        setting (gunicorn's protocol) overrides this to set it."""
         resolved = self.table.resolve(values)
         self.check_combination(resolved)
+        self.check_bound(bind, resolved)
         return resolved
 
     # --- running ----------------------------------------------------------------------------

@@ -332,7 +332,7 @@ class FlupAdapter(PythonLauncherAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
-        resolved = self.resolve(values)
+        resolved = self.resolve_at(bind, values)
         lines = ["#!/usr/bin/env python3", *comment_block(header, "#")]
         lines += [
             "#",

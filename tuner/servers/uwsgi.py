@@ -326,7 +326,7 @@ class UwsgiAdapter(ServerAdapter):
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         self.check_bind(bind)
-        resolved = self.resolve(values)
+        resolved = self.resolve_at(bind, values)
         argv = [self.executable(), *(f"--{option}" for option in ALWAYS_ON)]
         for key, text in self._wiring(app, bind, str(resolved["protocol"])):
             argv += [f"--{key}", text]
@@ -366,7 +366,7 @@ class UwsgiAdapter(ServerAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
-        resolved = self.resolve(values)
+        resolved = self.resolve_at(bind, values)
         lines = comment_block(header, "#")
         lines.append("[uwsgi]")
         lines.append("; Always on: fail loudly, and stop on SIGTERM.")
