@@ -388,3 +388,21 @@ def test_a_gunicorn_uwsgi_trial_records_what_the_server_ran(nginx_front, tmp_pat
     assert shown.returncode == 0, shown.stderr
     assert "keepalive=0 protocol=uwsgi" in shown.stdout, shown.stdout
     assert wait_none_left(nginx_front) == []
+
+
+def test_the_server_stops_before_its_unix_socket_is_removed(nginx_front, tmp_path):
+    """gunicorn unlinks its own socket at stop: removed first, it logs a traceback. The
+    socket is removed once the server is gone, so none is left either."""
+    import os
+
+    done = run_tuner(
+        "bench", "apps/hello.py", "--server", "gunicorn", "--front", "nginx",
+        "--set", "front_transport=unix", *SHORT, "--log-dir", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "gunicorn.log").read_text()
+    assert "Traceback" not in log, log
+    assert "Listening at: unix:" in log and "Shutting down: Master" in log, log
+    socket_path = log.split("Listening at: unix:")[1].split()[0]
+    assert not os.path.exists(socket_path)
+    assert wait_none_left(nginx_front) == []
