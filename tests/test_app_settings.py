@@ -94,15 +94,21 @@ def test_a_bad_file_is_one_line_naming_it(tmp_path: Path, text: str, expected: s
     assert message.startswith(str(path)) and expected in message and "\n" not in message
 
 
-def test_the_wrapper_delegates_every_method_of_the_contract() -> None:
-    """A method left to ServerAdapter's default would silently skip the real adapter's own."""
+def test_the_wrappers_delegate_every_method_of_the_contract() -> None:
+    """A method left to ServerAdapter's default would silently skip the real adapter's own:
+    WrappedAdapter forwards each one, and both wrappers (app settings, a front) build on it."""
+    from tuner.front.fronted import FrontedAdapter
+    from tuner.servers.wrapped import WrappedAdapter
+
     public = {
         name
         for name, member in inspect.getmembers(ServerAdapter, inspect.isfunction)
         if not name.startswith("_")
     }
-    missing = sorted(name for name in public if name not in vars(WithAppSettings))
+    missing = sorted(name for name in public if name not in vars(WrappedAdapter))
     assert missing == []
+    assert issubclass(WithAppSettings, WrappedAdapter)
+    assert issubclass(FrontedAdapter, WrappedAdapter)
 
 
 def test_one_config_holds_both_and_each_part_goes_where_it_belongs(tmp_path: Path) -> None:
