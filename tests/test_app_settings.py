@@ -175,3 +175,20 @@ def test_a_search_outside_the_settings_bounds_names_it(tmp_path: Path) -> None:
 def test_no_settings_no_wrapper() -> None:
     adapter = get_adapter("uwsgi")
     assert with_app_settings(adapter, AppSettings(source="")) is adapter
+
+
+def test_behind_a_front_the_app_and_the_bound_server_settings_go_together(
+    tmp_path: Path,
+) -> None:
+    # gunicorn behind uwsgi_pass records protocol uwsgi (what it runs): launching that record
+    # with the app's settings resolves the server's part at the same bind.
+    from tuner.front import behind
+
+    adapter = behind(db_adapter(), "nginx")
+    record = adapter.resolve({"front_protocol": "uwsgi", "workers": 2, "DB_POOL_SIZE": 7})
+    assert (record["protocol"], record["keepalive"], record["DB_POOL_SIZE"]) == ("uwsgi", 0, 7)
+    assert adapter.resolve(record) == record
+    app = parse_app("apps/db.py", cwd=REPO)
+    spec = adapter.launch_spec(app, "127.0.0.1", 8001, record, tmp_path)
+    assert spec.env["DB_POOL_SIZE"] == "7"
+    assert spec.argv[spec.argv.index("--protocol") + 1] == "uwsgi"

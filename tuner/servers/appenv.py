@@ -62,16 +62,18 @@ class WithAppSettings(WrappedAdapter):
     def launch_spec(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        return self._with_app(super().launch_spec(app, host, port, values, workdir), values)
+        spec = super().launch_spec(app, host, port, values, workdir)
+        return self._with_app(spec, Bind.tcp(host, port), values)
 
     def launch_at(
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        return self._with_app(super().launch_at(app, bind, values, workdir), values)
+        return self._with_app(super().launch_at(app, bind, values, workdir), bind, values)
 
-    def _with_app(self, spec: LaunchSpec, values: Mapping[str, Value]) -> LaunchSpec:
-        """The server's launch with the app's environment and the app's own load signs."""
-        processes = self.inner.processes(self.inner.resolve(self.inner_values(values)))
+    def _with_app(self, spec: LaunchSpec, bind: Bind, values: Mapping[str, Value]) -> LaunchSpec:
+        """The server's launch with the app's environment and the app's own load signs (per
+        worker process, as the server runs at `bind`)."""
+        processes = self.inner.processes(self.inner.resolve_at(bind, self.inner_values(values)))
         signs = self.app_settings.load_signs(processes, self.app_part(values))
         return replace(
             spec,
