@@ -94,15 +94,21 @@ def test_a_bad_file_is_one_line_naming_it(tmp_path: Path, text: str, expected: s
     assert message.startswith(str(path)) and expected in message and "\n" not in message
 
 
-def test_the_wrapper_delegates_every_method_of_the_contract() -> None:
-    """A method left to ServerAdapter's default would silently skip the real adapter's own."""
+def test_the_wrappers_delegate_every_method_of_the_contract() -> None:
+    """A method left to ServerAdapter's default would silently skip the real adapter's own:
+    WrappedAdapter forwards each one, and both wrappers (app settings, a front) build on it."""
+    from tuner.front.fronted import FrontedAdapter
+    from tuner.servers.wrapped import WrappedAdapter
+
     public = {
         name
         for name, member in inspect.getmembers(ServerAdapter, inspect.isfunction)
         if not name.startswith("_")
     }
-    missing = sorted(name for name in public if name not in vars(WithAppSettings))
+    missing = sorted(name for name in public if name not in vars(WrappedAdapter))
     assert missing == []
+    assert issubclass(WithAppSettings, WrappedAdapter)
+    assert issubclass(FrontedAdapter, WrappedAdapter)
 
 
 def test_one_config_holds_both_and_each_part_goes_where_it_belongs(tmp_path: Path) -> None:
@@ -169,3 +175,20 @@ def test_a_search_outside_the_settings_bounds_names_it(tmp_path: Path) -> None:
 def test_no_settings_no_wrapper() -> None:
     adapter = get_adapter("uwsgi")
     assert with_app_settings(adapter, AppSettings(source="")) is adapter
+
+
+def test_behind_a_front_the_app_and_the_bound_server_settings_go_together(
+    tmp_path: Path,
+) -> None:
+    # gunicorn behind uwsgi_pass records protocol uwsgi (what it runs): launching that record
+    # with the app's settings resolves the server's part at the same bind.
+    from tuner.front import behind
+
+    adapter = behind(db_adapter(), "nginx")
+    record = adapter.resolve({"front_protocol": "uwsgi", "workers": 2, "DB_POOL_SIZE": 7})
+    assert (record["protocol"], record["keepalive"], record["DB_POOL_SIZE"]) == ("uwsgi", 0, 7)
+    assert adapter.resolve(record) == record
+    app = parse_app("apps/db.py", cwd=REPO)
+    spec = adapter.launch_spec(app, "127.0.0.1", 8001, record, tmp_path)
+    assert spec.env["DB_POOL_SIZE"] == "7"
+    assert spec.argv[spec.argv.index("--protocol") + 1] == "uwsgi"

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.conftest import require_adapter
+from tests.conftest import require_adapter, unavailable
 from tuner.cli import build_parser
 from tuner.commands.tune import build_setup
+from tuner.errors import ToolMissingError
 from tuner.search.study import QuietListener, open_study, run_search
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -47,3 +48,43 @@ def test_a_starved_http11_config_is_followed_by_one_with_a_thread_per_connection
     assert (covering.settings["processes"], covering.settings["threads"]) == (1, 8)
     assert covering.state == "COMPLETE" and covering.feasible, covering.fail_reason
     assert covering.measurement is not None and covering.measurement.starved_connections == 0
+
+
+def test_flup_behind_nginx_keeping_connections_is_followed_by_a_child_for_each(
+    tmp_path: Path, since: float
+) -> None:
+    """flup's 2*cpus+1 baseline (prefork, 3 or 5 children: one connection each) behind nginx
+    with fastcgi_keep_conn starves 8 connections; the repair sees the front's setting and
+    queues prefork with max_spare = 9, the next count the space lists. (The default's 5
+    spare threads starve only when a burst of connections beats the pool's threads, so the
+    test reads the prefork baseline.)"""
+    require_adapter("flup")
+    from tuner.front import nginx
+
+    try:
+        nginx.executable()
+    except ToolMissingError as exc:
+        unavailable(str(exc))
+    args = build_parser().parse_args(
+        ["tune", "apps/hello.py", "--server", "flup", "--front", "nginx"]
+        + ["--storage", f"sqlite:///{tmp_path}/s.db", "--study-name", "covering"]
+        + ["--duration", "0.6", "--warmup", "0.2", "--request-timeout", "2"]
+        + ["--connections", "8", "--no-branch-starts", *SPLIT]
+    )
+    setup = build_setup(args)
+    study = open_study(setup)  # queues the two baselines: the default, and 2*cpus+1 children
+    listener = QuietListener()
+    # The default may be repaired first (trial 2); the rule's repair follows it then.
+    run_search(setup, study, n_trials=4, timeout_s=None, listener=listener)
+
+    rule = {r.number: r for r in listener.ended}[1]
+    assert rule.baseline == "2*cpus+1" and rule.settings["mode"] == "prefork"
+    assert rule.settings["max_spare"] < 8 and rule.settings["fastcgi_keep_conn"] is True
+    assert "starved: " in rule.fail_reason, rule.fail_reason
+    covering = [r for r in listener.ended if r.covers_for == 1]
+    assert len(covering) == 1, [(r.number, r.covers_for, r.settings) for r in listener.ended]
+    fixed = covering[0]
+    assert (fixed.settings["mode"], fixed.settings["max_spare"]) == ("prefork", 9)
+    assert fixed.settings["fastcgi_keep_conn"] is True
+    assert fixed.state == "COMPLETE" and fixed.feasible, fixed.fail_reason
+    assert fixed.measurement is not None and fixed.measurement.starved_connections == 0

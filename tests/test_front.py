@@ -335,3 +335,74 @@ def test_compare_all_leaves_a_fastcgi_server_out_without_a_front():
 def test_behind_none_is_the_adapter_itself():
     adapter = get_adapter("gunicorn")
     assert behind(adapter, None) is adapter
+
+
+def test_gunicorn_over_uwsgi_resolves_to_what_it_runs():
+    adapter = FrontedAdapter(get_adapter("gunicorn"), "nginx")
+    values = adapter.resolve({"front_protocol": "uwsgi", "worker_class": "gthread", "keepalive": 5})
+    assert (values["protocol"], values["keepalive"]) == ("uwsgi", 0)
+    assert adapter.resolve(values) == values  # a record resolves to itself
+    over_http = adapter.resolve({**values, "front_protocol": "http", "protocol": "http"})
+    assert over_http["protocol"] == "http"
+    with pytest.raises(ConfigError, match="protocol=uwsgi on a server reached by http"):
+        adapter.resolve({**values, "front_protocol": "http"})
+
+
+def test_a_gunicorn_uwsgi_trial_records_what_the_server_ran(nginx_front, tmp_path):
+    """The study's record of a trial behind uwsgi_pass, `show` and the written file say
+    protocol = uwsgi and keepalive = 0, as the server was started (not the table's
+    http and 2, which the search leaves moot over uwsgi)."""
+    from tuner.cli import build_parser
+    from tuner.commands.tune import build_setup
+    from tuner.search.study import QuietListener, open_study, run_search
+
+    storage = f"sqlite:///{tmp_path}/s.db"
+    args = build_parser().parse_args(
+        ["tune", "apps/hello.py", "--server", "gunicorn", "--front", "nginx"]
+        + ["--storage", storage, "--study-name", "g", "--no-branch-starts"]
+        + ["--duration", "0.6", "--warmup", "0.2", "--connections", "8"]
+    )
+    setup = build_setup(args)
+    study = open_study(setup)  # queues the two baselines
+    drawn = {"front_protocol": "uwsgi", "front_transport": "unix", "worker_class": "gthread"}
+    drawn["threads"] = 2
+    defaults = setup.adapter.table.defaults()
+    study.enqueue_trial(
+        {p.name: drawn.get(p.setting, defaults[p.setting]) for p in setup.space.params}
+    )
+    listener = QuietListener()
+    run_search(setup, study, n_trials=3, timeout_s=None, listener=listener)
+    record = {r.number: r for r in listener.ended}[2]
+    assert record.state == "COMPLETE", record.fail_reason
+    settings = record.settings
+    assert (settings["front_protocol"], settings["worker_class"]) == ("uwsgi", "gthread")
+    # What the trial's server was started with, from the recorded settings.
+    app = parse_app("apps/hello.py", cwd=REPO)
+    argv = list(setup.adapter.launch_spec(app, "127.0.0.1", 8001, settings, tmp_path).argv)
+    ran = {flag: argv[argv.index(flag) + 1] for flag in ("--protocol", "--keep-alive")}
+    assert ran == {"--protocol": "uwsgi", "--keep-alive": "0"}
+    assert (settings["protocol"], settings["keepalive"]) == ("uwsgi", 0)
+    stored = optuna.load_study(study_name="g", storage=storage).trials[2].user_attrs["settings"]
+    assert (stored["protocol"], stored["keepalive"]) == ("uwsgi", 0)
+    shown = run_tuner("show", "--study", "g", "--storage", storage, env={"COLUMNS": "300"})
+    assert shown.returncode == 0, shown.stderr
+    assert "keepalive=0 protocol=uwsgi" in shown.stdout, shown.stdout
+    assert wait_none_left(nginx_front) == []
+
+
+def test_the_server_stops_before_its_unix_socket_is_removed(nginx_front, tmp_path):
+    """gunicorn unlinks its own socket at stop: removed first, it logs a traceback. The
+    socket is removed once the server is gone, so none is left either."""
+    import os
+
+    done = run_tuner(
+        "bench", "apps/hello.py", "--server", "gunicorn", "--front", "nginx",
+        "--set", "front_transport=unix", *SHORT, "--log-dir", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "gunicorn.log").read_text()
+    assert "Traceback" not in log, log
+    assert "Listening at: unix:" in log and "Shutting down: Master" in log, log
+    socket_path = log.split("Listening at: unix:")[1].split()[0]
+    assert not os.path.exists(socket_path)
+    assert wait_none_left(nginx_front) == []

@@ -124,3 +124,21 @@ def test_a_setting_the_concurrency_model_needs_is_kept(tmp_path: Path) -> None:
     assert lean.label == "trial 8, other settings at default"
     changed = {k: v for k, v in lean.settings.items() if defaults[k] != v}
     assert changed == {"processes": 3, "gevent": 100}
+
+
+@pytest.mark.timeout(20)
+def test_a_setting_the_bind_decides_does_not_revert(tmp_path: Path) -> None:
+    # Behind uwsgi_pass gunicorn runs keepalive 0 and protocol uwsgi whatever the table's
+    # default says: reverting them changes nothing, and must not loop for ever.
+    args = build_parser().parse_args(
+        ["tune", str(REPO / "apps/hello.py"), "--server", "gunicorn", "--front", "nginx"]
+        + ["--storage", f"sqlite:///{tmp_path}/s.db"]
+    )
+    setup = build_setup(args)
+    top = {"front_protocol": "uwsgi", "workers": 4, "worker_class": "gthread", "threads": 4}
+    top["max_requests"] = 1000
+    picked = pick_candidates(setup, _top(setup.adapter.resolve(top)), top_k=1, pareto=[])
+    lean = picked[-1]
+    assert lean.label == "trial 8, other settings at default"
+    assert (lean.settings["protocol"], lean.settings["keepalive"]) == ("uwsgi", 0)
+    assert lean.settings["max_requests"] == setup.adapter.resolve({})["max_requests"]

@@ -113,7 +113,7 @@ def _boot_through(
         first = (str(exc).splitlines() or ["no reason given"])[0]
         raise TunerError(f"the {name} block did not work, so it was not written: {first}") from exc
     finally:
-        tidy(prefix, bind)
+        tidy(prefix)
 
 
 def _nginx_check(prefix: Path, site: list[str], name: str) -> None:

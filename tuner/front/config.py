@@ -43,6 +43,12 @@ class FrontConfig:
             keep_conn=bool(values.get(KEEP_CONN, True)),
         )
 
+    @property
+    def keeps_connections(self) -> bool:
+        """nginx keeps its connections to the server open between requests: for HTTP (an
+        upstream keepalive) and FastCGI with keep_conn; uwsgi_pass closes each after one."""
+        return self.protocol == "http" or (self.protocol == "fastcgi" and self.keep_conn)
+
     def describe(self) -> str:
         buffering = "on" if self.buffering else "off"
         text = f"{self.protocol} over {self.transport}, proxy_buffering {buffering}"

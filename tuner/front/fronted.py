@@ -20,13 +20,8 @@ from pathlib import Path
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.front.config import FrontConfig, combined_table, front_table, split
-from tuner.servers.base import (
-    Artifact,
-    Baseline,
-    Bind,
-    LaunchSpec,
-    ServerAdapter,
-)
+from tuner.servers.base import DIRECT, Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
+from tuner.servers.wrapped import WrappedAdapter
 from tuner.settings import Value
 
 # The port a written file is rendered for (tuner.workflow.emit.DEPLOY_PORT): a unix socket
@@ -34,32 +29,29 @@ from tuner.settings import Value
 DEPLOY_PORT = 8000
 
 
-class FrontedAdapter(ServerAdapter):
-    """`inner` behind the front `front_name`; every server question goes to `inner`."""
+class FrontedAdapter(WrappedAdapter):
+    """`inner` behind the front `front_name`; every server question goes to `inner` with
+    the front's settings taken out (`WrappedAdapter`), and where the server listens, its
+    settings as run there, its baselines and its file follow the front's settings."""
 
     def __init__(self, inner: ServerAdapter, front_name: str) -> None:
-        self.inner = inner
+        super().__init__(inner, combined_table(inner))
         self.front_name = front_name
-        self.name = inner.name
-        self.table = combined_table(inner)
-        self.binary = inner.binary
-        self.install_hint = inner.install_hint
-        self.process_model = inner.process_model
-        self.artifact_filename = inner.artifact_filename
-        self.space_file = inner.space_file
-        self.distribution = inner.distribution
-        self.logging_settings = inner.logging_settings
-        self.binds = inner.binds
+
+    def inner_values(self, values: Mapping[str, Value]) -> dict[str, Value]:
+        return split(values)[0]
 
     # --- the bind a config means --------------------------------------------------------------
 
     def bind_for(self, values: Mapping[str, Value], host: str, port: int) -> Bind:
         """Where the server listens for a config: `host`:`port`, or a unix socket named after
-        the port (so a free port also gives a socket path nobody uses)."""
+        the port (so a free port also gives a socket path nobody uses); kept open as nginx
+        keeps its connections to the server for this config."""
         config = FrontConfig.from_values(values)
+        kept = config.keeps_connections
         if config.transport == "unix":
-            return Bind.unix(self.socket_path(port), config.protocol)
-        return Bind.tcp(host, port, config.protocol)
+            return Bind.unix(self.socket_path(port), config.protocol, kept_open=kept)
+        return Bind.tcp(host, port, config.protocol, kept_open=kept)
 
     def socket_path(self, port: int) -> str:
         if port == DEPLOY_PORT:
@@ -69,24 +61,29 @@ class FrontedAdapter(ServerAdapter):
 
     # --- settings -----------------------------------------------------------------------------
 
-    def check_combination(self, values: Mapping[str, Value]) -> None:
-        server, config = split(values)
-        self.inner.check_combination(server)
+    def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
+        """The front's settings, and the server's as it runs bound as the front reaches it
+        (`resolve_at`): a trial records what ran (gunicorn behind uwsgi_pass: protocol uwsgi,
+        keepalive 0), and a record resolves to itself."""
+        resolved = self.table.resolve(values)
+        server, config = split(resolved)
         if (config.transport, config.protocol) not in self.inner.binds:
             raise ConfigError(
                 f"{self.name} cannot be reached by {config.protocol} over {config.transport}"
             )
-        self.inner.check_bound(self.bind_for(values, "127.0.0.1", 0), server)
+        front = {name: value for name, value in resolved.items() if name not in server}
+        bind = self.bind_for(resolved, DIRECT.host, 0)
+        return {**self.inner.resolve_at(bind, server), **front}
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:
+        self.resolve(values)
 
     def baselines(self, cpus: float) -> tuple[Baseline, ...]:
         # The server's own baselines, reached as the front does by default.
         front = {setting.name: setting.default for setting in front_table(self.inner.binds)}
         return tuple(replace(b, values={**b.values, **front}) for b in self.inner.baselines(cpus))
 
-    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
-        return self.inner.hand_grid(cpus)
-
-    # --- running ------------------------------------------------------------------------------
+    # --- running: at the bind the front's settings mean ---------------------------------------
 
     def launch_spec(
         self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
@@ -96,45 +93,16 @@ class FrontedAdapter(ServerAdapter):
             # A socket file left by a killed run of this tuner would block the bind.
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(bind.path)
-        return self.inner.launch_at(app, bind, split(values)[0], workdir)
-
-    def version(self) -> str:
-        return self.inner.version()
-
-    def executable(self) -> str:
-        return self.inner.executable()
-
-    def check_installed(self) -> None:
-        self.inner.check_installed()
-
-    def launch_in(self, spec: LaunchSpec, bin_dir: Path) -> LaunchSpec:
-        return self.inner.launch_in(spec, bin_dir)
-
-    def argv_in(self, argv: list[str], bin_dir: Path) -> list[str]:
-        return self.inner.argv_in(argv, bin_dir)
-
-    # --- process model and requirements: the server's ----------------------------------------
-
-    def concurrency_model(self, values: Mapping[str, Value]) -> str:
-        return self.inner.concurrency_model(split(values)[0])
+        return self.inner.launch_at(app, bind, self.inner_values(values), workdir)
 
     def pins_connections(self, values: Mapping[str, Value]) -> bool:
-        return self.inner.pins_connections(split(values)[0])
-
-    def processes(self, values: Mapping[str, Value]) -> int:
-        return self.inner.processes(split(values)[0])
-
-    def threads(self, values: Mapping[str, Value]) -> int:
-        return self.inner.threads(split(values)[0])
-
-    def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
-        return self.inner.extras(split(values)[0])
-
-    def extra_distributions(self, values: Mapping[str, Value]) -> tuple[str, ...]:
-        return self.inner.extra_distributions(split(values)[0])
+        # Asked as the trial ran: whether nginx keeps its connections to the server open
+        # (fastcgi_keep_conn, uwsgi_pass) decides whether they hold the server's workers.
+        bind = self.bind_for(values, DIRECT.host, 0)
+        return self.inner.pins_connections_at(bind, self.inner_values(values))
 
     def requirements(self, values: Mapping[str, Value]) -> tuple[str, ...]:
-        return self.inner.requirements(self.inner.resolve(split(values)[0]))
+        return self.inner.requirements(self.inner_values(self.resolve(values)))
 
     # --- the server's file, bound as the front reaches it -------------------------------------
 
@@ -148,13 +116,10 @@ class FrontedAdapter(ServerAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         bind = self.bind_for(values, host, port)
-        return self.inner.render_artifact_at(app, bind, split(values)[0], header, env)
+        return self.inner.render_artifact_at(app, bind, self.inner_values(values), header, env)
 
     def artifact_launch(
         self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
     ) -> LaunchSpec:
         bind = self.bind_for(values, host, port)
-        return self.inner.artifact_launch_at(path, app, bind, split(values)[0])
-
-    def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
-        return self.inner.artifact_check_argv(path, app)
+        return self.inner.artifact_launch_at(path, app, bind, self.inner_values(values))

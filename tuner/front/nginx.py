@@ -105,7 +105,7 @@ def upstream_block(bind: Bind, config: FrontConfig) -> list[str]:
     FastCGI unless turned off; uwsgi_pass closes its connection after each request)."""
     where = f"unix:{bind.path}" if bind.path is not None else bind.address()
     lines = [f"upstream {UPSTREAM} {{", f"    server {where} fail_timeout=0;"]
-    if config.protocol == "http" or (config.protocol == "fastcgi" and config.keep_conn):
+    if config.keeps_connections:
         # Reused connections to the server; HTTP needs HTTP/1.1 and an empty Connection
         # header, FastCGI the keep-conn flag (fastcgi_keep_conn).
         lines.append(f"    keepalive {UPSTREAM_KEEPALIVE};")

@@ -56,7 +56,7 @@ def running_front(
         ) as front:
             yield front
     finally:
-        tidy(prefix, bind)
+        tidy(prefix)
 
 
 def start_nginx(
@@ -91,13 +91,12 @@ def start_nginx(
     raise AssertionError("unreachable")
 
 
-def tidy(prefix: Path, bind: Bind) -> None:
-    """Remove what nginx leaves (pid file, temp folders) and the server's socket file;
-    nginx.conf and nginx.log stay as the trial's record."""
+def tidy(prefix: Path) -> None:
+    """Remove what nginx leaves (pid file, temp folders); nginx.conf and nginx.log stay as
+    the trial's record. The server's socket file is removed by its `ServerProcess` once the
+    server has stopped (which happens after nginx's): removed before, gunicorn logs a
+    traceback when it unlinks it at stop."""
     with contextlib.suppress(FileNotFoundError):
         (prefix / "nginx.pid").unlink()
     for name in (*nginx.TEMP_FOLDERS, "logs"):
         shutil.rmtree(prefix / name, ignore_errors=True)
-    if bind.path is not None:
-        with contextlib.suppress(FileNotFoundError):
-            Path(bind.path).unlink()

@@ -450,6 +450,15 @@ class ServerProcess:
                 self._release_cgroup()
                 for folder in self.spec.scratch:
                     shutil.rmtree(folder, ignore_errors=True)
+                self._remove_socket()
+
+    def _remove_socket(self) -> None:
+        """The unix socket the server listened on, once the server is gone: removed before,
+        a server that unlinks its own on stop logs a traceback (gunicorn does)."""
+        bind = self.spec.bind
+        if bind is not None and bind.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(bind.path)
 
     def _release_cgroup(self) -> None:
         if self.cgroup is None:

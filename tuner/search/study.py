@@ -41,11 +41,11 @@ from tuner.measure.runner import BenchPlan, run_bench
 from tuner.metrics.measurement import Measurement
 from tuner.search import objectives
 from tuner.search.branches import branch_starts
-from tuner.search.covering import covering_config
+from tuner.search.covering import covering_config, space_limits
 from tuner.search.objectives import Figures, Objective, Slo
 from tuner.search.pruning import NoiseAwarePruner
 from tuner.search.records import TrialRecord
-from tuner.search.space import SearchSpace, bounds, suggest
+from tuner.search.space import SearchSpace, suggest
 from tuner.search.storage_url import redact, sqlite_path
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
@@ -504,12 +504,7 @@ class _TrialObjective:
         tried = [t for t in self.study.get_trials(deepcopy=False) if "covers_for" in t.user_attrs]
         if len(tried) >= MAX_COVERING_TRIES:
             return
-        ranges = bounds(setup.space, setup.space_cpus)
-        limits = {
-            p.setting: (int(ranges[p.name][0]), int(ranges[p.name][1]))
-            for p in setup.space.params
-            if p.type == "int"
-        }
+        limits = space_limits(setup.space, setup.space_cpus)
         fixed = covering_config(setup.adapter, settings, setup.load.connections, limits)
         if fixed is None:
             return

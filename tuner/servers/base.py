@@ -156,24 +156,29 @@ HTTP_OVER_TCP = ("tcp", "http")
 @dataclass(frozen=True)
 class Bind:
     """Where a server listens and what it speaks there: `host`:`port`, or the unix socket
-    at `path` (then host and port are unused)."""
+    at `path` (then host and port are unused). `kept_open`: whether its client keeps each
+    connection open for the next request (the load generator's HTTP keep-alive, nginx's
+    upstream keepalive, FastCGI's keep-conn flag) or closes it after one (nginx's uwsgi_pass,
+    fastcgi_keep_conn off); a server whose workers stay on a connection until it closes
+    holds one for each kept connection (`ServerAdapter.pins_connections_at`)."""
 
     host: str = "127.0.0.1"
     port: int = 0
     path: str | None = None
     protocol: str = "http"
+    kept_open: bool = True
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol {self.protocol!r}: expected one of {PROTOCOLS}")
 
     @classmethod
-    def tcp(cls, host: str, port: int, protocol: str = "http") -> Bind:
-        return cls(host=host, port=port, protocol=protocol)
+    def tcp(cls, host: str, port: int, protocol: str = "http", kept_open: bool = True) -> Bind:
+        return cls(host=host, port=port, protocol=protocol, kept_open=kept_open)
 
     @classmethod
-    def unix(cls, path: str, protocol: str = "http") -> Bind:
-        return cls(path=path, protocol=protocol)
+    def unix(cls, path: str, protocol: str = "http", kept_open: bool = True) -> Bind:
+        return cls(path=path, protocol=protocol, kept_open=kept_open)
 
     @property
     def transport(self) -> str:
@@ -191,6 +196,10 @@ class Bind:
     def describe(self) -> str:
         where = f"unix:{self.path}" if self.path is not None else self.address()
         return f"{self.protocol} on {where}"
+
+
+# How the load generator reaches a server without a front: HTTP keep-alive over TCP.
+DIRECT = Bind()
 
 
 class ServerAdapter(abc.ABC):
@@ -230,9 +239,17 @@ class ServerAdapter(abc.ABC):
         """Raise ConfigError for a combination of values the server cannot run as meant."""
 
     def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
-        """Every setting's value (server defaults + `values`), checked alone and together."""
+        """Every setting's value (server defaults + `values`), checked alone and together,
+        as the load generator reaches the server (`resolve_at` DIRECT)."""
+        return self.resolve_at(DIRECT, values)
+
+    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
+        """Every setting's value as the server runs bound as `bind`, checked alone, together
+        and at the bind: what a trial records is what ran. An adapter whose bind decides a
+        setting (gunicorn's protocol) overrides this to set it."""
         resolved = self.table.resolve(values)
         self.check_combination(resolved)
+        self.check_bound(bind, resolved)
         return resolved
 
     # --- running ----------------------------------------------------------------------------
@@ -307,8 +324,15 @@ class ServerAdapter(abc.ABC):
         """How a config serves concurrent requests, in a few words ("gthread"), for reports."""
 
     def pins_connections(self, values: Mapping[str, Value]) -> bool:
-        """True when each open keep-alive connection holds a worker thread for as long as it
-        stays open: such a config answers at most processes x threads clients at a time and
+        """`pins_connections_at` as the load generator reaches the server: HTTP over TCP,
+        connections kept open. A wrapper that knows how the server was reached (a front)
+        overrides this to ask with that bind."""
+        return self.pins_connections_at(DIRECT, values)
+
+    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
+        """True when each connection kept open holds a worker thread or process for as long
+        as it stays open, reached as `bind` (its `kept_open` says whether the client keeps
+        them): such a config answers at most processes x threads clients at a time and
         leaves the others waiting, however idle the held connections are."""
         return False
 

@@ -52,8 +52,6 @@ from tuner.servers.base import (
     LaunchSpec,
     ProcessModel,
     StartupSigns,
-    comment_block,
-    python_env_lines,
     worker_counts,
 )
 from tuner.servers.grids import product_grid
@@ -214,31 +212,6 @@ print(f"flup {{{constant("mode")}}} FastCGI server on {{where}}", flush=True)
 server.run()
 """
 
-_PROLOGUE = """
-import importlib
-import os
-import sys
-import traceback
-
-# EDIT for your deployment: the app's folder, and where nginx reaches the server: the unix
-# socket SOCKET (its folder must exist; flup replaces a file left there, and nginx's user
-# must be able to write to it), or HOST and PORT when SOCKET is None.
-APP_DIR = {app_dir!r}
-SOCKET = {socket!r}
-HOST = {host!r}
-PORT = {port!r}
-APP = {spec!r}
-
-{env}sys.path.insert(0, APP_DIR)
-os.chdir(APP_DIR)
-try:
-    module_name, _, callable_name = APP.partition(":")
-    app = getattr(importlib.import_module(module_name), callable_name)
-except Exception:
-    traceback.print_exc()
-    sys.exit({app_failed})
-"""
-
 
 class FlupAdapter(PythonLauncherAdapter):
     name = "flup"
@@ -252,6 +225,10 @@ class FlupAdapter(PythonLauncherAdapter):
         forks_workers=True, processes="max_spare", threads=None, kind_label="mode"
     )
     binds = frozenset({("tcp", "fastcgi"), ("unix", "fastcgi")})
+    notice = (
+        "flup speaks FastCGI only: run it behind nginx (fastcgi_pass; the nginx-flup.conf",
+        "written beside this file). SIGTERM or SIGINT stops it and every child at once.",
+    )
 
     # --- settings and process model ---------------------------------------------------------
 
@@ -267,6 +244,12 @@ class FlupAdapter(PythonLauncherAdapter):
 
     def processes(self, values: Mapping[str, Value]) -> int:
         return int(values["max_spare"]) if values["mode"] == "prefork" else 1
+
+    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
+        # Both modes give each open connection a thread or a child until nginx closes it, and
+        # serve a burst of new ones only past max_spare (see the module's docstring): so the
+        # covering config raises max_spare (the process model's count, threads or children).
+        return bind.kept_open
 
     def baselines(self, cpus: float) -> tuple[Baseline, ...]:
         """flup's defaults (threaded), and its prefork server with 2 x cpus + 1 children."""
@@ -326,38 +309,21 @@ class FlupAdapter(PythonLauncherAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
-        resolved = self.resolve(values)
-        lines = ["#!/usr/bin/env python3", *comment_block(header, "#")]
-        lines += [
-            "#",
-            "# flup speaks FastCGI only: run it behind nginx (fastcgi_pass; the nginx-flup.conf",
-            "# written beside this file). SIGTERM or SIGINT stops it and every child at once.",
-            f"# Run: python3 {self.artifact_filename}  (with {self.install_hint}).",
+        return self.render_launcher(app, bind, values, header, env)
+
+    def address_lines(self, app: AppRef, bind: Bind) -> list[str]:
+        return [
+            "# EDIT for your deployment: the app's folder, and where nginx reaches the server: the",
+            "# unix socket SOCKET (its folder must exist; flup replaces a file left there, and",
+            "# nginx's user must be able to write to it), or HOST and PORT when SOCKET is None.",
+            f"APP_DIR = {app.pythonpath!r}",
+            f"SOCKET = {bind.path!r}",
+            f"HOST = {bind.host!r}",
+            f"PORT = {bind.port!r}",
         ]
-        lines.append(
-            _PROLOGUE.format(
-                app_dir=app.pythonpath,
-                socket=bind.path,
-                host=bind.host,
-                port=bind.port,
-                spec=app.spec,
-                app_failed=APP_IMPORT_FAILED,
-                env="".join(f"{line}\n" for line in python_env_lines(env)),
-            ).rstrip()
-        )
-        lines += ["", "# Tuned settings (every one listed, defaults included)."]
-        for setting in self.table.settings:
-            lines.append(f"# {setting.doc}")
-            lines += [f"{key} = {text}" for key, text in setting.config(resolved[setting.name])]
-        return Artifact(
-            self.artifact_filename,
-            "\n".join(lines) + "\n" + _BODY,
-            run_hint=f"python3 {self.artifact_filename}",
-            mode=0o755,
-        )
 
     def server_code(self, values: Mapping[str, Value]) -> list[str]:
-        return _BODY.splitlines()
+        return _BODY.lstrip("\n").splitlines()
 
     def artifact_launch(
         self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]

@@ -177,12 +177,12 @@ class GunicornAdapter(ServerAdapter):
         forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
     )
     # `--bind unix:PATH` (gunicorn's docs, "bind"); `protocol = "uwsgi"` speaks uWSGI's binary
-    # protocol there, for nginx's uwsgi_pass. The bind decides the protocol (`_as_bound`), so
-    # the `protocol` setting itself is only ever http (check_combination).
+    # protocol there, for nginx's uwsgi_pass. The bind decides the protocol (`resolve_at`):
+    # `protocol` is uwsgi exactly when the server is bound for uwsgi (check_bound).
     binds = frozenset({("tcp", "http"), ("unix", "http"), ("tcp", "uwsgi"), ("unix", "uwsgi")})
     # Read from gunicorn 27.0.1: a uwsgi request is parsed by gunicorn/uwsgi/message.py, never
     # by the HTTP parser (so http_parser is moot), and nginx keeps no uwsgi connection alive
-    # (so keepalive is moot; `_as_bound` turns it off, see there).
+    # (so keepalive is moot; `resolve_at` turns it off, see there).
     http_only_settings = ("http_parser", "keepalive")
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
@@ -210,14 +210,6 @@ class GunicornAdapter(ServerAdapter):
         return [{"workers": n, **mode} for n in worker_counts(cpus) for mode in modes]
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
-        if values["protocol"] != "http":
-            # Behind a front the bind carries the protocol (front_protocol); without one the
-            # load generator, which speaks HTTP only, would be the client.
-            raise ConfigError(
-                f"gunicorn protocol={values['protocol']}: only nginx speaks uWSGI's binary "
-                "protocol to gunicorn, and the load generator speaks HTTP; use --front nginx "
-                "--set front_protocol=uwsgi (or protocol=http without a front)"
-            )
         if values["http_parser"] == "fast" and not fast_parser_installed():
             raise ConfigError(
                 f"gunicorn http_parser=fast: the C parser ({FAST_PARSER}) is not installed "
@@ -239,6 +231,15 @@ class GunicornAdapter(ServerAdapter):
             )
 
     def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:
+        if values["protocol"] != bind.protocol:
+            # Behind a front the bind sets the protocol (resolve_at); without one the load
+            # generator, which speaks HTTP only, is the client.
+            raise ConfigError(
+                f"gunicorn protocol={values['protocol']} on a server reached by "
+                f"{bind.protocol}: only nginx speaks uWSGI's binary protocol to gunicorn, and "
+                "the load generator speaks HTTP; use --front nginx --set front_protocol=uwsgi "
+                "(or protocol=http without a front)"
+            )
         if bind.path is not None and values.get("reuse_port"):
             # Measured: each worker logs "[Errno 95] Operation not supported", exits and is
             # started again, and the socket never answers.
@@ -248,9 +249,9 @@ class GunicornAdapter(ServerAdapter):
                 "front_transport=tcp"
             )
 
-    def _as_bound(self, bind: Bind, resolved: Mapping[str, Value]) -> dict[str, Value]:
-        """`resolved` as gunicorn runs it bound as `bind`: over the uwsgi protocol,
-        `protocol = uwsgi` and `keepalive = 0`.
+    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
+        """`values` as gunicorn runs them bound as `bind`: over the uwsgi protocol,
+        `protocol = uwsgi` and `keepalive = 0`, so that a trial records what ran.
 
         nginx's uwsgi_pass opens a connection per request and closes it once it has the
         response (no upstream keep-alive for uwsgi). A gthread or gevent worker with keepalive
@@ -258,9 +259,9 @@ class GunicornAdapter(ServerAdapter):
         "Error handling request" with a traceback for every request (gunicorn 27.0.1,
         measured behind nginx 1.22); keepalive = 0 closes first, as sync workers always do.
         """
-        if bind.protocol != "uwsgi":
-            return dict(resolved)
-        return {**resolved, "protocol": "uwsgi", "keepalive": 0}
+        if bind.protocol == "uwsgi":
+            values = {**values, "protocol": "uwsgi", "keepalive": 0}
+        return super().resolve_at(bind, values)
 
     def _wiring(self, app: AppRef, bind: Bind) -> list[tuple[str, str]]:
         """The settings every run needs, not tuned: where the app is and where to listen."""
@@ -284,9 +285,7 @@ class GunicornAdapter(ServerAdapter):
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         self.check_bind(bind)
-        resolved = self.resolve(values)
-        self.check_bound(bind, resolved)
-        resolved = self._as_bound(bind, resolved)
+        resolved = self.resolve_at(bind, values)
         argv = [
             self.executable(),
             "--bind",
@@ -332,7 +331,7 @@ class GunicornAdapter(ServerAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
-        resolved = self._as_bound(bind, self.resolve(values))
+        resolved = self.resolve_at(bind, values)
         lines = comment_block(header, "#")
         if lines:
             lines.append("")

@@ -22,6 +22,7 @@ from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
 from tuner.servers.base import (
     Artifact,
+    Bind,
     LaunchSpec,
     LoadSign,
     ServerAdapter,
@@ -40,18 +41,15 @@ SIGNS = StartupSigns(
 )
 
 # Every launcher starts like this: the app is imported before the server, so an app that
-# cannot load is one clear exit code instead of a server answering 500s.
+# cannot load is one clear exit code instead of a server answering 500s. `address` is where
+# it listens (`PythonLauncherAdapter.address_lines`), for a user to edit.
 _PROLOGUE = """
 import importlib
 import os
 import sys
 import traceback
 
-# EDIT for your deployment: the app's folder, and where to listen (127.0.0.1 accepts
-# connections from this machine only, e.g. behind nginx).
-APP_DIR = {app_dir!r}
-HOST = {host!r}
-PORT = {port!r}
+{address}
 APP = {spec!r}
 
 {env}sys.path.insert(0, APP_DIR)
@@ -125,6 +123,16 @@ class PythonLauncherAdapter(ServerAdapter):
         text = self.render_artifact(app, host, port, values).text
         return self._spec(script, app, {str(script): text})
 
+    def address_lines(self, app: AppRef, bind: Bind) -> list[str]:
+        """The launcher's constants a user edits: the app's folder and where to listen."""
+        return [
+            "# EDIT for your deployment: the app's folder, and where to listen (127.0.0.1 accepts",
+            "# connections from this machine only, e.g. behind nginx).",
+            f"APP_DIR = {app.pythonpath!r}",
+            f"HOST = {bind.host!r}",
+            f"PORT = {bind.port!r}",
+        ]
+
     def render_artifact(
         self,
         app: AppRef,
@@ -134,15 +142,26 @@ class PythonLauncherAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        resolved = self.resolve(values)
+        return self.render_launcher(app, Bind.tcp(host, port), values, header, env)
+
+    def render_launcher(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> Artifact:
+        """The launcher script for `bind` (its `address_lines`), the same for every server:
+        notice, evidence header, how to run it, the app's import, the tuned settings as
+        constants, then the server's own lines (`server_code`)."""
+        resolved = self.resolve_at(bind, values)
         lines = ["#!/usr/bin/env python3", *(f"# {line}" for line in self.notice)]
         lines += comment_block(header, "#")
         lines.append(f"# Run: python3 {self.artifact_filename}  (with {self.install_hint}).")
         lines.append(
             _PROLOGUE.format(
-                app_dir=app.pythonpath,
-                host=host,
-                port=port,
+                address="\n".join(self.address_lines(app, bind)),
                 spec=app.spec,
                 app_failed=APP_IMPORT_FAILED,
                 env="".join(f"{line}\n" for line in python_env_lines(env)),

@@ -268,10 +268,11 @@ class UwsgiAdapter(ServerAdapter):
             for mode in modes
         ]
 
-    def pins_connections(self, values: Mapping[str, Value]) -> bool:
+    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
         # A sync or threaded http11-socket worker stays on its keep-alive connection until the
         # client closes it (measured: 64 connections on 4 sync processes, 60 got nothing).
-        return values["protocol"] == "http11-socket" and int(values["gevent"]) == 0
+        http11 = bind.protocol == "http" and values["protocol"] == "http11-socket"
+        return bind.kept_open and http11 and int(values["gevent"]) == 0
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
         gevent = int(values["gevent"])
@@ -325,7 +326,7 @@ class UwsgiAdapter(ServerAdapter):
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         self.check_bind(bind)
-        resolved = self.resolve(values)
+        resolved = self.resolve_at(bind, values)
         argv = [self.executable(), *(f"--{option}" for option in ALWAYS_ON)]
         for key, text in self._wiring(app, bind, str(resolved["protocol"])):
             argv += [f"--{key}", text]
@@ -365,7 +366,7 @@ class UwsgiAdapter(ServerAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         self.check_bind(bind)
-        resolved = self.resolve(values)
+        resolved = self.resolve_at(bind, values)
         lines = comment_block(header, "#")
         lines.append("[uwsgi]")
         lines.append("; Always on: fail loudly, and stop on SIGTERM.")

@@ -210,6 +210,8 @@ def _lean_variant(setup: StudySetup, top: Sequence[Candidate]) -> list[Candidate
                     reverted = adapter.resolve({**lean, name: defaults[name]})
                 except ConfigError:  # another setting needs it (the server refuses the mix)
                     continue
+                if reverted == lean:  # how the server is reached sets it (gunicorn's
+                    continue  # keepalive 0 behind uwsgi_pass): it does not revert
                 if adapter.concurrency_model(reverted) == model:
                     lean, reverted_any = reverted, True
                     break

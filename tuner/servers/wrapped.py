@@ -1,0 +1,167 @@
+"""An adapter around another one: every question of the contract goes to the wrapped adapter.
+
+Two wrappers add settings of their own to a server's table: the app's environment variables
+(`tuner.servers.appenv`) and a front's settings (`tuner.front.fronted`). Each sees a config
+with its own settings in it, and the wrapped adapter must not: `inner_values` takes them out.
+`WrappedAdapter` forwards every method of `ServerAdapter` with that done, so a wrapper
+overrides only what it changes; a method forgotten would otherwise fall back to
+`ServerAdapter`'s default and silently ignore the wrapped adapter's own (its baselines, its
+process model, its launcher).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from tuner.apps import AppRef
+from tuner.servers.base import Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
+from tuner.settings import SettingsTable, Value
+
+
+class WrappedAdapter(ServerAdapter):
+    """`inner` with the settings table `table` (the inner one plus the wrapper's settings)."""
+
+    def __init__(self, inner: ServerAdapter, table: SettingsTable) -> None:
+        self.inner = inner
+        self.table = table
+        self.name = inner.name
+        self.binary = inner.binary
+        self.install_hint = inner.install_hint
+        self.process_model = inner.process_model
+        self.artifact_filename = inner.artifact_filename
+        self.space_file = inner.space_file
+        self.distribution = inner.distribution
+        self.logging_settings = inner.logging_settings
+        self.binds = inner.binds
+        self.http_only_settings = inner.http_only_settings
+
+    def inner_values(self, values: Mapping[str, Value]) -> dict[str, Value]:
+        """The part of a config the wrapped adapter knows: all of it, unless a wrapper adds
+        settings of its own."""
+        return dict(values)
+
+    # --- settings -------------------------------------------------------------------------
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:
+        self.inner.check_combination(self.inner_values(values))
+
+    def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
+        return self.inner.resolve(self.inner_values(values))  # type: ignore[arg-type]
+
+    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
+        return self.inner.resolve_at(bind, self.inner_values(values))  # type: ignore[arg-type]
+
+    # --- running ----------------------------------------------------------------------------
+
+    def launch_spec(
+        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        return self.inner.launch_spec(app, host, port, self.inner_values(values), workdir)
+
+    def launch_at(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        return self.inner.launch_at(app, bind, self.inner_values(values), workdir)
+
+    def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:
+        self.inner.check_bound(bind, self.inner_values(values))
+
+    def needs_front(self) -> bool:
+        return self.inner.needs_front()
+
+    def check_bind(self, bind: Bind) -> None:
+        self.inner.check_bind(bind)
+
+    def version(self) -> str:
+        return self.inner.version()
+
+    def executable(self) -> str:
+        return self.inner.executable()
+
+    def check_installed(self) -> None:
+        self.inner.check_installed()
+
+    # --- process model ----------------------------------------------------------------------
+
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        return self.inner.concurrency_model(self.inner_values(values))
+
+    def pins_connections(self, values: Mapping[str, Value]) -> bool:
+        return self.inner.pins_connections(self.inner_values(values))
+
+    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
+        return self.inner.pins_connections_at(bind, self.inner_values(values))
+
+    def processes(self, values: Mapping[str, Value]) -> int:
+        return self.inner.processes(self.inner_values(values))
+
+    def threads(self, values: Mapping[str, Value]) -> int:
+        return self.inner.threads(self.inner_values(values))
+
+    # --- what a host needs ----------------------------------------------------------------
+
+    def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        return self.inner.extras(self.inner_values(values))
+
+    def extra_distributions(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        return self.inner.extra_distributions(self.inner_values(values))
+
+    def requirements(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        return self.inner.requirements(self.inner_values(values))
+
+    def launch_in(self, spec: LaunchSpec, bin_dir: Path) -> LaunchSpec:
+        return self.inner.launch_in(spec, bin_dir)
+
+    def argv_in(self, argv: list[str], bin_dir: Path) -> list[str]:
+        return self.inner.argv_in(argv, bin_dir)
+
+    # --- baselines and the hand grid --------------------------------------------------------
+
+    def baselines(self, cpus: float) -> tuple[Baseline, ...]:
+        return self.inner.baselines(cpus)
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        return self.inner.hand_grid(cpus)
+
+    # --- the deployable artifact -----------------------------------------------------------
+
+    def render_artifact(
+        self,
+        app: AppRef,
+        host: str,
+        port: int,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> Artifact:
+        return self.inner.render_artifact(app, host, port, self.inner_values(values), header, env)
+
+    def artifact_launch(
+        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self.inner.artifact_launch(path, app, host, port, self.inner_values(values))
+
+    def render_artifact_at(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> Artifact:
+        return self.inner.render_artifact_at(app, bind, self.inner_values(values), header, env)
+
+    def artifact_launch_at(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self.inner.artifact_launch_at(path, app, bind, self.inner_values(values))
+
+    def shell_launcher(self, lines: list[str]) -> Artifact:
+        return self.inner.shell_launcher(lines)
+
+    def own_bin_first(self) -> str:
+        return self.inner.own_bin_first()
+
+    def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return self.inner.artifact_check_argv(path, app)
