@@ -24,7 +24,7 @@ from tuner.settings import Value
 
 TRIES = 3
 # Longer than the adapter's 5 s: a deadlock never ends, while a slow exit on a busy machine
-# (about 3 s here under the benchmark queue's load) must not fail the test.
+# must not fail the test.
 GRACE_S = 10.0
 REQUEST = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 
@@ -75,8 +75,8 @@ def running_with_grace(
 def test_gthread_stops_by_itself_while_connections_arrive(
     gunicorn: ServerAdapter, tmp_path: Path
 ) -> None:
-    # With SIGINT first, every try here deadlocked the worker (3 of 3 exits were -9); with
-    # SIGTERM then SIGQUIT 0 of 3, each stop 2.5-3.3 s on the busy 2-core machine.
+    # With SIGINT first, every try here deadlocked the worker (3 of 3 exits were -9, 21 s);
+    # with SIGTERM, then SIGQUIT repeated, 0 of 3 (the whole test 4 s).
     values: dict[str, Value] = {"workers": 1, "worker_class": "gthread", "threads": 32}
     exits = []
     for attempt in range(TRIES):

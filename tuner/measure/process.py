@@ -465,24 +465,20 @@ class ServerProcess:
 
         A worker still booting when the first signal came may not have its handlers yet
         (gunicorn gevent workers do this); a repeat lets it stop instead of waiting for SIGKILL.
-        From the second repeat on, the spec's quick stop signal goes instead, if it has one.
+        The repeats are the spec's quick stop signal, if it has one.
         """
         next_repeat = time.monotonic() + _STOP_REPEAT_S
-        repeats = 0
+        repeat = self.spec.quick_stop_signal or self.spec.stop_signal
         for _ in _attempts(deadline, _PROMPT_CAP_S):
             members = self._server_members()
             if self._process.poll() is not None and not members:
                 return
             if time.monotonic() >= next_repeat:
                 next_repeat = time.monotonic() + _STOP_REPEAT_S
-                repeats += 1
-                sig = self.spec.stop_signal
-                if repeats > 1 and self.spec.quick_stop_signal is not None:
-                    sig = self.spec.quick_stop_signal
                 for member in members:
                     if member.pid != self._process.pid:
                         with contextlib.suppress(psutil.Error):
-                            member.send_signal(sig)
+                            member.send_signal(repeat)
 
     def _snapshot_tree(self) -> list[psutil.Process]:
         tree = []
