@@ -256,7 +256,7 @@ def test_port_taken_by_another_process_retries_on_a_free_one(
 # --- the tuner is stopped ----------------------------------------------------------------------
 
 
-def _start_tune(tmp_path: Path, trials: int = 20, duration: str = "2") -> subprocess.Popen[str]:
+def _start_tune(tmp_path: Path, trials: int = 20, duration: str = "1.2") -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
