@@ -306,8 +306,8 @@ class GunicornAdapter(ServerAdapter):
         values: Mapping[str, Value],
         bind: Bind | None = None,
     ) -> LaunchSpec:
-        # The table alone: values as bound may say protocol=uwsgi, which resolve() refuses.
-        stop, quick = _stop_signals(str(self.table.resolve(values)["worker_class"]))
+        worker_class = values.get("worker_class", self.table.defaults()["worker_class"])
+        stop, quick = _stop_signals(str(worker_class))
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1"},
