@@ -282,8 +282,12 @@ class ServerProcess:
         try:
             server._wait_ready(ready_path, started_at + ready_timeout_s, ready_timeout_s)
         except TrialError as exc:
+            # A server that could not bind its port serves nothing and may not heed its stop
+            # signal while it retries (gunicorn retries for 5 s, queueing signals meanwhile):
+            # no grace for it.
+            grace_s = 0.0 if isinstance(exc, PortInUseError) else None
             with contextlib.suppress(LeftoverProcessesError):  # logged; keep the first error
-                server.stop()
+                server.stop(grace_s)
             usage = server.final_usage
             if usage is not None and usage.oom_kills and cgroup is not None:
                 raise OutOfMemory(
@@ -423,8 +427,9 @@ class ServerProcess:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def stop(self) -> None:
-        """Stop the whole tree: stop_signal, grace, SIGKILL, reap, then verify nothing is left.
+    def stop(self, grace_s: float | None = None) -> None:
+        """Stop the whole tree: stop_signal, grace (`grace_s`, else the spec's), SIGKILL, reap,
+        then verify nothing is left.
 
         Idempotent. Raises LeftoverProcessesError if a process survives SIGKILL.
         """
@@ -436,7 +441,8 @@ class ServerProcess:
             # is still found and killed through this list.
             tree = self._snapshot_tree()
             self._signal_group(self.spec.stop_signal)
-            self._wait_for_exit(time.monotonic() + self.spec.stop_grace_s)
+            grace = self.spec.stop_grace_s if grace_s is None else grace_s
+            self._wait_for_exit(time.monotonic() + grace)
             self._signal_group(signal.SIGKILL)
             for process in tree:
                 with contextlib.suppress(psutil.Error):
