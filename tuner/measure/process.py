@@ -42,7 +42,7 @@ from tuner.errors import (
 )
 from tuner.machine.cpus import pinned
 from tuner.machine.limits import CLEANER, Cgroup, Limits, Usage
-from tuner.measure import bindprobe
+from tuner.measure import bindprobe, listening
 from tuner.servers.base import LaunchSpec, StartupSigns
 
 log = logging.getLogger(__name__)
@@ -334,6 +334,8 @@ class ServerProcess:
         """Whether a process of this server listens on its port (or its spec's bind)."""
         if self.spec.bind is not None:
             return bindprobe.listens_on(self.pids(), self.spec.bind)
+        with contextlib.suppress(OSError):  # no sock_diag here: psutil, 80 ms a call, below
+            return listening.listens_on_port(self.pids(), self.port)
         for pid in self.pids():
             try:
                 connections = psutil.Process(pid).net_connections(kind="inet")
