@@ -126,7 +126,7 @@ def test_a_short_tune_with_the_pool_in_the_space_writes_it(
     out = tmp_path / "gunicorn.conf.py"
     result = tuner_json(
         db_env,
-        "tune", "apps/db.py", "--server", "gunicorn", "--trials", "4", "--top-k", "1",
+        "tune", "apps/db.py", "--server", "gunicorn", "--trials", "3", "--top-k", "1",
         "--confirm-rounds", "1", "--connections", "16", *SHORT_STUDY, "--seed", "3",
         "--storage", f"sqlite:///{tmp_path / 'study.db'}", "--out", str(out),
     )  # fmt: skip

@@ -33,6 +33,9 @@ from tuner.servers import get_adapter
 from tuner.servers.base import Bind
 
 SHORT = ["--duration", "1", "--warmup", "0.3", "--connections", "8"]
+# The short tunes check wiring (a checked block, a drawn branch), not figures: one 0.6 s window
+# (a window counts from 0.5 s) after 0.2 s of warm-up, as the studies in test_tune.py.
+STUDY_SHORT = ["--duration", "0.6", "--warmup", "0.2", "--connections", "8"]
 
 
 @pytest.fixture
@@ -105,7 +108,7 @@ def test_short_tune_writes_a_checked_nginx_block(nginx_front, tmp_path):
     out = tmp_path / "uwsgi.ini"
     done = run_tuner(
         "tune", "apps/hello.py", "--server", "uwsgi", "--front", "nginx", "--trials", "3",
-        *SHORT, "--top-k", "1", "--confirm-rounds", "1", "--no-clean-venv-check",
+        *STUDY_SHORT, "--top-k", "1", "--confirm-rounds", "1", "--no-clean-venv-check",
         "--no-branch-starts", "--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(out),
         timeout=400,
     )  # fmt: skip
@@ -131,7 +134,7 @@ def test_short_tune_draws_gunicorn_uwsgi_and_emits_it_checked(nginx_front, tmp_p
     storage = f"sqlite:///{tmp_path}/s.db"
     done = run_tuner(
         "tune", "apps/hello.py", "--server", "gunicorn", "--front", "nginx", "--trials", "3",
-        "--seed", "1", *SHORT, "--top-k", "1", "--confirm-rounds", "1",
+        "--seed", "1", *STUDY_SHORT, "--top-k", "1", "--confirm-rounds", "1",
         "--no-clean-venv-check", "--no-branch-starts", "--storage", storage,
         "--study-name", "g", "--out", str(tmp_path / "tuned" / "gunicorn.conf.py"),
         timeout=400,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -116,6 +117,21 @@ def test_stop_kills_children_that_ignore_the_stop_signal(
     started = time.monotonic()
     server.stop()
     assert time.monotonic() - started < 3
+    assert len(pids) == 3 and gone(pids)
+
+
+def test_the_stops_repeats_send_the_quick_signal(tmp_path: Path, real_servers: None) -> None:
+    # The children ignore the stop signal (SIGTERM) but not SIGUSR1: the first repeat, 0.5 s
+    # in, ends them, long before the grace runs out and SIGKILL would.
+    port = free_port()
+    spec = dataclasses.replace(
+        fake_spec(port, children=2, grace_s=5.0), quick_stop_signal=signal.SIGUSR1
+    )
+    server = start(spec, port, tmp_path)
+    pids = wait_for_pids(server, 3)
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 2.5
     assert len(pids) == 3 and gone(pids)
 
 

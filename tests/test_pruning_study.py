@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.conftest import require_adapter
 from tuner.cli import build_parser
 from tuner.commands.tune import build_setup
-from tuner.search.pruning import MIN_MARGIN, WARMUP_WINDOWS
+from tuner.search.pruning import MIN_CONTENDERS, MIN_MARGIN, WARMUP_WINDOWS
 from tuner.search.study import QuietListener, open_study, run_search
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -56,24 +56,23 @@ def test_a_hopeless_trial_is_pruned_and_one_inside_the_noise_is_not(
     setup = build_setup(args)
     study = open_study(setup)  # queues the two baselines: 1 and 3 workers, 20 and 60 req/s
     study.enqueue_trial({"workers": 16})  # about 320 req/s
-    study.enqueue_trial({"workers": 14})  # about 280: within 25% of the first
-    # Judged against four fair contenders, before the second CPU probe (trial 5) can widen the
-    # margin: about 40 req/s, far behind beyond any noise.
+    # Judged against MIN_CONTENDERS (3) fair contenders, before the second CPU probe (trial 5)
+    # can widen the margin: about 40 req/s, far behind beyond any noise.
     study.enqueue_trial({"workers": 2})
     study.enqueue_trial({"workers": 15})  # about 300: inside the noise
     study.enqueue_trial({"workers": 2})  # the pruned config again: not measured again
     listener = QuietListener()
-    run_search(setup, study, n_trials=7, timeout_s=None, listener=listener)
+    run_search(setup, study, n_trials=6, timeout_s=None, listener=listener)
 
     by_number = {r.number: r for r in listener.ended}
     # The repeat gave its slot back: one more trial at least was drawn from the space.
-    assert set(range(8)) <= set(by_number), sorted(by_number)
-    # The first three had too few contenders to be judged; the fourth is the best there is.
-    contenders = [by_number[n] for n in range(4)]
+    assert set(range(7)) <= set(by_number), sorted(by_number)
+    # These had too few contenders to be judged; the third is the best there is.
+    contenders = [by_number[n] for n in range(MIN_CONTENDERS)]
     for record in contenders:
         assert record.state == "COMPLETE" and record.feasible, (record.number, record.fail_reason)
 
-    pruned = by_number[4]
+    pruned = by_number[3]
     assert pruned.state == "PRUNED", (pruned.state, pruned.fail_reason)
     assert pruned.settings["workers"] == 2
     match = REASON.match(pruned.fail_reason)
@@ -89,7 +88,7 @@ def test_a_hopeless_trial_is_pruned_and_one_inside_the_noise_is_not(
     assert pruned.measurement.duration_s < DURATION_S - 0.5, pruned.measurement.duration_s
     assert all(rps > 0 for rps in pruned.measurement.window_rps[:WARMUP_WINDOWS])
 
-    kept = by_number[5]
+    kept = by_number[4]
     assert kept.state == "COMPLETE" and kept.feasible, (kept.state, kept.fail_reason)
     assert kept.settings["workers"] == 15
     assert kept.measurement is not None
@@ -97,7 +96,7 @@ def test_a_hopeless_trial_is_pruned_and_one_inside_the_noise_is_not(
     # It really was inside the noise: its median is within the floor margin of the best.
     assert kept.rps > fastest * (1 - MIN_MARGIN), (kept.rps, fastest)
 
-    again = by_number[6]
-    assert again.state == "PRUNED" and again.duplicate_of == 4, (again.state, again.duplicate_of)
+    again = by_number[5]
+    assert again.state == "PRUNED" and again.duplicate_of == 3, (again.state, again.duplicate_of)
     assert again.fail_reason == pruned.fail_reason
-    assert not (setup.workdir / "trials" / "6").exists()  # no server was started for it
+    assert not (setup.workdir / "trials" / "5").exists()  # no server was started for it

@@ -193,7 +193,7 @@ def test_sigint_mid_study_keeps_trials_and_leaves_no_server(tmp_path, since):
             "--study-name",
             "cut",
             "--duration",
-            "2",
+            "1.2",  # long enough to be caught under load, as in test_faults.py
             "--warmup",
             "0.5",
             "--connections",

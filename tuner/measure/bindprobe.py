@@ -7,6 +7,7 @@ one real request to the app, sent the way the front will send it; a 2xx answer m
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import struct
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from tuner.measure import listening
 from tuner.servers.base import Bind
 
 _MAX_ANSWER = 1 << 20
@@ -194,6 +196,10 @@ def _fastcgi_get(bind: Bind, ready_path: str, timeout: float) -> int:
 
 def listens_on(pids: Iterable[int], bind: Bind) -> bool:
     """Whether one of `pids` holds the socket at `bind` (its unix path, or its TCP port)."""
+    if bind.path is None:
+        pids = list(pids)
+        with contextlib.suppress(OSError):  # no sock_diag here: psutil below
+            return listening.listens_on_port(pids, bind.port)
     kind = "unix" if bind.path is not None else "inet"
     for pid in pids:
         try:
@@ -203,7 +209,7 @@ def listens_on(pids: Iterable[int], bind: Bind) -> bool:
         for c in connections:
             if bind.path is not None and c.laddr == bind.path:
                 return True
-            listening = c.status == psutil.CONN_LISTEN and bool(c.laddr)
-            if bind.path is None and listening and c.laddr.port == bind.port:
+            listens = c.status == psutil.CONN_LISTEN and bool(c.laddr)
+            if bind.path is None and listens and c.laddr.port == bind.port:
                 return True
     return False

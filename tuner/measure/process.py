@@ -42,7 +42,7 @@ from tuner.errors import (
 )
 from tuner.machine.cpus import pinned
 from tuner.machine.limits import CLEANER, Cgroup, Limits, Usage
-from tuner.measure import bindprobe
+from tuner.measure import bindprobe, listening
 from tuner.servers.base import LaunchSpec, StartupSigns
 
 log = logging.getLogger(__name__)
@@ -282,8 +282,12 @@ class ServerProcess:
         try:
             server._wait_ready(ready_path, started_at + ready_timeout_s, ready_timeout_s)
         except TrialError as exc:
+            # A server that could not bind its port serves nothing and may not heed its stop
+            # signal while it retries (gunicorn retries for 5 s, queueing signals meanwhile):
+            # no grace for it.
+            grace_s = 0.0 if isinstance(exc, PortInUseError) else None
             with contextlib.suppress(LeftoverProcessesError):  # logged; keep the first error
-                server.stop()
+                server.stop(grace_s)
             usage = server.final_usage
             if usage is not None and usage.oom_kills and cgroup is not None:
                 raise OutOfMemory(
@@ -330,6 +334,8 @@ class ServerProcess:
         """Whether a process of this server listens on its port (or its spec's bind)."""
         if self.spec.bind is not None:
             return bindprobe.listens_on(self.pids(), self.spec.bind)
+        with contextlib.suppress(OSError):  # no sock_diag here: psutil, 80 ms a call, below
+            return listening.listens_on_port(self.pids(), self.port)
         for pid in self.pids():
             try:
                 connections = psutil.Process(pid).net_connections(kind="inet")
@@ -423,8 +429,9 @@ class ServerProcess:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def stop(self) -> None:
-        """Stop the whole tree: stop_signal, grace, SIGKILL, reap, then verify nothing is left.
+    def stop(self, grace_s: float | None = None) -> None:
+        """Stop the whole tree: stop_signal, grace (`grace_s`, else the spec's), SIGKILL, reap,
+        then verify nothing is left.
 
         Idempotent. Raises LeftoverProcessesError if a process survives SIGKILL.
         """
@@ -436,7 +443,8 @@ class ServerProcess:
             # is still found and killed through this list.
             tree = self._snapshot_tree()
             self._signal_group(self.spec.stop_signal)
-            self._wait_for_exit(time.monotonic() + self.spec.stop_grace_s)
+            grace = self.spec.stop_grace_s if grace_s is None else grace_s
+            self._wait_for_exit(time.monotonic() + grace)
             self._signal_group(signal.SIGKILL)
             for process in tree:
                 with contextlib.suppress(psutil.Error):
@@ -474,8 +482,10 @@ class ServerProcess:
 
         A worker still booting when the first signal came may not have its handlers yet
         (gunicorn gevent workers do this); a repeat lets it stop instead of waiting for SIGKILL.
+        The repeats are the spec's quick stop signal, if it has one.
         """
         next_repeat = time.monotonic() + _STOP_REPEAT_S
+        repeat = self.spec.quick_stop_signal or self.spec.stop_signal
         for _ in _attempts(deadline, _PROMPT_CAP_S):
             members = self._server_members()
             if self._process.poll() is not None and not members:
@@ -485,7 +495,7 @@ class ServerProcess:
                 for member in members:
                     if member.pid != self._process.pid:
                         with contextlib.suppress(psutil.Error):
-                            member.send_signal(self.spec.stop_signal)
+                            member.send_signal(repeat)
 
     def _snapshot_tree(self) -> list[psutil.Process]:
         tree = []

@@ -93,6 +93,10 @@ class LaunchSpec:
     # Where the server listens when that is not HTTP on the host:port it was started for (a
     # unix socket, the uwsgi protocol): its readiness is checked there, in its protocol.
     bind: Bind | None = None
+    # What the stop repeats every 0.5 s to the processes still there (the master excepted,
+    # which the stop signal already made stop its workers), if not `stop_signal`: the quick
+    # signal of a server whose quick signal is unsafe as the first one (gunicorn's gthread).
+    quick_stop_signal: signal.Signals | None = None
 
     def write_files(self) -> None:
         for path, text in self.files.items():

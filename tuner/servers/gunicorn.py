@@ -296,16 +296,23 @@ class GunicornAdapter(ServerAdapter):
             *self.table.argv(resolved),
             app.spec,
         ]
-        return self._spec(argv, app, bind)
+        return self._spec(argv, app, resolved, bind)
 
-    def _spec(self, argv: list[str], app: AppRef, bind: Bind | None = None) -> LaunchSpec:
+    def _spec(
+        self,
+        argv: list[str],
+        app: AppRef,
+        values: Mapping[str, Value],
+        bind: Bind | None = None,
+    ) -> LaunchSpec:
+        worker_class = values.get("worker_class", self.table.defaults()["worker_class"])
+        stop, quick = _stop_signals(str(worker_class))
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1"},
             cwd=app.pythonpath,
-            # SIGINT is gunicorn's quick shutdown; SIGTERM would wait up to graceful_timeout
-            # (30 s) for in-flight requests of a server we are done measuring.
-            stop_signal=signal.SIGINT,
+            stop_signal=stop,
+            quick_stop_signal=quick,
             stop_grace_s=5.0,
             signs=SIGNS,
             bind=bind if bind is not None and bind.kind != ("tcp", "http") else None,
@@ -368,19 +375,41 @@ class GunicornAdapter(ServerAdapter):
     def artifact_launch(
         self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
     ) -> LaunchSpec:
-        return self._spec(self._file_argv(path, app), app)
+        return self._spec(self._file_argv(path, app), app, values)
 
     def artifact_launch_at(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
         self.check_bind(bind)
-        return self._spec(self._file_argv(path, app), app, bind)
+        return self._spec(self._file_argv(path, app), app, values, bind)
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return [*self._file_argv(path, app), "--check-config"]
 
     def version(self) -> str:
         return first_version_number(self._version_output("--version"))
+
+
+def _stop_signals(worker_class: str) -> tuple[signal.Signals, signal.Signals | None]:
+    """The signal that stops gunicorn with `worker_class` workers, and the quicker one for
+    workers still there half a second later (None: the first one is already quick).
+
+    SIGINT is gunicorn's quick shutdown, but a gthread worker's SIGINT/SIGQUIT handler calls
+    ThreadPoolExecutor.shutdown, which takes the pool's lock: when the signal lands while the
+    worker's main thread holds that lock in submit() (accepting a connection, or starting one
+    of its threads: most likely just after boot or as a load run's connections close), the
+    worker deadlocks and only SIGKILL ends it (gunicorn 27.0.1, seen with py-spy; 3 of 12
+    stops after a short load). SIGTERM's handler (sync and gthread) only sets a flag and wakes
+    the worker, which stops accepting and exits at once when idle; the master then stops too
+    (graceful_timeout, 30 s, bounds its wait for the workers). The quick signal follows for a
+    worker still busy or waiting on a kept-alive (2 s) or silent (5 s) connection, by then
+    outside submit(). Measured after a load run: SIGTERM stops sync and gthread in 0.22-0.27 s,
+    SIGINT in 0.32-0.46 s (its handler sleeps 0.1 s). A gevent worker notices SIGTERM only in
+    its one-second loop (0.35-0.56 s), so it keeps SIGINT (0.34-0.37 s).
+    """
+    if worker_class == "gevent":
+        return signal.SIGINT, None
+    return signal.SIGTERM, signal.SIGQUIT
 
 
 def _bind_text(bind: Bind) -> str:
