@@ -69,6 +69,23 @@ def test_among_configs_the_noise_cannot_separate_the_leanest_is_written():
     assert "PSS 47.0 vs 85.0 MB for trial 5" in verdict.summary
 
 
+def test_a_config_better_than_the_default_in_every_run_is_written_when_the_best_median_is_not():
+    """The quickstart's case: the best median's lowest run fell 1 req/s short of the default's
+    highest, while another config with about the same median cleared it in every run."""
+    default = settled("default", [5470, 5514, 6069], pss=35)
+    lean = settled("trial 16, other settings at default", [6068, 6428, 6513], pss=37, workers=2)
+    clear = settled("trial 2", [6188, 6407, 6646], pss=36, workers=3)
+    verdict = decide([default, lean, clear], THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner is clear and verdict.beats_default
+    assert "the best median, trial 16, other settings at default, was not measurably" in (
+        verdict.summary
+    )
+    # Nobody better than the default in every run: the default, as before.
+    overlapping = settled("trial 2", [6000, 6407, 6646], pss=36, workers=3)
+    verdict = decide([default, lean, overlapping], THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner is default and not verdict.beats_default
+
+
 def test_a_config_clearly_faster_is_not_traded_for_memory():
     default = settled("default", [100, 102, 101], pss=30)
     fat = settled("trial 5", [200, 205, 210], pss=85, workers=5)

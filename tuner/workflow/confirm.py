@@ -304,16 +304,31 @@ def decide(
         summary = f"{label} is the best usable config (the default could not be used)" + why
         summary += _fairness_note(best)
         return Verdict(best, default, rule, True, summary, tied)
+    passed_over = ""
     if default.usable(slo):
-        versus = _versus(best, default, objective)
-        if not any(figure.better for figure in versus):
+        # What is written must beat the default beyond the noise, and so must a cheaper
+        # config written instead of the best median.
+        beaters = [
+            e
+            for e in usable
+            if e is not default and any(v.better for v in _versus(e, default, objective))
+        ]
+        if not beaters:
             summary = (
-                objective.summary(best.candidate.label, versus, False)
+                objective.summary(best.candidate.label, _versus(best, default, objective), False)
                 + "; a difference inside the noise is no difference, so the default is written"
             )
             return Verdict(default, default, rule, False, summary)
-    if default.usable(slo):  # the cheaper config written instead must beat the default too
-        usable = [e for e in usable if any(v.better for v in _versus(e, default, objective))]
+        if best not in beaters:
+            # The best median overlaps the default, yet another config is better than the
+            # default in every run (seen in the quickstart: the best median missed by 1 req/s
+            # of 6,069, a config with a median 0.3% lower cleared it by 119): write that one.
+            passed_over = (
+                f"; the best median, {best.candidate.label}, was not measurably better than "
+                "the default"
+            )
+            best = objective.pick(beaters, Confirmed.median_figures, slo)
+        usable = beaters
     best, tied, why = _among_equals(best, usable, objective, defaults)
     label = best.candidate.label
     versus = _versus(best, default, objective)
@@ -321,7 +336,7 @@ def decide(
         summary = objective.summary(label, versus, True) + why + _fairness_note(best)
         return Verdict(best, default, rule, True, summary, tied)
     beats = any(figure.better for figure in versus)
-    summary = objective.summary(label, versus, beats) + why
+    summary = objective.summary(label, versus, beats) + passed_over + why
     if objective.warns_of_tail:
         summary += _tail_warning(best, default)
     return Verdict(best, default, rule, beats, summary + _fairness_note(best), tied)
