@@ -414,3 +414,9 @@ def test_requirements_pin_the_measured_distribution(server: ServerAdapter) -> No
 def test_logging_settings_are_settings(server: ServerAdapter) -> None:
     for name in server.logging_settings:
         assert name in server.table.by_name, name
+
+
+def test_the_suite_runs_over_the_tests_own_adapter_too() -> None:
+    """The seam's proof: the wsgiref adapter joins through TUNER_SERVERS after other modules
+    have listed the servers (a registry cached at its first call once dropped it unseen)."""
+    assert "wsgiref" in server_names()
