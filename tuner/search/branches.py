@@ -131,6 +131,7 @@ def _near_default(
     default, the server accepts the mix and the concurrency model stays `model`."""
     defaults = adapter.resolve({})
     keep = {adapter.process_model.threads} - {None}
+    name_of = {p.setting: p.name for p in space.params}
     current = dict(params)
     moved = True
     while moved:
@@ -145,8 +146,7 @@ def _near_default(
                     continue
             except ConfigError:  # the server refuses the mix: this one stays as drawn
                 continue
-            by_setting = {p.setting: p.name for p in space.params}
-            current = {by_setting[setting]: value for setting, value in settings.items()}
+            current = {name_of[setting]: value for setting, value in settings.items()}
             moved = True
             break
     return current

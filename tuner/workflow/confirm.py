@@ -84,7 +84,7 @@ class Confirmed:
         on how many rounds happened to be run (3 rounds passed a config that 5 rounds failed,
         so the tuner and a longer check disagreed). A config unfair in fewer runs can win,
         and the verdict says in how many runs it was unfair."""
-        return bool(self.runs) and 2 * self.unfair_runs >= len(self.runs)
+        return mostly_unfair(self.unfair_runs, len(self.runs))
 
     @property
     def client_bound(self) -> bool:
@@ -158,7 +158,7 @@ class ConfirmedSummary:
     @property
     def unfair(self) -> bool:
         """Unfair in at least half of its runs, as `Confirmed.unfair`."""
-        return self.unfair_runs > 0 and 2 * self.unfair_runs >= self.runs
+        return mostly_unfair(self.unfair_runs, self.runs)
 
     def median_figures(self) -> Figures:
         """The medians, as an objective ranks them (the error rate is not kept: nan)."""
@@ -399,7 +399,12 @@ def unfair_text(unfair_runs: int, runs: int) -> str:
     fewer runs, still usable), or "" (fair in every run)."""
     if not unfair_runs:
         return ""
-    return "unfair" if 2 * unfair_runs >= runs else f"unfair {unfair_runs}/{runs}"
+    return "unfair" if mostly_unfair(unfair_runs, runs) else f"unfair {unfair_runs}/{runs}"
+
+
+def mostly_unfair(unfair_runs: int, runs: int) -> bool:
+    """The fairness rule over several runs: unfair in at least half of them (and in one)."""
+    return unfair_runs > 0 and 2 * unfair_runs >= runs
 
 
 def _fairness_note(winner: Confirmed) -> str:
