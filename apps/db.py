@@ -137,8 +137,10 @@ _engine_lock = threading.Lock()
 
 
 def _ask_max_connections() -> str:
-    """PostgreSQL's max_connections, asked once when the process imports the app (before any
-    load holds the connections), for the log lines below; "unknown" if it cannot be asked."""
+    """PostgreSQL's max_connections, asked once when the process imports the app, for the log
+    lines below; "unknown" if it cannot be asked. A worker that imports the app while the load
+    already holds every slot cannot ask; with gunicorn's preload_app the master asks, before
+    any worker serves."""
     try:
         with psycopg.connect(DSN.replace("+psycopg", "", 1), connect_timeout=3) as connection:
             row = connection.execute("SHOW max_connections").fetchone()
