@@ -142,3 +142,67 @@ def test_a_setting_the_bind_decides_does_not_revert(tmp_path: Path) -> None:
     assert lean.label == "trial 8, other settings at default"
     assert (lean.settings["protocol"], lean.settings["keepalive"]) == ("uwsgi", 0)
     assert lean.settings["max_requests"] == setup.adapter.resolve({})["max_requests"]
+
+
+def _uneven(number: int, rps: float, index: float, **changes: object) -> TrialRecord:
+    """A trial judged unfair by its fairness index alone (no connection starved)."""
+    unfair = measurement(
+        rps,
+        p99=2.0,
+        fairness_index=index,
+        unfair_reasons=(f"unequal_share: fairness index {index:.2f} (< 0.9)",),
+        **changes,
+    )
+    return TrialRecord(number, "COMPLETE", {"workers": number}, unfair, feasible=False)
+
+
+def test_a_nearly_fair_trial_faster_than_the_picks_is_measured_again(tmp_path: Path) -> None:
+    # gunicorn hello at stop 24: 1 gevent worker measured 0.89 in its one trial and was fair in
+    # the grid's runs; a single run at the line must not rule the fastest config out.
+    setup = _setup(tmp_path, "throughput")
+    records = [*RECORDS, _uneven(6, rps=1200, index=0.89), _uneven(7, rps=1500, index=0.60)]
+    picked = pick_candidates(setup, records, top_k=2, pareto=[])
+    assert [c.trial_number for c in picked[2:]] == [2, 5, 6]
+
+
+@pytest.mark.parametrize(
+    "trial",
+    [
+        _uneven(6, rps=600, index=0.89),  # slower than the best fair trial: nothing to learn
+        _uneven(6, rps=1200, index=0.80),  # clearly uneven
+        _uneven(6, rps=1200, index=0.89, starved_connections=3),  # some got nothing
+        _uneven(6, rps=1200, index=0.89, error_rate=0.2),  # over the error SLO anyway
+    ],
+    ids=["slower", "clearly-uneven", "starved", "errors"],
+)
+def test_no_retry_for_a_trial_that_is_slower_or_clearly_unfair(
+    tmp_path: Path, trial: TrialRecord
+) -> None:
+    picked = pick_candidates(_setup(tmp_path, "throughput"), [*RECORDS, trial], 2, pareto=[])
+    assert [c.trial_number for c in picked[2:]] == [2, 5]
+
+
+def test_a_config_that_logs_every_request_is_also_measured_quiet(tmp_path: Path) -> None:
+    # uWSGI logs a line per request by default; the uWSGI hello grid's best turned it off.
+    args = build_parser().parse_args(
+        ["tune", str(REPO / "apps/hello.py"), "--server", "uwsgi"]
+        + ["--storage", f"sqlite:///{tmp_path}/s.db"]
+    )
+    setup = build_setup(args)
+    picked = pick_candidates(setup, _top({"processes": 3, "threads": 8}), top_k=1, pareto=[])
+    quiet = [c for c in picked if c.label == "trial 8, logging off"]
+    assert len(quiet) == 1
+    assert quiet[0].settings == setup.adapter.resolve(
+        {"processes": 3, "threads": 8, "disable-logging": True}
+    )
+
+
+def test_no_quiet_variant_where_the_default_is_quiet(tmp_path: Path) -> None:
+    setup = _setup(tmp_path, "throughput")  # gunicorn: no access log by default
+    picked = pick_candidates(setup, _top({"workers": 4, "accesslog": True}), 1, pareto=[])
+    assert [c.label for c in picked] == [
+        "default",
+        "2*cpus+1",
+        "trial 8",
+        "trial 8, default logging",
+    ]

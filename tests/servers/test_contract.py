@@ -411,9 +411,11 @@ def test_requirements_pin_the_measured_distribution(server: ServerAdapter) -> No
     assert lines[0].endswith(f"=={version(server.distribution)}")
 
 
-def test_logging_settings_are_settings(server: ServerAdapter) -> None:
-    for name in server.logging_settings:
-        assert name in server.table.by_name, name
+def test_logging_settings_are_settings_with_a_quiet_value(server: ServerAdapter) -> None:
+    for name, quiet in server.logging_settings.items():
+        setting = server.table.by_name[name]
+        assert setting.kind == "bool" and isinstance(quiet, bool), (name, quiet)
+        assert setting.coerce(quiet) is quiet, (name, quiet)
 
 
 def test_the_suite_runs_over_the_tests_own_adapter_too() -> None:

@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.servers.base import (
@@ -99,7 +100,7 @@ class WsgirefAdapter(ServerAdapter):
     binary = "python3"
     install_hint = "it is the standard library: any CPython"
     artifact_filename = LAUNCHER
-    logging_settings = ("accesslog",)
+    logging_settings = MappingProxyType({"accesslog": False})
     process_model = ProcessModel(
         forks_workers=False, processes=None, threads="threads", kind_label="thread pool"
     )

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
@@ -225,9 +226,10 @@ class ServerAdapter(abc.ABC):
     space_file: Path | None = None
     # The PyPI distribution that brings the server (None: nothing to install, e.g. stdlib).
     distribution: str | None = None
-    # Settings that change what an operator sees (access logs): a written file keeps them at
-    # the server's default unless changing them is measurably better.
-    logging_settings: tuple[str, ...] = ()
+    # Settings that change what an operator sees (access logs), each with the value that stops
+    # the per-request log: a written file keeps them at the server's default unless changing
+    # them is measurably better, and the confirmation measures the best config both ways.
+    logging_settings: Mapping[str, Value] = MappingProxyType({})
     # How the server can be bound, as (transport, protocol) pairs (see `Bind`). HTTP over
     # TCP is what every server does; a server that can listen on a unix socket or speak
     # another protocol (for a front such as nginx) declares it and overrides `launch_at`,

@@ -16,6 +16,7 @@ import shlex
 import signal
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
@@ -160,6 +161,7 @@ def _blocking_threads(values: Mapping[str, Value]) -> int:
 class GranianAdapter(ServerAdapter):
     name = "granian"
     artifact_filename = "granian.sh"
+    logging_settings = MappingProxyType({"access_log": False})
     table = SETTINGS
     binary = "granian"
     install_hint = "pip install 'granian>=2,<3'"

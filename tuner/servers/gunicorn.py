@@ -10,6 +10,7 @@ import signal
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
@@ -172,7 +173,7 @@ class GunicornAdapter(ServerAdapter):
     binary = "gunicorn"
     install_hint = "pip install gunicorn"
     distribution = "gunicorn"
-    logging_settings = ("accesslog",)
+    logging_settings = MappingProxyType({"accesslog": False})
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
     )

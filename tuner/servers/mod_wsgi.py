@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
@@ -151,6 +152,7 @@ SETTINGS = SettingsTable(
 class ModWsgiAdapter(ServerAdapter):
     name = "mod_wsgi"
     artifact_filename = "mod_wsgi-express.sh"
+    logging_settings = MappingProxyType({"access_log": False})
     table = SETTINGS
     binary = "mod_wsgi-express"
     install_hint = (

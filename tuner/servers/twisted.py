@@ -13,6 +13,7 @@ below our 64 clients) and an access log line per request on stdout.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from tuner.servers.base import ProcessModel
 from tuner.servers.grids import THREAD_STEPS, product_grid
@@ -98,6 +99,7 @@ reactor.run()
 class TwistedAdapter(PythonLauncherAdapter):
     name = "twisted"
     artifact_filename = "twisted_serve.py"
+    logging_settings = MappingProxyType({"accesslog": False})
     table = SETTINGS
     module = "twisted.web.wsgi"
     distribution = "twisted"

@@ -10,6 +10,7 @@ import re
 import signal
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
@@ -230,7 +231,7 @@ class UwsgiAdapter(ServerAdapter):
     install_hint = "pip install pyuwsgi"
     # The prebuilt wheel, with the gevent loop built in (distribution builds need a plugin).
     distribution = "pyuwsgi"
-    logging_settings = ("disable-logging",)
+    logging_settings = MappingProxyType({"disable-logging": True})
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="protocol / mode"
     )
