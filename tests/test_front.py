@@ -61,6 +61,22 @@ def nginx_processes(since: float) -> list[psutil.Process]:
     return found
 
 
+def test_uwsgi_behind_uwsgi_pass_records_protocol_uwsgi_and_listens_with_socket() -> None:
+    from tuner.servers.base import Bind
+    from tuner.servers.uwsgi import UwsgiAdapter
+
+    adapter = UwsgiAdapter()
+    bind = Bind.unix("/tmp/t.sock", protocol="uwsgi")
+    resolved = adapter.resolve_at(bind, {"protocol": "http11-socket", "threads": 4})
+    assert resolved["protocol"] == "uwsgi"
+    argv = adapter.launch_at(parse_app("apps/hello.py", cwd=REPO), bind, resolved, REPO).argv
+    assert argv[argv.index("--socket") + 1] == "/tmp/t.sock"
+    assert not {"--http-socket", "--http11-socket", "--http"} & set(argv)
+    # Over HTTP (no front), protocol=uwsgi is one clear error: nobody there speaks it.
+    with pytest.raises(ConfigError, match="protocol=uwsgi on a server reached by http"):
+        adapter.resolve_at(Bind.tcp("127.0.0.1", 8000), {"protocol": "uwsgi"})
+
+
 # --- through the real nginx ----------------------------------------------------------------
 
 
@@ -97,6 +113,8 @@ def test_bench_through_nginx(server, front, nginx_front, tmp_path):
     prefix = tmp_path / f"{server}.nginx"
     conf = (prefix / "nginx.conf").read_text()
     assert ("uwsgi_pass" in conf) == ("front_protocol=uwsgi" in front)
+    if "front_protocol=uwsgi" in front:  # what ran is recorded, not the moot HTTP setting
+        assert result["settings"]["protocol"] == "uwsgi", result["settings"]
     assert ("fastcgi_pass" in conf) == (server == "flup")
     assert ("unix:" in conf) == ("front_transport=unix" in front)
     assert not (prefix / "nginx.pid").exists() and not (prefix / "proxy").exists()

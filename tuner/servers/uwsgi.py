@@ -138,11 +138,12 @@ SETTINGS = SettingsTable(
             "http-socket",
             "http: uWSGI's HTTP router process in front of the workers; http-socket: workers "
             "speak HTTP themselves and close the connection after each response; "
-            "http11-socket: workers speak HTTP/1.1 and keep connections alive",
+            "http11-socket: workers speak HTTP/1.1 and keep connections alive; uwsgi: the "
+            "binary uwsgi protocol (`socket`), set by a bind behind nginx's uwsgi_pass",
             # Rendered by the adapter, which knows the address to bind.
             argv=lambda value: [],
             config=lambda value: [],
-            choices=("http", "http-socket", "http11-socket"),
+            choices=("http", "http-socket", "http11-socket", "uwsgi"),
         ),
         Setting(
             "http-keepalive",
@@ -268,6 +269,25 @@ class UwsgiAdapter(ServerAdapter):
             for n in worker_counts(cpus)
             for mode in modes
         ]
+
+    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
+        """`values` as uWSGI runs them bound as `bind`: over the uwsgi protocol the workers
+        listen with `socket` whatever HTTP `protocol` the search left, so a trial records
+        `protocol = uwsgi`, what ran."""
+        if bind.protocol == "uwsgi":
+            values = {**values, "protocol": "uwsgi"}
+        return super().resolve_at(bind, values)
+
+    def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:
+        if (values["protocol"] == "uwsgi") != (bind.protocol == "uwsgi"):
+            # Behind a front the bind sets the protocol (resolve_at); without one the load
+            # generator, which speaks HTTP only, is the client.
+            raise ConfigError(
+                f"uwsgi protocol={values['protocol']} on a server reached by {bind.protocol}: "
+                "only nginx speaks uWSGI's binary protocol, and the load generator speaks HTTP; "
+                "use --front nginx --set front_protocol=uwsgi (or an HTTP protocol: http, "
+                "http-socket, http11-socket)"
+            )
 
     def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
         # A sync or threaded http11-socket worker stays on its keep-alive connection until the
