@@ -13,8 +13,10 @@ from tuner.workflow.confirm import (
     Candidate,
     Confirmed,
     ConfirmedSummary,
+    close_call,
     confirm,
     decide,
+    more_rounds,
     unfair_text,
 )
 
@@ -248,3 +250,42 @@ def test_a_cheaper_equal_that_does_not_beat_the_default_is_not_written():
     verdict = decide([default, best, lean], THROUGHPUT, Slo(), DEFAULTS)
     assert verdict is not None and verdict.winner is best and verdict.beats_default
     assert "beats the default beyond the noise" in verdict.summary
+
+
+def test_a_better_median_that_overlaps_the_default_gets_more_rounds_beside_it():
+    # uWSGI fib: over 3 rounds the best median (x1.07) overlapped the default; over 5 the grid
+    # separated a config like it by 6%.
+    default = entry("default", [run(100), run(104), run(108)])
+    best = entry("trial 7", [run(106), run(112), run(114)])
+    other = entry("trial 9", [run(95), run(99), run(101)])
+    verdict = decide([default, best, other], THROUGHPUT, Slo())
+    assert verdict is not None and verdict.winner is default
+    pair = close_call([default, best, other], verdict, THROUGHPUT, Slo())
+    assert pair == [default, best]
+    seen: list[tuple[str, int]] = []
+    more = {"default": [103, 105], "trial 7": [113, 115]}
+
+    def measure(candidate: Candidate, round_index: int) -> Measurement:
+        seen.append((candidate.label, round_index))
+        return run(more[candidate.label].pop(0))
+
+    more_rounds(pair, range(3, 5), measure)
+    # Interleaved, numbered after the first rounds, added to the runs they had.
+    assert seen == [("default", 3), ("trial 7", 3), ("default", 4), ("trial 7", 4)]
+    assert len(default.runs) == len(best.runs) == 5 and len(other.runs) == 3
+    again = decide([default, best, other], THROUGHPUT, Slo())
+    assert again is not None and again.winner is default  # 106-115 still overlaps 100-108
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [
+        {"default": [120, 125, 130], "trial 7": [106, 112, 114]},  # the default measured best
+        {"default": [100, 104, 108], "trial 7": [116, 118, 120]},  # trial 7 beats it already
+    ],
+    ids=["default-best", "decided"],
+)
+def test_no_more_rounds_when_nothing_is_in_doubt(runs: dict[str, list[float]]) -> None:
+    entries = [entry(label, [run(r) for r in values]) for label, values in runs.items()]
+    verdict = decide(entries, THROUGHPUT, Slo())
+    assert close_call(entries, verdict, THROUGHPUT, Slo()) == []

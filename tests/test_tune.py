@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -85,9 +86,14 @@ def test_tune_end_to_end_writes_a_file_that_boots(e2e, since):
     best = max(searched, key=lambda r: r.rps, default=None)
     assert labels[:2] == ["default", "2*cpus+1"]
     assert labels[2:3] == ([best.label] if best else []), (labels, records)
-    # --confirm-rounds 2: every candidate measured twice, interleaved, and none failed.
+    # --confirm-rounds 2: every candidate measured twice, interleaved, and none failed; then,
+    # when the best median overlapped the default that was to be written, the two twice more.
     confirm_lines = [line for line in done.stderr.splitlines() if line.startswith("confirm round")]
     expected = [f"confirm round {r}: {label}: " for r in (1, 2) for label in labels]
+    summary = result["verdict"]["summary"]
+    if match := re.search(r"after 2 more rounds of (.+?) and the default", summary):
+        pair = ["default", match.group(1)]
+        expected += [f"confirm round {r}: {label}: " for r in (3, 4) for label in pair]
     assert len(confirm_lines) == len(expected), confirm_lines
     assert [line[: len(want)] for line, want in zip(confirm_lines, expected, strict=True)] == (
         expected
@@ -97,7 +103,8 @@ def test_tune_end_to_end_writes_a_file_that_boots(e2e, since):
         assert entry["failures"] == [] and entry["rps"]["min"] > 0, entry
         slug = entry["label"].replace(" ", "-").replace("*", "x")
         logs = sorted(p.name for p in (tmp_path / "e2e" / "confirm").glob(f"{slug}-round*.log"))
-        assert logs == [f"{slug}-round0.log", f"{slug}-round1.log"]
+        rounds = 2 + 2 * (f"confirm round 3: {entry['label']}: " in expected)
+        assert logs == [f"{slug}-round{r}.log" for r in range(rounds)]
     text = out.read_text()
     assert "Tuned by tuner" in text and "verdict:" in text and "2*cpus+1 rule" in text
     assert result["config_file"] == str(out)

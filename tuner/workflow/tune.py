@@ -27,7 +27,16 @@ from tuner.search.study import (
     to_record,
 )
 from tuner.settings import Value
-from tuner.workflow.confirm import Candidate, Confirmed, Verdict, confirm, decide
+from tuner.workflow.confirm import (
+    EXTRA_ROUNDS,
+    Candidate,
+    Confirmed,
+    Verdict,
+    close_call,
+    confirm,
+    decide,
+    more_rounds,
+)
 from tuner.workflow.emit import write_artifact
 from tuner.workflow.provenance import header_lines
 
@@ -99,8 +108,21 @@ def tune(
     records = [to_record(t) for t in study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
     pareto = pareto_numbers(study)
     candidates = pick_candidates(setup, records, top_k, pareto=pareto)
-    confirmed = confirm(candidates, confirm_rounds, _measurer(setup), on_confirm_run)
-    verdict = decide(confirmed, setup.objective, setup.slo, setup.adapter.resolve({}))
+    measure = _measurer(setup)
+    confirmed = confirm(candidates, confirm_rounds, measure, on_confirm_run)
+    defaults = setup.adapter.resolve({})
+    verdict = decide(confirmed, setup.objective, setup.slo, defaults)
+    if pair := close_call(confirmed, verdict, setup.objective, setup.slo):
+        extra = range(confirm_rounds, confirm_rounds + EXTRA_ROUNDS)
+        more_rounds(pair, extra, measure, on_confirm_run)
+        verdict = decide(confirmed, setup.objective, setup.slo, defaults)
+        if verdict is not None:
+            verdict = replace(
+                verdict,
+                summary=verdict.summary
+                + f" (after {EXTRA_ROUNDS} more rounds of {pair[1].candidate.label} and the "
+                "default: its median was the better one, but their runs overlapped)",
+            )
     noise = noise_summary(study.user_attrs.get("cpu_probe_ms", []), confirmed)
     written = None
     if verdict is not None:
