@@ -25,17 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import ConfigError, InvalidMeasurement
-from tuner.loadgen.checks import FAIRNESS_MIN_INDEX
 
 SCHEMA_VERSION = 2
 # The constraint value of a run judged unfair whose figures look nearly even: still > 0.
 MIN_UNFAIRNESS = 0.01
-# A run under the fairness line (FAIRNESS_MIN_INDEX, 0.9) by less than this, with no other sign
-# of unfair service, is "nearly fair": one run may tip such a config either way. Read from the
-# kept grid_vs_tuner studies of stop 24: the fastest unfair trials on gunicorn hello (gevent,
-# 1-5 workers) measured 0.888-0.900, and the grid's own runs of such configs passed the line;
-# the clearly uneven trials measured 0.16-0.79, and uWSGI's starving configs under 0.4.
-NEARLY_FAIR_INDEX = 0.85
 
 
 @dataclass(frozen=True)
@@ -296,18 +289,6 @@ class Measurement:
     @property
     def unfair(self) -> bool:
         return bool(self.unfair_reasons)
-
-    @property
-    def nearly_fair(self) -> bool:
-        """Judged unfair only because the responses per connection were a little uneven: no
-        connection starved, Little's law met, the fairness index at least NEARLY_FAIR_INDEX."""
-        return (
-            self.unfair
-            and len(self.unfair_reasons) == 1
-            and self.starved_connections == 0
-            and self.fairness_index is not None
-            and NEARLY_FAIR_INDEX <= self.fairness_index < FAIRNESS_MIN_INDEX
-        )
 
     @property
     def pss_mean_mb(self) -> float:

@@ -10,6 +10,7 @@ from typing import Any
 
 from tuner.errors import ConfigError
 from tuner.front import front_of
+from tuner.loadgen.checks import nearly_fair
 from tuner.loadgen.engine import keep_workers
 from tuner.measure.runner import limits_context, run_bench, run_context
 from tuner.metrics.measurement import Measurement
@@ -201,7 +202,7 @@ def pick_candidates(
 def _nearly_fair_retry(
     setup: StudySetup, records: Sequence[TrialRecord], picked: Sequence[Candidate]
 ) -> list[Candidate]:
-    """The best trial that one run judged unfair only by a little (`Measurement.nearly_fair`,
+    """The best trial that one run judged unfair only by a little (`checks.nearly_fair`,
     within the SLOs otherwise), when it ranks above the best picked trial. Its one run could
     have tipped either way (gunicorn's gevent on hello: 0.89 in the study's trial, fair in the
     grid's runs), so the confirmation judges it like every other figure, by the majority of
@@ -213,7 +214,7 @@ def _nearly_fair_retry(
         and not r.feasible
         and not r.baseline
         and r.measurement is not None
-        and r.measurement.nearly_fair
+        and nearly_fair(r.measurement)
         and objectives.feasible(setup.slo, replace(r.figures, unfairness=0.0))
     ]
     if not nearly:
