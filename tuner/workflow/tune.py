@@ -17,7 +17,7 @@ from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
 from tuner.search.objectives import Figures
-from tuner.search.records import TrialRecord
+from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.study import (
     StudyListener,
     StudySetup,
@@ -159,8 +159,8 @@ def pick_candidates(
 ) -> list[Candidate]:
     """The best `top_k` usable trials (as the objective shortlists them: for `multi`, the
     Pareto front with its pick first), the server's baselines, a nearly fair trial that ranks
-    above them (see `_nearly_fair_retry`) and variants of the top one (its logging both ways,
-    its other settings at the default)."""
+    above them (see `_nearly_fair_retry`), variants of the top one (its logging both ways, its
+    other settings at the default) and the default with its per-request log off."""
     usable = [r for r in records if r.measured and r.feasible and not r.baseline]
     front = set(pareto)
     ranked = setup.objective.shortlist(usable, _figures, lambda r: r.number in front)
@@ -192,7 +192,7 @@ def pick_candidates(
     variants = [
         v
         for v in _default_logging_variant(setup, top)
-        + _quiet_logging_variant(setup, top)
+        + _quiet_logging_variant(setup, top + [b for b in baselines if b.label == BASELINE_DEFAULT])
         + _lean_variant(setup, top)
         if new(v)
     ]
@@ -250,10 +250,11 @@ def _default_logging_variant(setup: StudySetup, top: Sequence[Candidate]) -> lis
 
 
 def _quiet_logging_variant(setup: StudySetup, top: Sequence[Candidate]) -> list[Candidate]:
-    """The top config with its per-request log off, if it logs: the search may leave logging
-    at a default that writes a line per request (uWSGI) while the best config of the space
-    turns it off (the uWSGI hello grid's did). Measured side by side, it is written only if
-    it is measurably better; a tie goes to fewer changes, so to the server's logging."""
+    """The top config and the default with their per-request log off, if they log: the search
+    may leave logging at a default that writes a line per request (uWSGI) while the best config
+    of the space turns it off (the uWSGI hello and fib grids' did; on fib, the default with its
+    log off was the grid's best). Measured side by side, such a variant is written only if it
+    is measurably better; a tie goes to fewer changes, so to the server's logging."""
     quiet = setup.adapter.logging_settings
     variants = []
     for candidate in top:
