@@ -17,6 +17,7 @@ from tuner.workflow.confirm import (
     confirm,
     decide,
     more_rounds,
+    settle,
     unfair_text,
 )
 
@@ -289,3 +290,22 @@ def test_no_more_rounds_when_nothing_is_in_doubt(runs: dict[str, list[float]]) -
     entries = [entry(label, [run(r) for r in values]) for label, values in runs.items()]
     verdict = decide(entries, THROUGHPUT, Slo())
     assert close_call(entries, verdict, THROUGHPUT, Slo()) == []
+
+
+def test_settle_measures_a_close_call_again_and_says_so():
+    default = entry("default", [run(100), run(104), run(108)])
+    best = entry("trial 7", [run(106), run(112), run(114)])
+    asked: list[list[str]] = []
+
+    def more(pair) -> None:
+        asked.append([e.candidate.label for e in pair])
+        for e, value in zip(pair, (101, 116), strict=True):
+            e.runs += [run(value), run(value + 1)]
+
+    verdict = settle([default, best], THROUGHPUT, Slo(), None, more)
+    assert asked == [["default", "trial 7"]]
+    assert verdict is not None and verdict.winner is default  # 106-117 still overlaps 100-108
+    assert "after 2 more rounds of trial 7 and the default" in verdict.summary
+    clear = [entry("default", [run(100)] * 3), entry("trial 7", [run(150)] * 3)]
+    assert settle(clear, THROUGHPUT, Slo(), None, more).winner is clear[1]
+    assert len(asked) == 1  # nothing in doubt: no more rounds

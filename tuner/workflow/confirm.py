@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuner import interrupts
@@ -356,6 +356,31 @@ def decide(
     if objective.warns_of_tail:
         summary += _tail_warning(best, default)
     return Verdict(best, default, rule, beats, summary + _fairness_note(best), tied)
+
+
+def settle(
+    confirmed: Sequence[Confirmed],
+    objective: Objective,
+    slo: Slo,
+    defaults: Mapping[str, Any] | None,
+    more: Callable[[Sequence[Confirmed]], None],
+) -> Verdict | None:
+    """`decide`; on a close call (see `close_call`), `more(pair)` measures the pair
+    `EXTRA_ROUNDS` more, and the verdict is decided again over all the runs and says so."""
+    verdict = decide(confirmed, objective, slo, defaults)
+    pair = close_call(confirmed, verdict, objective, slo)
+    if not pair:
+        return verdict
+    more(pair)
+    verdict = decide(confirmed, objective, slo, defaults)
+    if verdict is None:
+        return None
+    return replace(
+        verdict,
+        summary=verdict.summary
+        + f" (after {EXTRA_ROUNDS} more rounds of {pair[1].candidate.label} and the default: "
+        "its median was the better one, but their runs overlapped)",
+    )
 
 
 def close_call(

@@ -33,10 +33,9 @@ from tuner.workflow.confirm import (
     Candidate,
     Confirmed,
     Verdict,
-    close_call,
     confirm,
-    decide,
     more_rounds,
+    settle,
 )
 from tuner.workflow.emit import write_artifact
 from tuner.workflow.provenance import header_lines
@@ -111,19 +110,15 @@ def tune(
     candidates = pick_candidates(setup, records, top_k, pareto=pareto)
     measure = _measurer(setup)
     confirmed = confirm(candidates, confirm_rounds, measure, on_confirm_run)
-    defaults = setup.adapter.resolve({})
-    verdict = decide(confirmed, setup.objective, setup.slo, defaults)
-    if pair := close_call(confirmed, verdict, setup.objective, setup.slo):
-        extra = range(confirm_rounds, confirm_rounds + EXTRA_ROUNDS)
-        more_rounds(pair, extra, measure, on_confirm_run)
-        verdict = decide(confirmed, setup.objective, setup.slo, defaults)
-        if verdict is not None:
-            verdict = replace(
-                verdict,
-                summary=verdict.summary
-                + f" (after {EXTRA_ROUNDS} more rounds of {pair[1].candidate.label} and the "
-                "default: its median was the better one, but their runs overlapped)",
-            )
+    verdict = settle(
+        confirmed,
+        setup.objective,
+        setup.slo,
+        setup.adapter.resolve({}),
+        more=lambda pair: more_rounds(
+            pair, range(confirm_rounds, confirm_rounds + EXTRA_ROUNDS), measure, on_confirm_run
+        ),
+    )
     noise = noise_summary(study.user_attrs.get("cpu_probe_ms", []), confirmed)
     written = None
     if verdict is not None:
@@ -237,16 +232,8 @@ def _default_logging_variant(setup: StudySetup, top: Sequence[Candidate]) -> lis
     changes what an operator sees, so it stays as shipped unless turning it off (or on) is
     measurably better, which the interleaved rounds then show (the tie goes to fewer changes)."""
     defaults = setup.adapter.resolve({})
-    variants = []
-    for candidate in top:
-        current = setup.adapter.resolve(candidate.settings)
-        reset = {name: defaults[name] for name in setup.adapter.logging_settings}
-        if any(current[name] != value for name, value in reset.items()):
-            settings = setup.adapter.resolve({**current, **reset})
-            variants.append(
-                Candidate(f"{candidate.label}, default logging", candidate.trial_number, settings)
-            )
-    return variants
+    shipped = {name: defaults[name] for name in setup.adapter.logging_settings}
+    return _with_logging(setup, top, shipped, "default logging")
 
 
 def _quiet_logging_variant(setup: StudySetup, top: Sequence[Candidate]) -> list[Candidate]:
@@ -255,15 +242,20 @@ def _quiet_logging_variant(setup: StudySetup, top: Sequence[Candidate]) -> list[
     of the space turns it off (the uWSGI hello and fib grids' did; on fib, the default with its
     log off was the grid's best). Measured side by side, such a variant is written only if it
     is measurably better; a tie goes to fewer changes, so to the server's logging."""
-    quiet = setup.adapter.logging_settings
+    return _with_logging(setup, top, setup.adapter.logging_settings, "logging off")
+
+
+def _with_logging(
+    setup: StudySetup, configs: Sequence[Candidate], logging: Mapping[str, Value], words: str
+) -> list[Candidate]:
+    """Each of `configs` with its logging settings set to `logging`, where that changes it."""
     variants = []
-    for candidate in top:
+    for candidate in configs:
         current = setup.adapter.resolve(candidate.settings)
-        if any(current[name] != value for name, value in quiet.items()):
-            settings = setup.adapter.resolve({**current, **quiet})
-            variants.append(
-                Candidate(f"{candidate.label}, logging off", candidate.trial_number, settings)
-            )
+        if any(current[name] != value for name, value in logging.items()):
+            settings = setup.adapter.resolve({**current, **logging})
+            label = f"{candidate.label}, {words}"
+            variants.append(Candidate(label, candidate.trial_number, settings))
     return variants
 
 
