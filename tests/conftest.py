@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serverwatch import wait_none_left
+from tests.support.serverwatch import wait_none_left
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # so plain `pytest` works as well as `python -m pytest`

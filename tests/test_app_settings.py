@@ -1,7 +1,7 @@
 """An app's own settings (tuner/appsettings.py) and the adapter that adds them to a server's
 (tuner/servers/appenv.py): declared as data, checked with one clear line, searched with the
 server's settings, given to the trial's server process and written into its file. Pure logic:
-nothing here starts a server (tests/test_db_app.py does, with PostgreSQL)."""
+nothing here starts a server (tests/commands/test_db_app.py does, with PostgreSQL)."""
 
 from __future__ import annotations
 

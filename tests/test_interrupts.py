@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from tests.measurements import measurement
+from tests.support.measurements import measurement
 from tuner import cli, interrupts
 from tuner.workflow.confirm import Candidate, confirm
 

@@ -14,7 +14,7 @@ from tests.conftest import _starts_a_server
 REPO = Path(__file__).resolve().parents[1]
 
 UNMARKED = """
-from tests.cli import run_tuner
+from tests.support.cli import run_tuner
 
 def test_forgot_the_fixture():
     run_tuner("--help")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import REPO
+from tests.support.cli import REPO
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -8,15 +8,8 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from tuner.servers import ENV_VAR
 
 TEST_ADAPTER = "wsgiref=tests.servers.wsgiref_adapter:WsgirefAdapter"
 if TEST_ADAPTER not in os.environ.get(ENV_VAR, ""):
     os.environ[ENV_VAR] = ",".join(filter(None, (os.environ.get(ENV_VAR), TEST_ADAPTER)))
-
-
-@pytest.fixture(autouse=True)
-def _every_test_here_runs_servers(real_servers: None) -> None:
-    """Every test in this folder is about a real server: all are marked `server`."""

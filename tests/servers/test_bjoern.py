@@ -11,13 +11,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.cli import REPO
 from tests.conftest import HOST, SERVER_CPU, require_adapter, wait_for_pids
+from tests.support.cli import REPO
 from tuner.apps import parse_app
 from tuner.errors import ConfigError
 from tuner.measure.process import ServerProcess, free_port
 from tuner.servers import get_adapter
 from tuner.servers.base import ServerAdapter
+
+# Every test here is about a real server: all are marked `server`.
+pytestmark = pytest.mark.usefixtures("real_servers")
 
 
 @pytest.fixture

@@ -17,6 +17,9 @@ from tuner.search.space import load_space
 from tuner.servers.base import ServerAdapter
 from tuner.workflow.emit import write_artifact
 
+# Every test here is about a real server: all are marked `server`.
+pytestmark = pytest.mark.usefixtures("real_servers")
+
 TUNED = {
     "threads": 6,
     "max_threads": 12,

@@ -27,8 +27,8 @@ import httpx
 import psutil
 import pytest
 
-from tests.cli import REPO, run_tuner
 from tests.conftest import HOST, SERVER_CPU, require_adapter, unavailable
+from tests.support.cli import REPO, run_tuner
 from tuner.apps import AppRef, parse_app
 from tuner.errors import PortInUseError, ToolMissingError
 from tuner.front import FRONTS, behind, front_of
@@ -40,6 +40,9 @@ from tuner.servers import server_names
 from tuner.servers.base import BASELINE_DEFAULT, LaunchSpec, ServerAdapter
 from tuner.settings import Value
 from tuner.workflow.emit import write_artifact
+
+# Every test here is about a real server: all are marked `server`.
+pytestmark = pytest.mark.usefixtures("real_servers")
 
 HELLO = "apps/hello.py"
 SHORT = ("--duration", "1", "--warmup", "0.3", "--connections", "8")
@@ -274,7 +277,7 @@ def test_the_artifact_sets_the_apps_own_environment(server: ServerAdapter, tmp_p
     the server is booted from it without them in its environment, and the app reports them."""
     env = {"TUNER_TEST_APP_SETTING": "7", "TUNER_TEST_APP_WORDS": "two words"}
     assert not set(env) & set(os.environ)
-    app = parse_app("tests/env_app.py", cwd=REPO)
+    app = parse_app("tests/support/apps/env_app.py", cwd=REPO)
     values = server.resolve({})
     port = free_port()
     artifact = server.render_artifact(app, HOST, port, values, header="env check", env=env)

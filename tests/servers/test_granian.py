@@ -11,14 +11,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cli import REPO
 from tests.conftest import HOST, SERVER_CPU, require_adapter, wait_for_pids
+from tests.support.cli import REPO
 from tuner.apps import parse_app
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.measure.process import ServerProcess, free_port
 from tuner.servers import get_adapter
 from tuner.servers.base import ServerAdapter
 from tuner.servers.granian import GranianAdapter
+
+# Every test here is about a real server: all are marked `server`.
+pytestmark = pytest.mark.usefixtures("real_servers")
 
 TUNED = {
     "workers": 2,

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from tests.cli import run_tuner
+import pytest
+
+from tests.support.cli import run_tuner
 from tuner.servers import server_names
+
+# Every test here is about a real server: all are marked `server`.
+pytestmark = pytest.mark.usefixtures("real_servers")
 
 
 def test_meinheld_is_refused_in_one_line_and_not_listed() -> None:

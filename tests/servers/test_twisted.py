@@ -15,6 +15,9 @@ from tuner.apps import parse_app
 from tuner.servers.base import ServerAdapter
 from tuner.workflow.emit import write_artifact
 
+# Every test here is about a real server: all are marked `server`.
+pytestmark = pytest.mark.usefixtures("real_servers")
+
 TUNED = {"threads": 48, "min_threads": 2, "backlog": 1024, "accesslog": False, "timeout": 30}
 
 # Runs a launcher with the reactor's listen and run replaced by a note of what it built

@@ -22,6 +22,9 @@ from tuner.measure.runner import BenchPlan, run_bench
 from tuner.servers.base import ServerAdapter
 from tuner.workflow.emit import write_artifact
 
+# Every test here is about a real server: all are marked `server`.
+pytestmark = pytest.mark.usefixtures("real_servers")
+
 TUNED = {
     "threads": 8,
     "connection_limit": 500,
@@ -79,7 +82,7 @@ def test_an_app_that_does_not_import_stops_the_study(
     waitress: ServerAdapter, module: str, tmp_path: Path
 ) -> None:
     """waitress-serve exits 1 either way, but says so in two different ways."""
-    app = AppRef(module, "app", str(ROOT / "tests"))
+    app = AppRef(module, "app", str(ROOT / "tests" / "support" / "apps"))
     port = free_port(HOST)
     spec = waitress.launch_spec(app, HOST, port, {}, tmp_path)
     with pytest.raises(AppBrokenError, match="exit code 1"):

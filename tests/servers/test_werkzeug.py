@@ -13,6 +13,9 @@ from tuner.errors import ConfigError
 from tuner.servers.base import ServerAdapter
 from tuner.workflow.emit import write_artifact
 
+# Every test here is about a real server: all are marked `server`.
+pytestmark = pytest.mark.usefixtures("real_servers")
+
 
 @pytest.fixture
 def werkzeug() -> ServerAdapter:

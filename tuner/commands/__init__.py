@@ -4,7 +4,7 @@
 its options need (the standard library, tuner.errors, the server and objective names, CPU
 lists). What a command runs with (optuna, rich, matplotlib, psutil, the load generator, the
 server adapters) is imported inside the functions that use it: loading all of that took about
-half a second before the help could print (tests/test_cli_help.py keeps it out).
+half a second before the help could print (tests/commands/test_cli_help.py keeps it out).
 """
 
 from __future__ import annotations

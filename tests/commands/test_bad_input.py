@@ -1,0 +1,172 @@
+"""Bad input to every command and file format: one clear error line, exit 2, no traceback, and
+no output file; and emitted config files that no value can inject code or options into."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tuner.apps import AppRef
+from tuner.cli import main
+from tuner.errors import ConfigError
+from tuner.servers import get_adapter
+
+REPO = Path(__file__).resolve().parents[2]
+HELLO = str(REPO / "apps/hello.py")
+SHORT = ["--duration", "1", "--warmup", "0.5", "--connections", "8"]
+
+
+def files(tmp_path: Path) -> dict[str, Path]:
+    """Broken input files of every format the tuner reads."""
+    made = {
+        "bad.toml": "server = [unclosed\n",
+        "space_type.toml": 'server = "gunicorn"\n[params.workers]\ntype = "integer"\n',
+        "space_range.toml": (
+            'server = "gunicorn"\n[params.workers]\ntype = "int"\nlow = 9\nhigh = 1\n'
+        ),
+        "wl_method.toml": '[[requests]]\nmethod = "FETCH"\npath = "/"\n',
+        "wl_crlf.toml": '[[requests]]\npath = "/"\nheaders = { X-A = "1\\r\\nHost: evil" }\n',
+        "wl_empty.toml": "",
+    }
+    out = {}
+    for name, text in made.items():
+        (tmp_path / name).write_text(text)
+        out[name] = tmp_path / name
+    return out
+
+
+TUNE = ["tune", HELLO, "--server", "gunicorn", *SHORT]
+CASES = [
+    # (argv after substitution, text the error line must contain)
+    (TUNE + ["--connections", "0"], "connections 0: expected at least one"),
+    (TUNE + ["--duration", "-1"], "duration_s -1.0: expected a number > 0"),
+    (TUNE + ["--trials", "many"], "--trials: invalid int value: 'many'"),
+    (TUNE + ["--server-cpus", "x"], "--server-cpus 'x': expected CPU numbers"),
+    (TUNE + ["--server-cpus", "0", "--load-cpus", "0"], "share CPU 0"),
+    (TUNE + ["--server-cpus", "999"], "CPU 999 is not available"),
+    (TUNE + ["--path", "no-slash"], "--path 'no-slash': expected a URL path"),
+    (TUNE + ["--path", "/a b"], "path '/a b': expected an absolute path"),
+    (TUNE + ["--workload", "{tmp}/missing.toml"], "missing.toml: cannot read it"),
+    (TUNE + ["--workload", "{tmp}/bad.toml"], "bad.toml: not valid TOML"),
+    (TUNE + ["--workload", "{tmp}/wl_method.toml"], "method 'FETCH': expected one of"),
+    (TUNE + ["--workload", "{tmp}/wl_crlf.toml"], "header 'X-A': expected a token"),
+    (TUNE + ["--workload", "{tmp}/wl_empty.toml"], "wl_empty.toml: expected a non-empty"),
+    (TUNE + ["--space", "{tmp}/missing.toml"], "missing.toml: cannot read search space"),
+    (TUNE + ["--space", "{tmp}/bad.toml"], "bad.toml: invalid TOML"),
+    (TUNE + ["--space", "{tmp}/space_type.toml"], "params.workers: type = 'integer'"),
+    (TUNE + ["--space", "{tmp}/space_range.toml"], "params.workers: low 9 > high 1"),
+    (TUNE + ["--storage", "nosuchdb://x"], "--storage 'nosuchdb://x': cannot open it"),
+    (TUNE + ["--storage", "postgresql://me:s3cret@127.0.0.1:1/db"], "cannot open it"),
+    (TUNE + ["--storage", "sqlite:////proc/no/such/dir/s.db"], "cannot create the folder"),
+    (TUNE + ["--study-name", "a'b"], '--study-name "a\'b": use letters'),
+    (TUNE + ["--study-name", "line\nbreak"], "--study-name 'line\\nbreak': use letters"),
+    (TUNE + ["--study-name", "../up"], "--study-name '../up': use letters"),
+    (TUNE + ["--max-error-rate", "2"], "--max-error-rate 2.0: expected a fraction"),
+    (TUNE + ["--trials", "0"], "--trials 0: expected a whole number >= 1"),
+    # The study's own folder (its trial logs go there) only becomes a folder once trials ran.
+    (TUNE + ["--study-name", "mine", "--out", "{tmp}/mine"], "is the study's own folder"),
+    (
+        TUNE + ["--space", "search_spaces/uwsgi.toml"],
+        "server = 'uwsgi'; expected server = 'gunicorn'",
+    ),
+    (["tune", "apps/nope.py", "--server", "gunicorn"], "nope.py does not exist"),
+    (["tune", "apps/hello.py:1bad", "--server", "gunicorn"], "callable '1bad' must be"),
+    (["tune", "os", "--server", "gunicorn"], "app os:app is not usable: module 'os' has no"),
+    (["tune", HELLO, "--server", "nginx"], "unknown server 'nginx'; valid servers: gunicorn"),
+    (["bench", HELLO, "--server", "gunicorn", "--set", "workers=abc", *SHORT], "workers='abc'"),
+    (["bench", HELLO, "--server", "gunicorn", "--set", "wurkers=2", *SHORT], "setting 'wurkers'"),
+    (["bench", HELLO, "--server", "gunicorn", "--set", "workers=0", *SHORT], "workers='0'"),
+    (["bench", HELLO, "--server", "uwsgi", "--set", "listen=70000", *SHORT], "listen='70000'"),
+    (["load", "http://10.1.2.3:80/", *SHORT], "host '10.1.2.3': the load generator only"),
+    (["load", "ftp://127.0.0.1:21/", *SHORT], "url 'ftp://127.0.0.1:21/': expected http"),
+    (["load", "http://127.0.0.1/", *SHORT], "with an explicit port"),
+    (
+        ["emit", "--study", "nope", "--trial", "0", "--out", "{out}", "--storage", "{db}"],
+        "--study 'nope': no such study",
+    ),
+    (
+        ["emit", "--study", "known", "--trial", "99", "--out", "{out}", "--storage", "{db}"],
+        "--trial 99: study 'known' has no such trial",
+    ),
+    (
+        ["emit", "--study", "x", "--trial", "0", "--out", "{out}", "--storage", "bad://"],
+        "--storage 'bad://': cannot open it",
+    ),
+]
+
+
+def _case_id(argv: list[str]) -> str:
+    """The words that make the case: the command and what differs from the common options."""
+    common = {*TUNE[1:], *SHORT}
+    return " ".join([argv[0]] + [Path(a).name for a in argv[1:] if a not in common])
+
+
+@pytest.mark.parametrize(("argv", "needle"), CASES, ids=[_case_id(c[0]) for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    files(tmp_path)
+    db = f"sqlite:///{tmp_path}/s.db"
+    optuna.create_study(study_name="known", storage=db)
+    out = tmp_path / "out.conf.py"
+    argv = [a.format(tmp=tmp_path, out=out, db=db) for a in argv]
+    if "--out" not in argv and argv[0] == "tune":
+        argv += ["--out", str(out)]
+    if "--storage" not in argv and argv[0] == "tune":
+        argv += ["--storage", db]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "internal error" not in err and "Traceback" not in err
+    assert needle in lines[0], lines[0]
+    assert "s3cret" not in err  # a password never reaches the screen
+    assert not out.exists()
+
+
+def test_heartbeat_environment_is_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TUNER_HEARTBEAT_GRACE_S", "soon")
+    code = main([*TUNE, "--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(tmp_path / "o")])
+    assert code == 2
+    assert "TUNER_HEARTBEAT_GRACE_S" in capsys.readouterr().err
+
+
+# --- what a value could inject into an emitted file ---------------------------------------------
+
+NASTY = "x\nimport os; os.system('id')\r# ' \" \\ \u2028 %(home) $(HOME) @(/etc/passwd)"
+
+
+def test_gunicorn_file_is_only_literal_assignments(tmp_path: Path) -> None:
+    adapter = get_adapter("gunicorn")
+    folder = f"/tmp/we'ird\"\ndir{NASTY}"
+    text = adapter.render_artifact(
+        AppRef("app", "app", folder), "127.0.0.1", 8000, {}, header=f"study {NASTY}"
+    ).text
+    tree = ast.parse(text)
+    for node in tree.body:  # nothing runs but name = literal
+        assert isinstance(node, ast.Assign), ast.dump(node)
+        ast.literal_eval(node.value)
+    values = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body}  # type: ignore[attr-defined]
+    assert values["chdir"] == folder and values["bind"] == ["127.0.0.1:8000"]
+
+
+def test_uwsgi_file_refuses_values_it_cannot_write_safely() -> None:
+    adapter = get_adapter("uwsgi")
+    with pytest.raises(ConfigError, match="can be written to an ini file safely"):
+        adapter.render_artifact(AppRef("app", "app", f"/tmp/{NASTY}"), "127.0.0.1", 8000, {})
+    text = adapter.render_artifact(
+        AppRef("app", "app", "/srv/app"), "127.0.0.1", 8000, {}, header=f"study {NASTY}"
+    ).text
+    body = [line for line in text.splitlines() if line and not line.startswith(("#", ";"))]
+    assert body[0] == "[uwsgi]"
+    assert all(" = " in line and "\r" not in line for line in body[1:])
+    assert "http-socket = 127.0.0.1:8000" in body

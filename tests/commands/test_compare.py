@@ -1,0 +1,100 @@
+"""`tuner compare` on apps/hello.py with a few short trials per server: table, files, studies."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.support.cli import SHORT
+from tests.support.cli import run_tuner as tuner
+from tests.support.serverwatch import wait_none_left
+from tuner.cli import main
+
+SERVERS = ("gunicorn", "uwsgi")
+
+
+@pytest.fixture(scope="module")
+def compared(
+    tmp_path_factory: pytest.TempPathFactory, real_servers: None
+) -> tuple[subprocess.CompletedProcess, Path]:
+    started = time.time()
+    folder = tmp_path_factory.mktemp("compare")
+    done = tuner(
+        "compare",
+        "apps/hello.py",
+        "--servers",
+        ",".join(SERVERS),
+        "--trials",
+        "3",
+        "--top-k",
+        "1",
+        "--confirm-rounds",
+        "1",
+        "--compare-rounds",
+        "1",
+        "--seed",
+        "1",
+        "--name",
+        "cmp",
+        "--no-clean-venv-check",  # the written files' boot is checked in test_tune.py
+        "--storage",
+        f"sqlite:///{folder}/s.db",
+        *SHORT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert wait_none_left(started) == []
+    return done, folder
+
+
+def test_compare_prints_table_and_writes_one_config_per_server(compared) -> None:
+    done, folder = compared
+    out = folder / "cmp"  # beside the SQLite file, like `tune`
+    assert "Servers side by side" in done.stdout
+    for server in SERVERS:
+        rows = [line for line in done.stdout.splitlines() if line.startswith(f"│ {server} ")]
+        assert len(rows) == 2, done.stdout  # default and tuned
+        assert "x1.00" in rows[0]  # the default against itself
+    assert "Tuned by tuner" in (out / "gunicorn.conf.py").read_text()
+    assert "Tuned by tuner" in (out / "uwsgi.ini").read_text()
+    summary = json.loads((out / "compare.json").read_text())
+    assert [s["server"] for s in summary["servers"]] == list(SERVERS)
+    for entry in summary["servers"]:
+        assert entry["default"]["rps"]["median"] > 0
+        assert entry["tuned"] is not None and entry["config_file"].startswith(str(out))
+    page = (out / "compare.html").read_text()
+    assert (out / "compare.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert "data:image/png;base64," in page and "http://" not in page and "https://" not in page
+
+
+def test_each_server_has_a_plain_optuna_study(compared) -> None:
+    _, folder = compared
+    for server in SERVERS:
+        study = optuna.load_study(study_name=f"cmp-{server}", storage=f"sqlite:///{folder}/s.db")
+        assert study.user_attrs["setup"]["server"] == server
+        run = [t for t in study.trials if t.state.name != "WAITING"]  # branch starts may wait
+        assert len(run) == 3
+
+
+@pytest.mark.parametrize(
+    ("servers", "needle"), [("gunicorn,nginx", "nginx"), ("uwsgi", "at least two")]
+)
+def test_bad_servers_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], servers: str, needle: str
+) -> None:
+    argv = [
+        "compare",
+        "apps/hello.py",
+        "--servers",
+        servers,
+        "--storage",
+        f"sqlite:///{tmp_path}/s.db",
+    ]
+    assert main([*argv, *SHORT]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
+    assert list(tmp_path.iterdir()) == []
