@@ -1,26 +1,12 @@
 """A WSGI app with a real database behind it, as most production apps have.
 
-Each request runs a few SQL queries against PostgreSQL in one transaction: a read by primary
-key, an aggregate over a join, and one request in WRITE_EVERY updates a row; `?db_wait_ms=N`
-adds a slow query (pg_sleep) that holds the connection N ms, as disk-bound queries do.
-Connections come from a pool per server process: SQLAlchemy's QueuePool (on psycopg 3), the
-pool most Python web apps deploy (Flask-SQLAlchemy and plain SQLAlchemy use it; its
-pool_size, max_overflow and pool_timeout are the knobs operators set).
-
-Environment (read when the app is imported; `apps/db.tuner.toml` declares the tunable ones):
-
-    TUNER_DB_DSN     the database URL (or DATABASE_URL), e.g. postgresql://postgres@127.0.0.1:5432/tuner
-    DB_POOL_SIZE     connections each process keeps open (default 5, SQLAlchemy's)
-    DB_MAX_OVERFLOW  connections a process may open past the pool when all are busy (10)
-    DB_POOL_TIMEOUT  seconds a request waits for a free connection before it fails (30)
-
-So a server config meets PostgreSQL's `max_connections`: processes x (pool + overflow), where
-each process fills its pool up to the requests it runs at once (its threads, greenlets). Past
-the limit PostgreSQL refuses ("too many clients already") and the request gets a 503; a pool
-smaller than a process's threads makes requests wait for a connection (p99), then fail after
-DB_POOL_TIMEOUT. Either way the app logs one line that says so, which the tuner reads.
-
-    python -m apps.db --init    creates the tables and the seed rows (idempotent)
+Each request runs a few SQL queries against PostgreSQL in one transaction (a read by primary
+key, an aggregate over a join, one request in WRITE_EVERY an update; `?db_wait_ms=N` adds a
+slow query), through a SQLAlchemy QueuePool per server process. It reads `TUNER_DB_DSN` (or
+`DATABASE_URL`) and its pool from `DB_POOL_SIZE`, `DB_MAX_OVERFLOW`, `DB_POOL_TIMEOUT`
+(declared in `apps/db.tuner.toml`); when the database refuses or the pool runs dry it answers
+503 and logs one line the tuner reads. `python -m apps.db --init` creates the tables and the
+seed rows. How to run it, and what it shows: docs/pages/deployed/app-settings.md.
 
 (Loaded by path, apps/ goes first on sys.path: `db` shadows no standard library module and
 none of the packages the servers import.)

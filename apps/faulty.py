@@ -1,18 +1,10 @@
 """Plain WSGI that misbehaves on purpose, to test that the tuner copes with broken apps.
 
-The path picks the fault; `?every=N` (default 20) makes it hit one request in N per worker:
-
-    /          answers 200, like apps/hello.py
-    /crash     the worker process dies (os._exit) without answering
-    /hang      the request never gets an answer (sleeps for an hour)
-    /error     answers 500
-    /leak      answers 200 and keeps `?kb=N` (default 64) KB per request forever
-
-Environment, read at import (the servers inherit the tuner's environment):
-
-    FAULTY_START_S=S         sleep S seconds before the app exists (a slow start)
-    FAULTY_BROKEN_IN_SERVER=1  raise at import under gunicorn or uWSGI only, so the tuner's own
-                             import check passes but every server fails to load the app
+The path picks the fault, `?every=N` (default 20) makes it hit one request in N per worker:
+`/` answers 200, `/crash` kills the worker, `/hang` never answers, `/error` answers 500,
+`/leak` keeps `?kb=N` (64) KB per request. `FAULTY_START_S=S` delays the import (a slow
+start); `FAULTY_BROKEN_IN_SERVER=1` raises at import under gunicorn or uWSGI only. The list
+with every option: docs/pages/commands/tune.md, "Why a trial failed".
 """
 
 import os

@@ -1,48 +1,13 @@
 """Does one start per concurrency model find the best branch in fewer trials than TPE alone?
 
-A REPLAY, not a measurement: dozens of real studies per app are hours on a 2-core machine, so
-each trial's req/s is looked up in a surrogate built from REAL measured req/s of the server on
-the app (`benchmarks/surrogate.py`): the hand grid that `benchmarks/grid_vs_tuner.py` measured
-(its `grid-SERVER-APP.txt`), plus the trials of that run's own tuner study (its kept
-`keep-SERVER-APP/studies.db`) for branches the grid never measured. A config maps to the
-measured point of the same concurrency model nearest in processes/threads/greenlets; settings
-outside the grid's axes do not change the value. Each trial sees that value times lognormal
-noise (sigma from the kept study's confirmation rounds, else --noise): its one-second windows
-scatter by sigma around a trial level drawn so that the trial's median is off by about sigma
-in all, and the tuner's noise-aware pruner judges those windows as it would real ones.
+A replay, not a measurement: the tuner's own study code runs dozens of studies per app with and
+without branch starts, with `run_bench` replaced by a surrogate of real measured req/s
+(`benchmarks/surrogate.py`: the grids of `grid_vs_tuner.py`, or a real study's trials with
+`--studies DB`) plus lognormal noise, and counts the trials until the best branch and until 5%
+of the best. Pure CPU, no server. How it works and what it found: docs/pages/benchmarks.md,
+"Branch starts".
 
-What runs is the tuner's own study code: the setup `tuner tune` builds (`build_setup` from the
-same command line that grid_vs_tuner ran: the space file, CPUs, load, objective), `open_study`
-(its TPE sampler, both baselines, and the branch starts when on) and `run_search` (repeats
-reused, not measured, with their slots given back). Only `run_bench`, the one call that
-starts a server and loads it, is replaced by the surrogate; `--no-branch-starts` is the CLI's
-switch. Differences from a real study: the studies live in an in-memory Optuna storage (no
-heartbeats, nothing to resume), no CPU probe runs (probe_every=0), no config ever starves a
-connection (so no covering config is queued), and p99 and memory are constants (the
-throughput objective ranks by req/s alone). A config whose nearest grid point was excluded
-(failed, unfair or erroring) is recorded unfair at the req/s of the nearest measured point: it
-cannot win, and the fairness constraint steers the sampler away, as a real unfair trial does.
-A concurrency model nothing measured (uWSGI's grid has no `http / threads`; the kept study may)
-reports the grid's median req/s, a neutral stand-in that never counts as a find; the output
-names such models and counts the trials spent in them.
-
-Per app and seed, with branch starts on and off (the same seeds), it counts measured trials
-(baselines included, repeats not: they cost no measurement) until:
-- the first trial in the grid's best branch (the concurrency model of the grid's best point);
-- the first trial whose noise-free value is within 5% of the grid's best;
-and how many seeds never tried the best branch within --trials. Medians with [min-max];
-"never" counts as --trials + 1 in the medians. "The grid's best" is the best grid point the
-study's space can draw (in the settings the surrogate looks at); when the grid's overall best
-lies outside the space (bjoern's 11 processes on iowait; the space stops at 2*cpus+1), the
-output says so and marks the app with `*`.
-
-    python benchmarks/branch_starts.py --grids /work/notes/bench2 --seeds 30
-
-Before a grid exists, `--studies DB` replays on the trials of real tuner studies instead (e.g.
-`tuner compare`'s studies.db): a sparser table, measured where TPE chose, with unfair trials as
-excluded points and the hand grid's axes for distances; "best" is then the best such trial.
-
-Pure CPU (Optuna's TPE), no server: about 0.1 s per 30-trial study on this machine.
+    python benchmarks/branch_starts.py --grids FOLDER --seeds 30
 """
 
 from __future__ import annotations

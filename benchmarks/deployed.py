@@ -1,18 +1,12 @@
 """Does measuring as deployed change the answer? Bench setting vs deployed setting, in one run.
 
-Two studies of the same server on the same app:
-
-- **bench**: the server alone, 64 fast loopback clients (what `tuner tune` does by default);
-- **deployed**: `--front nginx` (a real nginx on the server's CPUs) and slow clients
-  (`--slow-clients`, paced at `--slow-client-kbps`) mixed into the same connections.
-
-Each study's winner is then re-measured in both settings, in interleaved rounds (the bench
-winner behind nginx keeps the front's defaults: TCP, HTTP, buffering on), and the table shows
-what each recommendation is worth where it was not chosen:
+Two studies of the same server on the same app, **bench** (the server alone, 64 fast loopback
+clients) and **deployed** (`--front nginx` and slow clients); each winner is then re-measured
+in both settings in interleaved rounds, and the table shows what each recommendation is worth
+where it was not chosen. Run nothing else on the machine meanwhile. More:
+docs/pages/benchmarks.md.
 
     python benchmarks/deployed.py --app apps/iowait.py --server gunicorn
-
-Run nothing else on the machine meanwhile. Figures are medians of the rounds with their range.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """Does the tuner find the best config? Compare it with a reference grid, in one run.
 
 For each sample app and server: measure a grid of at least 60 configs once each, run a
-`tuner tune` study (at most --trials trials) on the same cores, and compare the two winners:
-
-1. The grid picks its winner the way the tuner does: its top 3 are re-measured in interleaved
-   rounds and the best median wins (one grid pass is as noisy as one trial).
-2. Head to head, in fresh interleaved rounds: the grid's winner, the tuner's recommendation,
-   the default and the `2*cpus+1` rule. Fresh rounds, because taking the best of the grid's
-   re-measured finalists would keep the luck that made it the best (winner's curse) and
-   stack the comparison against the tuner's single pick.
-
-It prints medians and ratios:
+`tuner tune` study on the same cores, let the grid pick its winner as the tuner does (top 3
+re-measured), then measure the grid's winner, the tuner's pick, the default and the `2*cpus+1`
+rule head to head in fresh interleaved rounds (fresh, against the winner's curse). Target: the
+tuner's pick reaches >= 95% of the grid's best. Run nothing else on the machine meanwhile.
+Method and recorded results: docs/pages/benchmarks.md, "The tuner against a full grid".
 
     python benchmarks/grid_vs_tuner.py --apps fib,iowait --servers gunicorn,uwsgi
-
-Target: the tuner's recommendation reaches >= 95% of the grid's best (by median req/s of the
-side-by-side rounds) on every app, for both servers. Run nothing else on the machine meanwhile.
 """
 
 from __future__ import annotations

@@ -2,22 +2,11 @@
 
 Starts each server itself (pinned to --server-cpu), then alternates `wrk -t1 -c64` and
 `run_load` (pinned to --load-cpu) for --rounds rounds, letting the server drain between runs,
-and prints medians, spreads and ours/wrk ratios. Every server is killed by process group.
+and prints medians, spreads and ours/wrk ratios. Every server is killed by process group. How
+to read the table (close-per-response servers, connect time, warm-up) and recorded results:
+docs/pages/benchmarks.md, "Our load generator against wrk".
 
     python benchmarks/loadgen_vs_wrk.py --rounds 3 --duration 3
-
-Notes on reading the table:
-- wrk counts a server closing the connection after a complete response without saying
-  `Connection: close` (uWSGI --http-socket) as a read error, after writing its next request
-  into the closing socket; we learn that the server does this and reconnect at once, without
-  counting an error, so there our req/s can exceed wrk's.
-- gunicorn's sync worker closes gracefully: it waits for the client's FIN before taking the
-  next connection, so a client's reaction time is charged to the server. Both clients close
-  as soon as they have read the response, as wrk, nginx and browsers do.
-- wrk's latency starts after the connection is made; ours includes the connect when a request
-  needs a new connection (like ab), so on close-per-response servers our p50/p99 are larger
-  by design.
-- wrk has no warm-up; we exclude --warmup seconds before measuring.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """A surrogate objective built from REAL measurements, for replaying many studies without servers.
 
-`benchmarks/grid_vs_tuner.py` measures a server's hand grid (`adapter.hand_grid`) on one app
-and prints one line per config:
-
-    grid 12/64 {'workers': 3, 'worker_class': 'gthread', 'threads': 4}: 1,234 req/s
-    grid 13/64 {'workers': 3, 'worker_class': 'gevent', ...}: excluded (failed/unfair/errors)
-
-A `Surrogate` answers "what would this config serve?" from those lines: the config (resolved
-by the adapter, as a study resolves it) maps to the measured point of the same concurrency
-model (`adapter.concurrency_model`) nearest in the grid's numeric axes (the settings whose
-values vary over the grid: gunicorn's workers, threads and worker_connections; bjoern's
-processes and backlog), by distance in log2 (the spaces sample these log-uniformly). Equally
-near points are averaged (geometric mean). The other settings the grid varies (werkzeug's
-request_log, twisted's accesslog) must match. Every setting the grid never varied (for
-gunicorn: the parser, logging, recycling, backlog...) does NOT change the value: the surrogate
-cannot know its effect.
-
-A branch the grid never measured (uWSGI's grid has no `http / threads`) takes the points of a
-real tuner study of the same server and app (its fair, complete, measured trials), when one
-is given. A branch with no measurement at all reports the grid's median req/s (neutral: no
-knowledge either way) and never counts as a find.
-
-Pure logic: no server, no load.
+A `Surrogate` answers "what would this config serve?" from the grid lines that
+`benchmarks/grid_vs_tuner.py` prints (`grid 12/64 {...}: 1,234 req/s`): the config, resolved by
+the adapter, maps to the measured point of the same concurrency model nearest in the grid's
+numeric axes (log2 distance; ties averaged geometrically); settings the grid never varied do
+not change the value. A branch the grid never measured takes a real study's trials, else the
+grid's median (neutral, never a find). Pure logic: no server, no load. The rules in full:
+docs/pages/benchmarks.md, "Branch starts".
 """
 
 from __future__ import annotations

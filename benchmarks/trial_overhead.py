@@ -1,22 +1,13 @@
 """What a trial costs beyond its measurement windows, for this tree and (optionally) another
 revision, measured side by side in one run.
 
-Runs short `tuner tune` studies and reads each trial's timestamps from the study (Optuna's
-datetime_start / datetime_complete):
+Runs short `tuner tune` studies and reads each trial's timestamps from the study: the in-trial
+overhead (duration minus warm-up and window) and the cycle overhead (to the next trial's
+start, minus the windows), leaving out trials that measured nothing. `--compare-to REV` runs
+the same studies on `git archive REV` too, alternating rounds. Target (issue 17): median
+in-trial overhead at most about 1 s. More: docs/pages/benchmarks.md.
 
-- in-trial overhead = (complete - start) - (warm-up + the measured window): server start and
-  readiness, load processes, memory sampling, stop, records written inside the trial;
-- cycle overhead = (next trial's start - this start) - windows: the above plus what happens
-  between trials (sampler, callbacks, the CPU probe every few trials), i.e. what a trial
-  really costs a study.
-
-Trials that measured nothing (a repeat that reused an earlier result, a failed config) are
-left out. With `--compare-to REV` the same studies run on `git archive REV` too, alternating
-round by round so that both see the same machine:
-
-    flock /tmp/tuner-cpu.lock python benchmarks/trial_overhead.py --compare-to HEAD~3 [--rev HEAD]
-
-Target (issue 17): median in-trial overhead at most about 1 s.
+    python benchmarks/trial_overhead.py --compare-to HEAD~3 [--rev HEAD]
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ from tuner.servers import get_adapter  # noqa: E402
 from tuner.servers.base import ServerAdapter  # noqa: E402
 from tuner.workflow.cleanvenv import CACHE_ENV  # noqa: E402
 
+# Real short studies shared by the tests that read their pages (one run per session).
+pytest_plugins = ("tests.report.pages",)
+
 HOST = "127.0.0.1"
 SERVER_CPU = min(os.sched_getaffinity(0))
 

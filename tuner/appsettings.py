@@ -1,27 +1,11 @@
 """An app's own settings: environment variables the app reads when it starts, declared as data.
 
-A server config is only half of what decides a deployment's figures when the app holds a
-resource per process, like a database connection pool: processes x pool size meets the
-database's `max_connections`. So an app may declare its settings in `NAME.tuner.toml` beside
-`NAME.py` (or in the file `--app-settings` names); the study then tunes them with the server's
-settings, each trial's server process gets them in its environment, and the written file sets
-them the server's own way (gunicorn `raw_env`, uWSGI `env`, `export` in a launcher script):
-
-    [settings.DB_POOL_SIZE]          # the environment variable's name is the setting's name
-    type = "int"                     # int | float | bool | choice
-    default = 5                      # what the app does when the variable is unset
-    minimum = 1                      # int/float: optional minimum / maximum; choice: choices
-    doc = "connections each process keeps open"
-    search = { low = 1, high = 32, log = true }   # as a search-space param; no `search`: fixed
-
-    [connections]                    # optional: what bounds the app's database connections
-    per_process = ["DB_POOL_SIZE", "DB_MAX_OVERFLOW"]  # a process opens at most their sum
-    refused = ["too many clients already"]             # the app's log when the database refuses
-    exhausted = ["no free pooled connection"]          # ... when its pool has none free in time
-
-A trial whose server log shows a `refused` or `exhausted` line says why in its reason, with
-the arithmetic: "3 processes x 15 connections (DB_POOL_SIZE 5 + DB_MAX_OVERFLOW 10) = 45".
-Values go into the environment as text: numbers as written, booleans as 1 or 0.
+An app may declare them in `NAME.tuner.toml` beside `NAME.py` (or `--app-settings FILE`): each
+a typed setting named after its variable, optionally with a `search` in the search-space
+syntax, and a `[connections]` table naming what bounds the app's database connections and the
+log lines that say the database refused or the pool ran dry. The study tunes them with the
+server's settings, and the written file sets them the server's own way. The file format, with
+`apps/db.tuner.toml` as the example: docs/pages/deployed/app-settings.md.
 """
 
 from __future__ import annotations

@@ -3,52 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from pathlib import Path
 
 import optuna
 import pytest
 
+from tests.report.pages import COMPARED_SERVERS as SERVERS  # the `compared` fixture
 from tests.support.cli import SHORT
-from tests.support.cli import run_tuner as tuner
-from tests.support.serverwatch import wait_none_left
 from tuner.cli import main
-
-SERVERS = ("gunicorn", "uwsgi")
-
-
-@pytest.fixture(scope="module")
-def compared(
-    tmp_path_factory: pytest.TempPathFactory, real_servers: None
-) -> tuple[subprocess.CompletedProcess, Path]:
-    started = time.time()
-    folder = tmp_path_factory.mktemp("compare")
-    done = tuner(
-        "compare",
-        "apps/hello.py",
-        "--servers",
-        ",".join(SERVERS),
-        "--trials",
-        "3",
-        "--top-k",
-        "1",
-        "--confirm-rounds",
-        "1",
-        "--compare-rounds",
-        "1",
-        "--seed",
-        "1",
-        "--name",
-        "cmp",
-        "--no-clean-venv-check",  # the written files' boot is checked in test_tune.py
-        "--storage",
-        f"sqlite:///{folder}/s.db",
-        *SHORT,
-    )
-    assert done.returncode == 0, done.stderr
-    assert wait_none_left(started) == []
-    return done, folder
 
 
 def test_compare_prints_table_and_writes_one_config_per_server(compared) -> None:

@@ -5,10 +5,7 @@ from __future__ import annotations
 import base64
 import re
 import statistics
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -19,65 +16,14 @@ from matplotlib import image as mpimg
 from PIL import Image
 
 from tests.conftest import unavailable
-from tests.support.cli import REPO, SHORT
+from tests.report.pages import STUDIES  # the `storage` fixture holds these studies
 from tests.support.cli import run_tuner as tuner
-from tests.support.serverwatch import wait_none_left
 from tuner.cli import main
 from tuner.report.data import worker_axes
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Any absolute or protocol-relative URL in an attribute would make the page fetch something.
 EXTERNAL = re.compile(r"""(?:src|href|url)\s*[=(]\s*["']?\s*(?:[a-z]+:)?//""", re.IGNORECASE)
-STUDIES = {"single": ("gunicorn", "throughput"), "multi": ("uwsgi", "multi")}
-
-
-@pytest.fixture(scope="module")
-def storage(tmp_path_factory: pytest.TempPathFactory, real_servers: None) -> str:
-    """One real short study per objective kind, shared by every test here. The two run at
-    once to halve the wait: their figures are meaningless, only their shape is tested."""
-    started = time.time()
-    folder = tmp_path_factory.mktemp("studies")
-    url = f"sqlite:///{folder}/s.db"
-    runs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tuner",
-                "tune",
-                "apps/hello.py",
-                "--server",
-                server,
-                "--objective",
-                objective,
-                "--trials",
-                "3",
-                "--top-k",
-                "1",
-                "--confirm-rounds",
-                "1",
-                "--seed",
-                "1",
-                "--storage",
-                url,
-                "--study-name",
-                name,
-                "--json",
-                "--no-clean-venv-check",  # reports read the study, not the written file
-                *SHORT,
-            ],
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name, (server, objective) in STUDIES.items()
-    ]
-    for run in runs:
-        _, err = run.communicate(timeout=240)
-        assert run.returncode == 0, err
-    assert wait_none_left(started) == []
-    return url
 
 
 @pytest.mark.parametrize("name", list(STUDIES))

@@ -1,19 +1,12 @@
 """One measurement of one config, as a frozen value with one meaning per attribute.
 
 Every module past the runner (the study, the confirmation round, `show`, the reports, `--json`)
-reads these attributes instead of string keys. The serial form is versioned:
-
-- version 2 (`schema_version: 2`, written now): the figures under the keys that `bench --json`
-  and the study's `metrics` attribute always had, where `rps` is always the median of the
-  one-second windows and `rps_overall` the rate over the whole window.
-- version 1 (no `schema_version`: studies and `--json` output of earlier tuners): the same
-  keys, plus run context (server, versions, ...) that is ignored here. Its `rps` was the median
-  of windows when `rps_overall` is present (a study trial) and the overall rate otherwise
-  (`bench --json`); `from_json` reads both right.
-
-Optional parts, written only when the run had them and read as absent from older records
-(no version change: an older reader ignores them): `templates` (per workload entry, when the
-workload mixes several), `slow_clients` and `idle_connections` (the client model, when set).
+reads these attributes instead of string keys. The serial form is versioned: version 2 (now)
+always means the median of one-second windows by `rps`; version 1 (earlier tuners, no
+`schema_version`) meant it only beside `rps_overall`, and `from_json` reads both right.
+Optional parts (`templates`, `slow_clients`, `idle_connections`) are written only when the run
+had them and read as absent from older records. The versions in full:
+docs/pages/figures.md, "The JSON form".
 """
 
 from __future__ import annotations

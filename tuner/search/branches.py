@@ -1,21 +1,12 @@
 """One start per concurrency model: every branch of a space is measured before TPE narrows in.
 
 A space branches on categorical settings (gunicorn's worker class; uWSGI's protocol, gevent or
-threads), and the branches behave like different servers. Independent or grouped TPE starts
-from a few random draws and then samples near what already looks good, so a branch that
-nobody drew early is rarely tried (seen on uWSGI: 7 of 30 trials on one plateau, and never
-several processes with many threads over http-socket, which served 13% more). So each study
-starts with one config per concurrency model the space can reach (as the adapter names the
-model), besides the baselines. Pure logic.
-
-A start is drawn at random until it lands in a branch not yet seen, and is then moved to the
-server's defaults in every setting but its thread count, as far as the branch stays the same
-and the space admits the default: a branch is judged by its first trial, and a random draw
-judges it with random other settings too. On gunicorn fib the gthread draws came with 2-5
-workers (unfair there: a worker holding more keep-alive connections serves each one less),
-access logging and recycling; the study never tried one worker with many threads, which served
-14% more than the default it wrote (grid_vs_tuner 0.88). Near the default, a start measures
-the branch itself, and TPE still draws the process count and the rest from there.
+threads), and the branches behave like different servers, which TPE's few random draws may
+never reach. So each study starts with one config per concurrency model the space can reach
+(as the adapter names the model), besides the baselines: drawn at random until it lands in a
+branch not yet seen, then moved to the server's defaults in every setting but its thread
+count, so the branch is judged by itself. Pure logic. The studies that prompted it and the
+replay that measures it: docs/pages/benchmarks.md, "Branch starts".
 """
 
 from __future__ import annotations

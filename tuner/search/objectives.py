@@ -1,24 +1,11 @@
 """What a study optimises: the objective (direction, ranking, pick, wording) and the SLOs.
 
-Three objectives, one type (`Objective`); get one with `objective_named(name)`:
-
-throughput  maximise req/s (the median of one-second windows).
-latency     minimise p99 *under load*: p99 is only comparable between configs measured at the
-            same offered load, so the latency objective expects an open-loop run at a fixed
-            request rate (a config that cannot keep up shows it as queueing delay or errors).
-            With a closed-loop load it uses the same connection count for every trial; then
-            p99 ~ connections / rps (Little's law) and largely tracks throughput.
-multi       maximise req/s, minimise p99 and PSS memory (MB) at the same load; Optuna keeps the
-            Pareto front and `pick_pareto_point` chooses the one config that is emitted.
-
-Everything that ranks configs (the study's candidates, `show`, the live view, the confirmation
-round) asks the objective, so "best" means one thing everywhere.
-
-Constraints follow Optuna's convention (each value <= 0 means satisfied) so a study can pass
-them to `Trial.set_constraint`. Two are always present: the error rate, so a config cannot "win"
-latency by failing fast, and fairness, so a config that starves some connections (whose figures
-describe only the clients it chose to serve) cannot win at all. Both being constraints rather
-than failed trials lets the sampler learn where the boundary lies.
+Three objectives, one type (`Objective`, from `objective_named(name)`): `throughput`
+(max req/s), `latency` (min p99 at a fixed offered load) and `multi` (the Pareto front of
+req/s, p99 and memory; `pick_pareto_point` chooses the config that is emitted). Everything
+that ranks configs asks the objective, so "best" means one thing everywhere. Constraints
+follow Optuna's convention (<= 0 is satisfied); the error rate and fairness are always among
+them. What each objective means for a user: docs/pages/commands/tune.md, "Objectives and SLOs".
 """
 
 from __future__ import annotations

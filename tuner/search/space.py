@@ -1,19 +1,10 @@
 """Search spaces as data: one TOML file per server, validated against its settings table.
 
-A file declares `server = "..."` and one `[params.NAME]` table per tuned setting:
-
-    type   int | float | categorical | bool
-    low, high   (int/float) a number, or an integer expression in `cpus` such as "4*cpus+1"
-    log    (int/float) sample on a log scale
-    step   (int) sample multiples of step from low
-    choices     (categorical) values the setting's own `coerce` accepts
-    when   {OTHER = [values...]}: sample this param only when every OTHER param (declared
-           earlier) has one of those values; otherwise the server default applies
-    setting     the server setting, when it differs from NAME
-    doc    one line for humans
-
-Every problem is a ConfigError "FILE: params.NAME: what is wrong; what is valid". Sampling
-goes through `TrialLike`, the three Optuna methods used, so this module does not need optuna.
+A file declares `server = "..."` and one `[params.NAME]` table per tuned setting (type, bounds
+that may use `cpus`, log scale, step, choices, `when` conditions, the setting it maps to);
+the keys are documented in docs/pages/servers.md, "The search space file". Every problem is a
+ConfigError "FILE: params.NAME: what is wrong; what is valid". Sampling goes through
+`TrialLike`, the three Optuna methods used, so this module does not need optuna.
 """
 
 from __future__ import annotations

@@ -1,38 +1,13 @@
 """flup: WSGI over FastCGI, reached only through a front (nginx's `fastcgi_pass`).
 
-flup speaks FastCGI, not HTTP, so the tuner measures it behind `--front nginx` only (the
-adapter binds FastCGI over TCP or a unix socket, nothing else). It has two WSGI servers:
-- `flup.server.fcgi` (mode `threaded`): one process; a thread pool (flup's ThreadPool) gives
-  each accepted connection a thread for as long as the connection stays open. It keeps
-  `max_spare` idle threads (started up front) and at least `min_spare`, and by default has no
-  upper bound (`max_threads` 0 here = flup's sys.maxsize); past a bound a new connection is
-  closed at once (flup queues nothing), which nginx answers with 502.
-- `flup.server.fcgi_fork` (mode `prefork`): a master forks children, each serving one
-  connection at a time. On Python 3 the master counts every child as idle (it compares the
-  byte a child sends with a str), so it forks exactly `max_spare` children and never more:
-  `max_children` and `min_spare` change nothing, and `max_spare` is the process count.
-  `max_requests` counts connections, not requests: with nginx's kept connections
-  (`fastcgi_keep_conn`) a child serves many requests on one.
-Each connection holds a thread or a child while nginx keeps it open (`fastcgi_keep_conn`,
-a front setting), and both modes then starve connections: prefork with fewer children than
-nginx's open connections leaves requests on connections no child accepts; threaded, the pool
-counts a thread idle until it picks its job up, so a burst of new connections is queued
-behind the `max_spare` threads that nginx's kept connections hold for good (measured: 20
-clients on the default's 5 spare threads, 11 connections never answered). More spare threads
-than nginx's connections, or fastcgi_keep_conn off, serves them all.
-
-flup leaves Nagle's algorithm on: over TCP with kept connections, each response's last
-record waits for nginx's delayed ACK, about 40 ms a request (measured: 43 ms per request
-against 0.8 ms on a new connection); `nodelay` sets TCP_NODELAY, and a unix socket has no
-such delay. flup's listen backlog is fixed (socket.SOMAXCONN); nginx is its only client. Its own
-SIGTERM/SIGINT handling only sets a flag that its loop reads after select() returns, which
-Python 3 restarts after a signal (PEP 475), so an idle prefork master never stops, and the
-threaded server joins threads that wait on nginx's kept connections. The launcher stops at
-once instead, and puts prefork children back in the server's process group (flup gives each
-a group of its own) with a parent-death signal, so no child outlives the server.
-
-Defaults are flup's (threaded; 1..5 spare threads, no thread limit); the `2*cpus+1` rule is
-the prefork mode with that many children. The deployable file is the launcher a trial runs.
+flup speaks FastCGI, not HTTP, so the tuner measures it behind `--front nginx` only, bound over
+TCP or a unix socket. Its two servers are the modes here: `threaded` (`flup.server.fcgi`, a
+thread per open connection) and `prefork` (`flup.server.fcgi_fork`, a child per connection).
+Defaults are flup's; the `2*cpus+1` rule is prefork with that many children. The deployable
+file is the launcher a trial runs, which also stops flup promptly and keeps its children in
+the server's process group. How flup behaves on Python 3 (which settings act, why kept
+connections starve, Nagle's 40 ms, its signal handling), as measured: docs/pages/servers.md,
+"flup: FastCGI behind nginx".
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from tuner.workflow.equals import cheapest_among_equals, settings_changed
 TAIL_WARNING_FACTOR = 5.0
 # Rounds more for the default and the best median when the best median is the better one but
 # their runs overlap: over 3 + 2 rounds two equal configs separate 1 time in 252 (3 rounds: 1
-# in 20), so a real difference of a few percent gets a fair chance to show (uWSGI fib: the
-# default with its per-request log off was 6% faster over 5 rounds, overlapping over 3).
+# in 20), so a real difference of a few percent gets a fair chance to show (the case that
+# prompted it: docs/pages/commands/tune.md, "How a study runs").
 EXTRA_ROUNDS = 2
 # Whether a baseline can be compared at all: measured, fair, any error rate.
 _ANY_ERRORS = Slo(max_error_rate=1.0)
@@ -337,8 +337,7 @@ def decide(
             return Verdict(default, default, rule, False, summary)
         if best not in beaters:
             # The best median overlaps the default, yet another config is better than the
-            # default in every run (seen in the quickstart: the best median missed by 1 req/s
-            # of 6,069, a config with a median 0.3% lower cleared it by 119): write that one.
+            # default in every run (its runs spread less): write that one.
             passed_over = (
                 f"; the best median, {best.candidate.label}, was not measurably better than "
                 "the default"

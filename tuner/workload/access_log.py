@@ -1,18 +1,11 @@
 """Reading an HTTP access log: which requests (method and target) it records, how often.
 
-One format covers both logs we read: nginx's `combined` format and gunicorn's default
-`access_log_format` (`%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"`, gunicorn
-27 `config.py`) write the same fields in the same order:
-
-    127.0.0.1 - - [10/Oct/2024:13:55:36 +0000] "GET /items/42?x=1 HTTP/1.1" 200 612 "-" "curl/8"
-
-The Common Log Format (without referer and user agent) and lines with extra fields after the
-user agent (nginx formats that append e.g. `$request_time`) are read too. nginx writes the
-bytes `"`, `\\` and non-printable ones in the request line as `\\xHH`; they are decoded.
-
-A line that is not in this format is malformed: counted, never fatal. A line in the format
-whose request the load generator should not or cannot send is skipped, with the reason. A
-file ending in `.gz` is read through gzip.
+One format covers nginx's `combined` and gunicorn's default `access_log_format` (the same
+fields in the same order); the Common Log Format and lines with extra fields after the user
+agent are read too, and nginx's `\\xHH` escapes are decoded. A line not in the format is
+malformed: counted, never fatal; a request the load generator should not or cannot send is
+skipped with its reason. A `.gz` file is read through gzip. The formats, with an example line:
+docs/pages/commands/workload.md.
 """
 
 from __future__ import annotations

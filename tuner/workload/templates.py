@@ -1,23 +1,10 @@
 """Which path segments are IDs, so that `/items/42` and `/items/7` are one template.
 
-The rule is conservative: merging two different endpoints into one template would misstate the
-traffic mix, while leaving two URLs of one endpoint apart only costs a longer file. So a whole
-segment (between slashes; the query string is never part of a template) is an ID only when
-it has one of these shapes, and never partly (`app.3f2a9c.js`, `42.json` stay literal):
-
-- `{int}`    digits only: `42`, `0007`
-- `{uuid}`   a UUID, 8-4-4-4-12 hex digits: `3f2504e0-4f89-11d3-9a0c-0305e82c3301`
-- `{hex}`    8 or more hex digits in one case, with at least one digit and one letter
-             (hashes, short git SHAs, MongoDB ObjectIds): `5f2b9c1e`, `9C0FFEE1D`; words
-             like `deadbeef` or `facade` are not IDs
-- `{slug}`   words joined by `-` or `_` that end in a number: `order-1234`, `tune-gunicorn-42`,
-             `2024-01-15`
-- `{token}`  12 or more of `A-Z a-z 0-9 _ -` with an upper-case letter, a lower-case letter
-             and a digit (random base62/base64url IDs: `dQw4w9WgXcQ7`); slugs are lower-case
-
-Then the log decides (`fold`): a segment becomes a placeholder only where the paths that share
-a template really differ in it. A path seen with a single value (`/api/v2`, `/items/42` alone)
-stays as it was; `/users/alice` and `/users/bob` are not folded (names are not ID-shaped).
+The rule is conservative (merging two endpoints would misstate the traffic mix; leaving two
+URLs of one endpoint apart only costs a longer file): a whole segment is an ID only when it has
+one of the shapes below (`{int}`, `{uuid}`, `{hex}`, `{slug}`, `{token}`), never partly, and
+`fold` makes it a placeholder only where the log shows it varying. The shapes, with examples:
+docs/pages/commands/workload.md, "Templates".
 """
 
 from __future__ import annotations
