@@ -37,7 +37,7 @@ from tuner.measure.process import ServerProcess, free_port
 from tuner.metrics.memory import MemorySampler
 from tuner.search.space import default_space_path, load_space, suggest
 from tuner.servers import server_names
-from tuner.servers.base import BASELINE_DEFAULT, LaunchSpec, ServerAdapter
+from tuner.servers.base import BASELINE_DEFAULT, Bind, LaunchSpec, ServerAdapter
 from tuner.settings import Value
 from tuner.workflow.emit import write_artifact
 
@@ -189,7 +189,7 @@ def test_memory_covers_the_whole_process_tree(
 ) -> None:
     key = server.process_model.processes
     values = two_processes(server) if key else server.resolve({})
-    spec = server.launch_spec(app, HOST, port := free_port(), values, tmp_path)
+    spec = server.launch(app, Bind.tcp(HOST, port := free_port()), values, tmp_path)
     with ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=tmp_path / "s.log", host=HOST, port=port
     ) as process:
@@ -259,10 +259,13 @@ def test_tuned_artifact_is_written_boots_as_its_hint_says_and_answers(
     assert "tuned by the contract suite" in text
     assert "booted in a clean virtual environment" in text
     assert str(port) in text
-    assert server.artifact_filename in server.render_artifact(app, HOST, port, values).run_hint
+    assert (
+        server.artifact_filename
+        in server.render_artifact(app, Bind.tcp(HOST, port), values).run_hint
+    )
     assert [p.name for p in out.parent.iterdir()] == [out.name]  # no temporary left over
     # Booted again here from the written file itself, as a user would after copying it.
-    spec = server.artifact_launch(out, app, HOST, port, values)
+    spec = server.artifact_launch(out, app, Bind.tcp(HOST, port), values)
     answer = get_root(server, spec, values, port, tmp_path)
     assert answer.status_code == 200
     # Folders made for that one boot (mod_wsgi's fresh TMPDIR) go with the server.
@@ -277,16 +280,18 @@ def test_the_artifact_sets_the_apps_own_environment(server: ServerAdapter, tmp_p
     app = parse_app("tests/env_app.py", cwd=REPO)
     values = server.resolve({})
     port = free_port()
-    artifact = server.render_artifact(app, HOST, port, values, header="env check", env=env)
+    artifact = server.render_artifact(
+        app, Bind.tcp(HOST, port), values, header="env check", env=env
+    )
     path = tmp_path / artifact.filename
     path.write_text(artifact.text, encoding="utf-8")
     path.chmod(artifact.mode)
-    spec = server.artifact_launch(path, app, HOST, port, values)
+    spec = server.artifact_launch(path, app, Bind.tcp(HOST, port), values)
     assert not set(env) & set(spec.env)
     answer = get_root(server, spec, values, port, tmp_path)
     assert (answer.status_code, answer.text) == (200, "7|two words")
     # Without app settings the file says nothing about them.
-    plain = server.render_artifact(app, HOST, port, values, header="env check").text
+    plain = server.render_artifact(app, Bind.tcp(HOST, port), values, header="env check").text
     assert "TUNER_TEST_APP_SETTING" not in plain and "app's own settings" not in plain
 
 
@@ -314,7 +319,7 @@ def test_a_taken_port_is_reported_as_such(
 ) -> None:
     with socket.create_server((HOST, 0)) as holder:
         port = holder.getsockname()[1]
-        spec = server.launch_spec(app, HOST, port, server.resolve({}), tmp_path)
+        spec = server.launch(app, Bind.tcp(HOST, port), server.resolve({}), tmp_path)
         with pytest.raises(PortInUseError) as caught:
             ServerProcess.start(
                 spec,
