@@ -248,10 +248,12 @@ class ServerAdapter(abc.ABC):
 
     `launch`, `render_artifact` and `artifact_launch` are final: each checks the bind against
     `binds` (`check_bind`), then calls the adapter's hook of the same name with a leading
-    underscore. The check lives here rather than in each caller so that no caller can forget
-    it and no adapter repeats it: an adapter's hooks hold only what is its own, and a server
-    that speaks only HTTP over TCP reads `bind.host` and `bind.port` and needs nothing else.
-    A hook that needs another operation calls that one's hook (the bind is checked already).
+    underscore. The check lives here, not in each adapter nor in each caller (the runner, the
+    written file's boot, the front's block, the tests): adapters are as short either way, but
+    here no caller can forget it and no adapter repeats it. A server that speaks only HTTP
+    over TCP reads `bind.host` and `bind.port` in its hooks and needs nothing else. A hook
+    that needs another operation calls that one's hook (the bind is checked already); a
+    wrapper (`WrappedAdapter`) forwards each hook to the wrapped adapter's.
     """
 
     name: str
