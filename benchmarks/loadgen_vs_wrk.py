@@ -29,6 +29,7 @@ from tuner.apps import parse_app  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
 from tuner.measure.process import ServerProcess, free_port  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
+from tuner.servers.base import Bind  # noqa: E402
 
 HOST = "127.0.0.1"
 RPS_TOLERANCE = 0.05  # target: our req/s within 5% of wrk's where we are not client_bound
@@ -84,7 +85,7 @@ def start_server(server: Server, cpu: int, log_dir: Path) -> ServerProcess:
     adapter = get_adapter(server.server)
     port = free_port(HOST)
     app = parse_app(server.app, ROOT)
-    spec = adapter.launch_spec(app, HOST, port, adapter.resolve(server.settings), log_dir)
+    spec = adapter.launch(app, Bind.tcp(HOST, port), adapter.resolve(server.settings), log_dir)
     return ServerProcess.start(
         spec,
         cpus=(cpu,),

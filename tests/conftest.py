@@ -34,7 +34,7 @@ from tuner.errors import ToolMissingError  # noqa: E402
 from tuner.measure import process as process_module  # noqa: E402
 from tuner.measure.process import ServerProcess, free_port  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
-from tuner.servers.base import ServerAdapter  # noqa: E402
+from tuner.servers.base import Bind, ServerAdapter  # noqa: E402
 from tuner.workflow.cleanvenv import CACHE_ENV  # noqa: E402
 
 # Real short studies shared by the tests that read their pages (one run per session).
@@ -195,7 +195,9 @@ def running(
 ) -> Iterator[ServerProcess]:
     """A real server for `app` with `values`, stopped (and checked) on exit."""
     port = free_port(HOST)
-    spec = adapter.launch_spec(parse_app(app, cwd=ROOT), HOST, port, values or {}, log_path.parent)
+    spec = adapter.launch(
+        parse_app(app, cwd=ROOT), Bind.tcp(HOST, port), values or {}, log_path.parent
+    )
     with ServerProcess.start(
         spec, cpus=cpus, log_path=log_path, host=HOST, port=port, ready_path=ready_path
     ) as server:

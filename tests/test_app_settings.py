@@ -17,7 +17,7 @@ from tuner.errors import ConfigError
 from tuner.search.space import default_space_path, load_space, suggest
 from tuner.servers import get_adapter
 from tuner.servers.appenv import WithAppSettings, adapter_for_app, with_app_settings
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Bind, ServerAdapter
 
 REPO = Path(__file__).resolve().parents[1]
 DB_SETTINGS = REPO / "apps" / "db.tuner.toml"
@@ -96,7 +96,9 @@ def test_a_bad_file_is_one_line_naming_it(tmp_path: Path, text: str, expected: s
 
 def test_the_wrappers_delegate_every_method_of_the_contract() -> None:
     """A method left to ServerAdapter's default would silently skip the real adapter's own:
-    WrappedAdapter forwards each one, and both wrappers (app settings, a front) build on it."""
+    WrappedAdapter forwards each one, and both wrappers (app settings, a front) build on it.
+    The final operations (`launch`, whose hook `_launch` is abstract) are the base's own: the
+    wrapper forwards their hooks, and overrides none of them, so the bind is checked once."""
     from tuner.front.fronted import FrontedAdapter
     from tuner.servers.wrapped import WrappedAdapter
 
@@ -105,8 +107,14 @@ def test_the_wrappers_delegate_every_method_of_the_contract() -> None:
         for name, member in inspect.getmembers(ServerAdapter, inspect.isfunction)
         if not name.startswith("_")
     }
-    missing = sorted(name for name in public if name not in vars(WrappedAdapter))
+    hooks = ServerAdapter.__abstractmethods__
+    final = {name for name in public if f"_{name}" in hooks}
+    assert final == {"launch", "render_artifact", "artifact_launch"}
+    forwarded = (public - final) | hooks
+    missing = sorted(name for name in forwarded if name not in vars(WrappedAdapter))
     assert missing == []
+    for wrapper in (WrappedAdapter, WithAppSettings, FrontedAdapter):
+        assert not final & set(vars(wrapper)), wrapper
     assert issubclass(WithAppSettings, WrappedAdapter)
     assert issubclass(FrontedAdapter, WrappedAdapter)
 
@@ -124,7 +132,7 @@ def test_one_config_holds_both_and_each_part_goes_where_it_belongs(tmp_path: Pat
         adapter.resolve({"DB_POOLSIZE": 3})
 
     app = parse_app("apps/db.py", cwd=REPO)
-    spec = adapter.launch_spec(app, "127.0.0.1", 8000, resolved, tmp_path)
+    spec = adapter.launch(app, Bind.tcp("127.0.0.1", 8000), resolved, tmp_path)
     assert spec.env["DB_POOL_SIZE"] == "12" and spec.env["DB_MAX_OVERFLOW"] == "10"
     assert not any("DB_" in arg for arg in spec.argv)  # the environment carries them
     refused = next(s for s in spec.load_signs if s.text == "too many clients already")
@@ -133,11 +141,11 @@ def test_one_config_holds_both_and_each_part_goes_where_it_belongs(tmp_path: Pat
         "(DB_POOL_SIZE 12 + DB_MAX_OVERFLOW 10) = 66 may be open at once"
     )
 
-    text = adapter.render_artifact(app, "127.0.0.1", 8000, resolved).text
+    text = adapter.render_artifact(app, Bind.tcp("127.0.0.1", 8000), resolved).text
     assert "raw_env = ['DB_POOL_SIZE=12', 'DB_MAX_OVERFLOW=10', 'DB_POOL_TIMEOUT=30']" in text
     # Booting the file must prove it sets them: its launch adds none.
     booted = adapter.artifact_launch(
-        tmp_path / "gunicorn.conf.py", app, "127.0.0.1", 8000, resolved
+        tmp_path / "gunicorn.conf.py", app, Bind.tcp("127.0.0.1", 8000), resolved
     )
     assert "DB_POOL_SIZE" not in booted.env
 
@@ -189,6 +197,6 @@ def test_behind_a_front_the_app_and_the_bound_server_settings_go_together(
     assert (record["protocol"], record["keepalive"], record["DB_POOL_SIZE"]) == ("uwsgi", 0, 7)
     assert adapter.resolve(record) == record
     app = parse_app("apps/db.py", cwd=REPO)
-    spec = adapter.launch_spec(app, "127.0.0.1", 8001, record, tmp_path)
+    spec = adapter.launch(app, Bind.tcp("127.0.0.1", 8001), record, tmp_path)
     assert spec.env["DB_POOL_SIZE"] == "7"
     assert spec.argv[spec.argv.index("--protocol") + 1] == "uwsgi"

@@ -13,6 +13,7 @@ from tuner.apps import AppRef
 from tuner.cli import main
 from tuner.errors import ConfigError
 from tuner.servers import get_adapter
+from tuner.servers.base import Bind
 
 REPO = Path(__file__).resolve().parents[2]
 HELLO = str(REPO / "apps/hello.py")
@@ -149,7 +150,7 @@ def test_gunicorn_file_is_only_literal_assignments(tmp_path: Path) -> None:
     adapter = get_adapter("gunicorn")
     folder = f"/tmp/we'ird\"\ndir{NASTY}"
     text = adapter.render_artifact(
-        AppRef("app", "app", folder), "127.0.0.1", 8000, {}, header=f"study {NASTY}"
+        AppRef("app", "app", folder), Bind.tcp("127.0.0.1", 8000), {}, header=f"study {NASTY}"
     ).text
     tree = ast.parse(text)
     for node in tree.body:  # nothing runs but name = literal
@@ -162,9 +163,11 @@ def test_gunicorn_file_is_only_literal_assignments(tmp_path: Path) -> None:
 def test_uwsgi_file_refuses_values_it_cannot_write_safely() -> None:
     adapter = get_adapter("uwsgi")
     with pytest.raises(ConfigError, match="can be written to an ini file safely"):
-        adapter.render_artifact(AppRef("app", "app", f"/tmp/{NASTY}"), "127.0.0.1", 8000, {})
+        adapter.render_artifact(
+            AppRef("app", "app", f"/tmp/{NASTY}"), Bind.tcp("127.0.0.1", 8000), {}
+        )
     text = adapter.render_artifact(
-        AppRef("app", "app", "/srv/app"), "127.0.0.1", 8000, {}, header=f"study {NASTY}"
+        AppRef("app", "app", "/srv/app"), Bind.tcp("127.0.0.1", 8000), {}, header=f"study {NASTY}"
     ).text
     body = [line for line in text.splitlines() if line and not line.startswith(("#", ";"))]
     assert body[0] == "[uwsgi]"

@@ -16,6 +16,7 @@ from tests.support.serverwatch import servers_started_since, wait_none_left
 from tuner.apps import parse_app
 from tuner.measure.process import ServerProcess, free_port
 from tuner.servers import get_adapter
+from tuner.servers.base import Bind
 
 SHORT = ["--duration", "1", "--warmup", "0.3", "--connections", "8"]
 JSON_KEYS = {
@@ -78,10 +79,9 @@ def test_bench_table_on_a_terminal_less_run(since):
 def test_load_drives_a_running_server(since, tmp_path):
     adapter = get_adapter("uwsgi")
     port = free_port()
-    spec = adapter.launch_spec(
+    spec = adapter.launch(
         parse_app("apps/hello.py", REPO),
-        "127.0.0.1",
-        port,
+        Bind.tcp("127.0.0.1", port),
         adapter.resolve({"protocol": "http11-socket", "threads": 16}),
         tmp_path,
     )

@@ -30,7 +30,7 @@ from tuner.front.space import with_front_space
 from tuner.measure.bindprobe import fastcgi_request, fastcgi_status, uwsgi_request
 from tuner.search.space import default_space_path, load_space
 from tuner.servers import get_adapter
-from tuner.servers.base import Bind
+from tuner.servers.base import Bind, Protocol, Transport
 
 SHORT = ["--duration", "1", "--warmup", "0.3", "--connections", "8"]
 # The short tunes check wiring (a checked block, a drawn branch), not figures: one 0.6 s window
@@ -62,19 +62,18 @@ def nginx_processes(since: float) -> list[psutil.Process]:
 
 
 def test_uwsgi_behind_uwsgi_pass_records_protocol_uwsgi_and_listens_with_socket() -> None:
-    from tuner.servers.base import Bind
     from tuner.servers.uwsgi import UwsgiAdapter
 
     adapter = UwsgiAdapter()
-    bind = Bind.unix("/tmp/t.sock", protocol="uwsgi")
-    resolved = adapter.resolve_at(bind, {"protocol": "http11-socket", "threads": 4})
+    bind = Bind.unix("/tmp/t.sock", protocol=Protocol.UWSGI)
+    resolved = adapter.resolve({"protocol": "http11-socket", "threads": 4}, bind=bind)
     assert resolved["protocol"] == "uwsgi"
-    argv = adapter.launch_at(parse_app("apps/hello.py", cwd=REPO), bind, resolved, REPO).argv
+    argv = adapter.launch(parse_app("apps/hello.py", cwd=REPO), bind, resolved, REPO).argv
     assert argv[argv.index("--socket") + 1] == "/tmp/t.sock"
     assert not {"--http-socket", "--http11-socket", "--http"} & set(argv)
     # Over HTTP (no front), protocol=uwsgi is one clear error: nobody there speaks it.
     with pytest.raises(ConfigError, match="protocol=uwsgi on a server reached by http"):
-        adapter.resolve_at(Bind.tcp("127.0.0.1", 8000), {"protocol": "uwsgi"})
+        adapter.resolve({"protocol": "uwsgi"}, bind=Bind.tcp("127.0.0.1", 8000))
 
 
 # --- through the real nginx ----------------------------------------------------------------
@@ -248,13 +247,13 @@ def test_fronted_adapter_splits_values_and_refuses_unsupported_binds():
     values = adapter.resolve({"workers": 3, "front_transport": "unix"})
     server, front = split(values)
     assert "front_transport" not in server and server["workers"] == 3
-    assert front == FrontConfig(transport="unix", protocol="http", buffering=True)
+    assert front == FrontConfig(transport=Transport.UNIX, protocol=Protocol.HTTP, buffering=True)
     assert all(b.values["front_transport"] == "tcp" for b in adapter.baselines(2))
     with pytest.raises(ConfigError, match="reuse_port=true on a unix socket"):
         adapter.resolve({"front_transport": "unix", "reuse_port": True})
     adapter.resolve({"front_transport": "tcp", "reuse_port": True})
     with pytest.raises(ConfigError, match="cannot listen for uwsgi over unix"):
-        get_adapter("waitress").check_bind(Bind.unix("/tmp/x.sock", "uwsgi"))
+        get_adapter("waitress").check_bind(Bind.unix("/tmp/x.sock", Protocol.UWSGI))
 
 
 def test_gunicorn_over_uwsgi_runs_protocol_uwsgi_without_keepalive(tmp_path):
@@ -263,7 +262,7 @@ def test_gunicorn_over_uwsgi_runs_protocol_uwsgi_without_keepalive(tmp_path):
 
     def argv_of(**values: object) -> list[str]:
         resolved = adapter.resolve({"worker_class": "gthread", "keepalive": 5, **values})
-        argv = list(adapter.launch_spec(app, "127.0.0.1", 8001, resolved, tmp_path).argv)
+        argv = list(adapter.launch(app, Bind.tcp("127.0.0.1", 8001), resolved, tmp_path).argv)
         return [argv[argv.index(flag) + 1] for flag in ("--protocol", "--keep-alive")]
 
     assert argv_of(front_protocol="uwsgi") == ["uwsgi", "0"]  # nginx closes each connection
@@ -275,7 +274,11 @@ def test_nginx_block_keeps_upstream_alive_for_http_only():
     assert "keepalive 32;" in http and "proxy_http_version 1.1;" in http
     assert 'proxy_set_header Connection "";' in http and "proxy_buffering on;" in http
     uwsgi = "\n".join(
-        site_block(Bind.unix("/run/u.sock", "uwsgi"), FrontConfig("unix", "uwsgi", False), "80")
+        site_block(
+            Bind.unix("/run/u.sock", Protocol.UWSGI),
+            FrontConfig(Transport.UNIX, Protocol.UWSGI, False),
+            "80",
+        )
     )
     assert "server unix:/run/u.sock" in uwsgi and "uwsgi_buffering off;" in uwsgi
     assert "keepalive" not in uwsgi  # nginx keeps no uwsgi connections alive
@@ -289,15 +292,16 @@ def test_uwsgi_packet_layout():
 
 
 def test_nginx_block_for_fastcgi_keeps_connections_unless_told_not_to():
-    bind = Bind.unix("/run/flup/flup.sock", "fastcgi")
-    kept = "\n".join(site_block(bind, FrontConfig("unix", "fastcgi", True, True), "80"))
+    bind = Bind.unix("/run/flup/flup.sock", Protocol.FASTCGI)
+    fastcgi = (Transport.UNIX, Protocol.FASTCGI)
+    kept = "\n".join(site_block(bind, FrontConfig(*fastcgi, True, True), "80"))
     assert "fastcgi_pass tuner_app;" in kept and "keepalive 32;" in kept
     assert "fastcgi_keep_conn on;" in kept and "fastcgi_buffering on;" in kept
     # A WSGI app at the site's root: no script name, the whole path in PATH_INFO.
     assert 'fastcgi_param SCRIPT_NAME       "";' in kept
     assert "fastcgi_param PATH_INFO         $document_uri;" in kept
     assert "include" not in kept  # stands alone: no /etc/nginx/fastcgi_params needed
-    closed = "\n".join(site_block(bind, FrontConfig("unix", "fastcgi", False, False), "80"))
+    closed = "\n".join(site_block(bind, FrontConfig(*fastcgi, False, False), "80"))
     assert "fastcgi_keep_conn off;" in closed and "keepalive" not in closed
     assert "fastcgi_buffering off;" in closed
 
@@ -399,7 +403,7 @@ def test_a_gunicorn_uwsgi_trial_records_what_the_server_ran(nginx_front, tmp_pat
     assert (settings["front_protocol"], settings["worker_class"]) == ("uwsgi", "gthread")
     # What the trial's server was started with, from the recorded settings.
     app = parse_app("apps/hello.py", cwd=REPO)
-    argv = list(setup.adapter.launch_spec(app, "127.0.0.1", 8001, settings, tmp_path).argv)
+    argv = list(setup.adapter.launch(app, Bind.tcp("127.0.0.1", 8001), settings, tmp_path).argv)
     ran = {flag: argv[argv.index(flag) + 1] for flag in ("--protocol", "--keep-alive")}
     assert ran == {"--protocol": "uwsgi", "--keep-alive": "0"}
     assert (settings["protocol"], settings["keepalive"]) == ("uwsgi", 0)

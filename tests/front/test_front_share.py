@@ -21,7 +21,7 @@ from tuner.machine.limits import Limits
 from tuner.measure.process import ServerProcess, free_port
 from tuner.metrics.measurement import Memory
 from tuner.metrics.memory import MemorySampler
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Bind, ServerAdapter
 
 CPUS = (SERVER_CPU,)
 
@@ -44,7 +44,7 @@ def start(
 ) -> ServerProcess:
     port = free_port(HOST)
     app = parse_app("apps.hello:app", cwd=ROOT)
-    spec = adapter.launch_spec(app, HOST, port, adapter.resolve(values), tmp_path)
+    spec = adapter.launch(app, Bind.tcp(HOST, port), adapter.resolve(values), tmp_path)
     return ServerProcess.start(
         spec, cpus=CPUS, log_path=tmp_path / "server.log", host=HOST, port=port, limits=limits
     )

@@ -17,7 +17,7 @@ from tuner.apps import parse_app
 from tuner.errors import ConfigError
 from tuner.measure.process import ServerProcess, free_port
 from tuner.servers import get_adapter
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Bind, ServerAdapter
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
@@ -30,7 +30,9 @@ def bjoern() -> ServerAdapter:
 
 def start(adapter: ServerAdapter, tmp_path: Path, **values: object) -> ServerProcess:
     port = free_port()
-    spec = adapter.launch_spec(parse_app("apps/hello.py", cwd=REPO), HOST, port, values, tmp_path)
+    spec = adapter.launch(
+        parse_app("apps/hello.py", cwd=REPO), Bind.tcp(HOST, port), values, tmp_path
+    )
     return ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=tmp_path / "b.log", host=HOST, port=port
     )
@@ -103,8 +105,8 @@ def test_a_bjoern_process_that_dies_stops_the_launcher(
 
 def test_an_ipv6_address_is_refused_in_one_line() -> None:
     with pytest.raises(ConfigError, match="IPv4 only"):
-        get_adapter("bjoern").launch_spec(
-            parse_app("apps/hello.py", cwd=REPO), "::1", 8000, {}, REPO
+        get_adapter("bjoern").launch(
+            parse_app("apps/hello.py", cwd=REPO), Bind.tcp("::1", 8000), {}, REPO
         )
 
 
@@ -116,7 +118,7 @@ def test_a_relative_workdir_still_finds_the_launcher(
     monkeypatch.chdir(tmp_path)
     port = free_port()
     app = parse_app("apps/hello.py", cwd=REPO)
-    spec = bjoern.launch_spec(app, HOST, port, {}, Path("trials/0"))
+    spec = bjoern.launch(app, Bind.tcp(HOST, port), {}, Path("trials/0"))
     with ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=Path("trials/0/b.log"), host=HOST, port=port
     ):

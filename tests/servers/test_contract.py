@@ -11,9 +11,11 @@ measured, behind nginx: its requests go through the front, and the tuner is run 
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,14 +32,23 @@ import pytest
 from tests.conftest import HOST, SERVER_CPU, require_adapter, unavailable
 from tests.support.cli import REPO, run_tuner
 from tuner.apps import AppRef, parse_app
-from tuner.errors import PortInUseError, ToolMissingError
+from tuner.errors import ConfigError, PortInUseError, ToolMissingError
 from tuner.front import FRONTS, behind, front_of
 from tuner.front.trial import running_front
 from tuner.measure.process import ServerProcess, free_port
 from tuner.metrics.memory import MemorySampler
 from tuner.search.space import default_space_path, load_space, suggest
 from tuner.servers import server_names
-from tuner.servers.base import BASELINE_DEFAULT, LaunchSpec, ServerAdapter
+from tuner.servers.base import (
+    BASELINE_DEFAULT,
+    DIRECT,
+    HTTP_OVER_TCP,
+    Bind,
+    LaunchSpec,
+    Protocol,
+    ServerAdapter,
+    Transport,
+)
 from tuner.settings import Value
 from tuner.workflow.emit import write_artifact
 
@@ -171,6 +182,92 @@ def test_baselines_are_the_default_first_and_a_rule_only_for_forking_servers(
         assert baseline.why
 
 
+# --- one method per operation, the bind checked in the core ---------------------------------
+
+# What a new server implements beyond its class attributes: one hook per bind-taking
+# operation (the base's final `launch`, `render_artifact`, `artifact_launch` check the bind and
+# call it), its version and how a config serves concurrent requests.
+CONTRACT = {"_launch", "_render_artifact", "_artifact_launch", "version", "concurrency_model"}
+OPERATIONS = ("launch", "render_artifact", "artifact_launch")
+# The host:port / Bind pairs the contract once had; none may come back, not even as an alias.
+GONE = (
+    "launch_spec",
+    "launch_at",
+    "resolve_at",
+    "render_artifact_at",
+    "artifact_launch_at",
+    "pins_connections_at",
+    "render_launcher",
+)
+
+
+def test_the_contract_is_one_method_per_operation() -> None:
+    assert ServerAdapter.__abstractmethods__ == CONTRACT
+    assert not [name for name in GONE if hasattr(ServerAdapter, name)]
+
+
+def operate(server: ServerAdapter, operation: str, app: AppRef, bind: Bind, path: Path) -> None:
+    """Run one bind-taking operation with the default config (nothing is started)."""
+    values = server.resolve({})
+    if operation == "launch":
+        spec = server.launch(app, bind, values, path)
+    elif operation == "render_artifact":
+        server.render_artifact(app, bind, values)
+        return
+    else:
+        spec = server.artifact_launch(path / server.artifact_filename, app, bind, values)
+    for folder in spec.scratch:  # made for a boot that does not happen here
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_each_operation_checks_the_bind_once_before_the_adapter_runs(
+    server: ServerAdapter, app: AppRef, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server implements each operation once, taking a Bind (no host/port twin), and the
+    core, not the adapter, refuses a bind the server cannot listen at: the adapter's hook
+    never sees it. A server behind a front is given the TCP host:port to place it at."""
+    assert not [name for name in GONE if hasattr(server, name)]
+    for operation in OPERATIONS:  # the templates are the base's: no adapter skips the check
+        assert getattr(type(server), operation) is getattr(ServerAdapter, operation)
+    for operation in ("resolve", "pins_connections"):  # the bind is a keyword, DIRECT if left
+        assert "bind" in inspect.signature(getattr(server, operation)).parameters
+    values = server.resolve({})
+    assert server.resolve({}, bind=DIRECT) == values
+    assert server.pins_connections(values, bind=DIRECT) == server.pins_connections(values)
+
+    ran: list[tuple[str, object]] = []
+    for name in ("check_bind", *(f"_{operation}" for operation in OPERATIONS)):
+        monkeypatch.setattr(server, name, _spy(name, getattr(server, name), ran))
+    accepted = server.binds if front_of(server) is None else {HTTP_OVER_TCP}
+    kinds = {(transport, protocol) for transport in Transport for protocol in Protocol}
+    for transport, protocol in sorted(kinds):
+        bind = (
+            Bind.tcp(HOST, 8000, protocol)
+            if transport is Transport.TCP
+            else Bind.unix(str(tmp_path / "s.sock"), protocol)
+        )
+        for operation in OPERATIONS:
+            ran.clear()
+            if (transport, protocol) in accepted:
+                operate(server, operation, app, bind, tmp_path)
+                assert ran[0] == ("check_bind", bind) and (f"_{operation}", bind) in ran
+            else:
+                with pytest.raises(ConfigError, match="cannot listen for|is placed at"):
+                    operate(server, operation, app, bind, tmp_path)
+                assert ran == [("check_bind", bind)], (operation, bind.describe())
+            assert [b for name, b in ran if name == "check_bind"] == [bind], operation
+
+
+def _spy(name: str, method: Any, ran: list[tuple[str, object]]) -> Any:
+    """`method`, noting its name and the bind it is given in `ran` before it runs."""
+
+    def spy(*args: object, **kwargs: object) -> object:
+        ran.append((name, next(a for a in (*args, *kwargs.values()) if isinstance(a, Bind))))
+        return method(*args, **kwargs)
+
+    return spy
+
+
 # --- running it --------------------------------------------------------------------------------
 
 
@@ -192,7 +289,7 @@ def test_memory_covers_the_whole_process_tree(
 ) -> None:
     key = server.process_model.processes
     values = two_processes(server) if key else server.resolve({})
-    spec = server.launch_spec(app, HOST, port := free_port(), values, tmp_path)
+    spec = server.launch(app, Bind.tcp(HOST, port := free_port()), values, tmp_path)
     with ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=tmp_path / "s.log", host=HOST, port=port
     ) as process:
@@ -262,10 +359,13 @@ def test_tuned_artifact_is_written_boots_as_its_hint_says_and_answers(
     assert "tuned by the contract suite" in text
     assert "booted in a clean virtual environment" in text
     assert str(port) in text
-    assert server.artifact_filename in server.render_artifact(app, HOST, port, values).run_hint
+    assert (
+        server.artifact_filename
+        in server.render_artifact(app, Bind.tcp(HOST, port), values).run_hint
+    )
     assert [p.name for p in out.parent.iterdir()] == [out.name]  # no temporary left over
     # Booted again here from the written file itself, as a user would after copying it.
-    spec = server.artifact_launch(out, app, HOST, port, values)
+    spec = server.artifact_launch(out, app, Bind.tcp(HOST, port), values)
     answer = get_root(server, spec, values, port, tmp_path)
     assert answer.status_code == 200
     # Folders made for that one boot (mod_wsgi's fresh TMPDIR) go with the server.
@@ -280,16 +380,18 @@ def test_the_artifact_sets_the_apps_own_environment(server: ServerAdapter, tmp_p
     app = parse_app("tests/support/apps/env_app.py", cwd=REPO)
     values = server.resolve({})
     port = free_port()
-    artifact = server.render_artifact(app, HOST, port, values, header="env check", env=env)
+    artifact = server.render_artifact(
+        app, Bind.tcp(HOST, port), values, header="env check", env=env
+    )
     path = tmp_path / artifact.filename
     path.write_text(artifact.text, encoding="utf-8")
     path.chmod(artifact.mode)
-    spec = server.artifact_launch(path, app, HOST, port, values)
+    spec = server.artifact_launch(path, app, Bind.tcp(HOST, port), values)
     assert not set(env) & set(spec.env)
     answer = get_root(server, spec, values, port, tmp_path)
     assert (answer.status_code, answer.text) == (200, "7|two words")
     # Without app settings the file says nothing about them.
-    plain = server.render_artifact(app, HOST, port, values, header="env check").text
+    plain = server.render_artifact(app, Bind.tcp(HOST, port), values, header="env check").text
     assert "TUNER_TEST_APP_SETTING" not in plain and "app's own settings" not in plain
 
 
@@ -317,7 +419,7 @@ def test_a_taken_port_is_reported_as_such(
 ) -> None:
     with socket.create_server((HOST, 0)) as holder:
         port = holder.getsockname()[1]
-        spec = server.launch_spec(app, HOST, port, server.resolve({}), tmp_path)
+        spec = server.launch(app, Bind.tcp(HOST, port), server.resolve({}), tmp_path)
         with pytest.raises(PortInUseError) as caught:
             ServerProcess.start(
                 spec,

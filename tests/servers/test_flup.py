@@ -22,7 +22,7 @@ from tuner.apps import parse_app
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.measure.process import ServerProcess, free_port
 from tuner.servers import get_adapter
-from tuner.servers.base import Bind, ServerAdapter
+from tuner.servers.base import Bind, Protocol, ServerAdapter
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
@@ -37,7 +37,7 @@ def flup(real_servers: None) -> ServerAdapter:
 
 def start(adapter: ServerAdapter, tmp_path: Path, **values: object) -> ServerProcess:
     port = free_port()
-    spec = adapter.launch_spec(HELLO, HOST, port, values, tmp_path)
+    spec = adapter.launch(HELLO, Bind.tcp(HOST, port, Protocol.FASTCGI), values, tmp_path)
     return ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=tmp_path / "flup.log", host=HOST, port=port
     )
@@ -91,9 +91,11 @@ def test_it_binds_fastcgi_only() -> None:
 
 def test_the_launcher_binds_the_unix_socket_it_is_given() -> None:
     adapter = get_adapter("flup")
-    text = adapter.render_artifact_at(HELLO, Bind.unix("/run/flup/flup.sock", "fastcgi"), {}).text
+    socket = Bind.unix("/run/flup/flup.sock", Protocol.FASTCGI)
+    text = adapter.render_artifact(HELLO, socket, {}).text
     assert "SOCKET = '/run/flup/flup.sock'" in text and "bindAddress=SOCKET or (HOST, PORT)" in text
-    tcp = adapter.render_artifact(HELLO, HOST, 8000, {"mode": "prefork"}).text
+    over_tcp = Bind.tcp(HOST, 8000, Protocol.FASTCGI)
+    tcp = adapter.render_artifact(HELLO, over_tcp, {"mode": "prefork"}).text
     assert "SOCKET = None" in tcp and "PORT = 8000" in tcp and "MODE = 'prefork'" in tcp
     compile(tcp, adapter.artifact_filename, "exec")
 

@@ -17,7 +17,7 @@ from tuner.apps import parse_app
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.measure.process import ServerProcess, free_port
 from tuner.servers import get_adapter
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Bind, ServerAdapter
 from tuner.servers.granian import GranianAdapter
 
 # Every test here is about a real server: all are marked `server`.
@@ -47,7 +47,9 @@ def test_every_variable_the_artifact_sets_is_one_granian_reads(granian: ServerAd
         [granian.executable(), "--help"], capture_output=True, text=True, check=True
     ).stdout
     known = set(re.findall(r"GRANIAN_[A-Z0-9_]+", shown.replace("\n", "").replace(" ", "")))
-    text = granian.render_artifact(parse_app("apps/hello.py", cwd=REPO), HOST, 8000, TUNED).text
+    text = granian.render_artifact(
+        parse_app("apps/hello.py", cwd=REPO), Bind.tcp(HOST, 8000), TUNED
+    ).text
     written = re.findall(r"^(GRANIAN_[A-Z0-9_]+)=", text, re.MULTILINE)
     assert len(written) == 3 + len(TUNED)  # interface, host, port + every tuned setting
     assert set(written) <= known, set(written) - known
@@ -59,8 +61,8 @@ def test_the_artifact_boots_with_its_environment_in_effect(
     app = parse_app("apps/hello.py", cwd=REPO)
     port = free_port()
     path = tmp_path / granian.artifact_filename
-    path.write_text(granian.render_artifact(app, HOST, port, TUNED).text)
-    spec = granian.artifact_launch(path, app, HOST, port, TUNED)
+    path.write_text(granian.render_artifact(app, Bind.tcp(HOST, port), TUNED).text)
+    spec = granian.artifact_launch(path, app, Bind.tcp(HOST, port), TUNED)
     with ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=tmp_path / "g.log", host=HOST, port=port
     ) as server:
@@ -77,7 +79,7 @@ def test_threads_follow_granians_own_rules() -> None:
     assert adapter.threads(adapter.resolve({"workers": 2})) == 256
     assert adapter.threads(adapter.resolve({"backpressure": 8})) == 4
     assert adapter.threads(adapter.resolve({"blocking_threads": 3})) == 3
-    argv = adapter.launch_spec(parse_app("apps/hello.py", cwd=REPO), HOST, 1, {}, REPO).argv
+    argv = adapter.launch(parse_app("apps/hello.py", cwd=REPO), Bind.tcp(HOST, 1), {}, REPO).argv
     assert "--blocking-threads" not in argv and "--backpressure" not in argv
 
 

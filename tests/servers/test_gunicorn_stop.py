@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import HOST, ROOT, SERVER_CPU
 from tuner.apps import parse_app
 from tuner.measure.process import ServerProcess, free_port
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Bind, ServerAdapter
 from tuner.settings import Value
 
 TRIES = 3
@@ -62,8 +62,8 @@ def running_with_grace(
 ) -> Iterator[ServerProcess]:
     """`running` apps.cpu with a stop grace of GRACE_S."""
     port = free_port(HOST)
-    spec = gunicorn.launch_spec(
-        parse_app("apps.cpu:app", cwd=ROOT), HOST, port, values, log_path.parent
+    spec = gunicorn.launch(
+        parse_app("apps.cpu:app", cwd=ROOT), Bind.tcp(HOST, port), values, log_path.parent
     )
     spec = dataclasses.replace(spec, stop_grace_s=GRACE_S)
     with ServerProcess.start(

@@ -14,7 +14,7 @@ from tests.support.cli import REPO
 from tuner.apps import parse_app
 from tuner.measure.process import ServerProcess, free_port
 from tuner.servers import get_adapter
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Bind, ServerAdapter
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
@@ -27,7 +27,9 @@ def mod_wsgi() -> ServerAdapter:
 
 def start(adapter: ServerAdapter, tmp_path: Path, **values: object) -> ServerProcess:
     port = free_port()
-    spec = adapter.launch_spec(parse_app("apps/hello.py", cwd=REPO), HOST, port, values, tmp_path)
+    spec = adapter.launch(
+        parse_app("apps/hello.py", cwd=REPO), Bind.tcp(HOST, port), values, tmp_path
+    )
     return ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=tmp_path / "m.log", host=HOST, port=port
     )
@@ -66,17 +68,17 @@ def test_one_process_is_mod_wsgi_express_without_the_flag() -> None:
     # `--processes 1` would also set wsgi.multiprocess: the default leaves the flag out.
     adapter = get_adapter("mod_wsgi")
     app = parse_app("apps/hello.py", cwd=REPO)
-    assert "--processes" not in adapter.launch_spec(app, HOST, 1, {}, REPO).argv
-    assert "--processes" in adapter.launch_spec(app, HOST, 1, {"processes": 2}, REPO).argv
+    assert "--processes" not in adapter.launch(app, Bind.tcp(HOST, 1), {}, REPO).argv
+    assert "--processes" in adapter.launch(app, Bind.tcp(HOST, 1), {"processes": 2}, REPO).argv
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root needs a user namespace")
 def test_as_root_apache_runs_in_a_user_namespace_and_the_file_switches_user() -> None:
     adapter = get_adapter("mod_wsgi")
     app = parse_app("apps/hello.py", cwd=REPO)
-    argv = adapter.launch_spec(app, HOST, 1, {}, REPO).argv
+    argv = adapter.launch(app, Bind.tcp(HOST, 1), {}, REPO).argv
     assert Path(argv[0]).name == "unshare" and argv[1] == "--user"
-    text = adapter.render_artifact(app, HOST, 8000, {}).text
+    text = adapter.render_artifact(app, Bind.tcp(HOST, 8000), {}).text
     assert '--user "${MOD_WSGI_RUN_USER:-www-data}"' in text
 
 
@@ -88,7 +90,7 @@ def test_a_relative_workdir_still_finds_the_server_root(
     monkeypatch.chdir(tmp_path)
     port = free_port()
     app = parse_app("apps/hello.py", cwd=REPO)
-    spec = mod_wsgi.launch_spec(app, HOST, port, {}, Path("trials/0"))
+    spec = mod_wsgi.launch(app, Bind.tcp(HOST, port), {}, Path("trials/0"))
     with ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=Path("trials/0/m.log"), host=HOST, port=port
     ):

@@ -18,7 +18,7 @@ from tuner.apps import AppRef, parse_app
 from tuner.errors import ConfigError, ServerStartError
 from tuner.measure.process import ServerProcess, free_port
 from tuner.servers import SERVERS, get_adapter
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Bind, ServerAdapter
 
 APPS = [
     ("apps.hello:app", "/"),
@@ -204,7 +204,7 @@ def test_gunicorn_rejected_value_fails_fast_with_its_message(
 ) -> None:
     # Our table would refuse threads=-1; bypass it to see gunicorn's own validation.
     port = free_port()
-    spec = gunicorn.launch_spec(parse_app("apps.hello:app", cwd=ROOT), HOST, port, {}, ROOT)
+    spec = gunicorn.launch(parse_app("apps.hello:app", cwd=ROOT), Bind.tcp(HOST, port), {}, ROOT)
     spec = replace(spec, argv=spec.argv[:-1] + ("--threads=-1", spec.argv[-1]))
     started = time.monotonic()
     with pytest.raises(ServerStartError) as caught:
@@ -312,9 +312,11 @@ def test_gunicorn_config_checks_boots_and_round_trips(
     port = free_port()
     path = tmp_path / gunicorn.artifact_filename
     path.write_text(
-        gunicorn.render_artifact(app, HOST, port, GUNICORN_TUNED, header="tuned\nby a test").text
+        gunicorn.render_artifact(
+            app, Bind.tcp(HOST, port), GUNICORN_TUNED, header="tuned\nby a test"
+        ).text
     )
-    spec = gunicorn.artifact_launch(path, app, HOST, port, GUNICORN_TUNED)
+    spec = gunicorn.artifact_launch(path, app, Bind.tcp(HOST, port), GUNICORN_TUNED)
     argv = list(spec.argv)
 
     check = subprocess.run([*argv, "--check-config"], capture_output=True, text=True, cwd=tmp_path)
@@ -353,7 +355,9 @@ def test_uwsgi_ini_boots_and_round_trips(uwsgi: ServerAdapter, tmp_path: Path) -
     app = parse_app("apps/hello.py:app", cwd=ROOT)
     port = free_port()
     path = tmp_path / uwsgi.artifact_filename
-    path.write_text(uwsgi.render_artifact(app, HOST, port, tuned, header="tuned\nby a test").text)
+    path.write_text(
+        uwsgi.render_artifact(app, Bind.tcp(HOST, port), tuned, header="tuned\nby a test").text
+    )
 
     ini = configparser.ConfigParser(strict=True, interpolation=None)
     ini.read(path)
@@ -366,7 +370,7 @@ def test_uwsgi_ini_boots_and_round_trips(uwsgi: ServerAdapter, tmp_path: Path) -
     assert section["module"] == "hello:app"
     assert {"strict", "need-app", "die-on-term"} <= set(section)
 
-    spec = uwsgi.artifact_launch(path, app, HOST, port, tuned)
+    spec = uwsgi.artifact_launch(path, app, Bind.tcp(HOST, port), tuned)
     with ServerProcess.start(spec, cpus=(), log_path=tmp_path / "u.log", host=HOST, port=port) as s:
         assert get(s).is_success
         assert len(wait_for_pids(s, 4)) == 4  # master + 2 workers + the http router
@@ -378,7 +382,9 @@ def test_gunicorn_config_escapes_text(gunicorn: ServerAdapter, tmp_path: Path) -
     folder = tmp_path / 'it\'s "odd"\nworkers = 99'
     folder.mkdir()
     app = AppRef("hello", "app", str(folder))
-    text = gunicorn.render_artifact(app, HOST, 8000, {}, header="line one\nworkers = 42").text
+    text = gunicorn.render_artifact(
+        app, Bind.tcp(HOST, 8000), {}, header="line one\nworkers = 42"
+    ).text
     namespace: dict = {}
     exec(compile(text, "gunicorn.conf.py", "exec"), namespace)  # noqa: S102 - our own output
     assert namespace["chdir"] == str(folder)
@@ -388,9 +394,9 @@ def test_gunicorn_config_escapes_text(gunicorn: ServerAdapter, tmp_path: Path) -
 def test_uwsgi_ini_refuses_unsafe_text(uwsgi: ServerAdapter, tmp_path: Path) -> None:
     for pythonpath in ("/srv/app\nprocesses = 99", "/srv/%(home)", "/srv/$(HOME)", "/srv/a b"):
         with pytest.raises(ConfigError, match="chdir"):
-            uwsgi.render_artifact(AppRef("hello", "app", pythonpath), HOST, 8000, {})
+            uwsgi.render_artifact(AppRef("hello", "app", pythonpath), Bind.tcp(HOST, 8000), {})
     text = uwsgi.render_artifact(
-        AppRef("hello", "app", "/srv/app"), HOST, 8000, {}, header="a\nprocesses = 99"
+        AppRef("hello", "app", "/srv/app"), Bind.tcp(HOST, 8000), {}, header="a\nprocesses = 99"
     ).text
     assert "\nprocesses = 99" not in text
     assert all(line.startswith("#") for line in text.split("[uwsgi]")[0].splitlines())

@@ -19,7 +19,7 @@ from tuner.loadgen.spec import Workload
 from tuner.measure.logsigns import load_sign_lines
 from tuner.measure.process import ServerProcess, free_port
 from tuner.measure.runner import BenchPlan, run_bench
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Bind, ServerAdapter
 from tuner.workflow.emit import write_artifact
 
 # Every test here is about a real server: all are marked `server`.
@@ -84,7 +84,7 @@ def test_an_app_that_does_not_import_stops_the_study(
     """waitress-serve exits 1 either way, but says so in two different ways."""
     app = AppRef(module, "app", str(ROOT / "tests" / "support" / "apps"))
     port = free_port(HOST)
-    spec = waitress.launch_spec(app, HOST, port, {}, tmp_path)
+    spec = waitress.launch(app, Bind.tcp(HOST, port), {}, tmp_path)
     with pytest.raises(AppBrokenError, match="exit code 1"):
         ServerProcess.start(spec, cpus=(), log_path=tmp_path / "w.log", host=HOST, port=port)
 

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from tuner.apps import AppRef
 from tuner.servers.base import (
     Artifact,
+    Bind,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
@@ -156,26 +157,25 @@ class WsgirefAdapter(ServerAdapter):
             files=files,
         )
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    def _launch(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         launcher = workdir / LAUNCHER
-        text = self._launcher(app, host, port, values, header="")
+        text = self._launcher(app, bind.host, bind.port, values, header="")
         return self._spec(launcher, app, {str(launcher): text})
 
-    def render_artifact(
+    def _render_artifact(
         self,
         app: AppRef,
-        host: str,
-        port: int,
+        bind: Bind,
         values: Mapping[str, Value],
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        text = self._launcher(app, host, port, values, header, env)
+        text = self._launcher(app, bind.host, bind.port, values, header, env)
         return Artifact(LAUNCHER, text, run_hint=f"python3 {LAUNCHER}", mode=0o755)
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    def _artifact_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
         return self._spec(path, app, {})

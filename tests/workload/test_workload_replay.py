@@ -9,6 +9,7 @@ from tests.support.cli import run_tuner as tuner
 from tuner.apps import parse_app
 from tuner.loadgen import load_workload_file
 from tuner.measure.process import ServerProcess, free_port
+from tuner.servers.base import Bind
 
 SHORT = ["--duration", "1", "--warmup", "0.3", "--connections", "8"]
 USERS = {f"/users/{n}": w for n, w in [(1, 4), (2, 2), (3, 1), (4, 1)]}
@@ -44,7 +45,7 @@ def test_gunicorn_access_log_round_trip(since, gunicorn, tmp_path) -> None:
     # accesslog: gunicorn's `--access-logfile -`, into the server's log beside its own lines.
     settings = gunicorn.resolve({"accesslog": True, "workers": 2})
     app = parse_app("apps/hello.py", REPO)
-    spec = gunicorn.launch_spec(app, "127.0.0.1", port, settings, tmp_path)
+    spec = gunicorn.launch(app, Bind.tcp("127.0.0.1", port), settings, tmp_path)
     log = tmp_path / "server.log"
     with ServerProcess.start(spec, cpus=(0,), log_path=log, host="127.0.0.1", port=port):
         url = f"http://127.0.0.1:{port}/"

@@ -85,14 +85,14 @@ def _boot_through(
     port = free_port(LOOPBACK)
     bind = adapter.bind_for(settings, LOOPBACK, port)
     server_file = folder / adapter.artifact_filename
-    artifact = adapter.render_artifact(app, LOOPBACK, port, settings)
+    artifact = adapter.render_artifact(app, Bind.tcp(LOOPBACK, port), settings)
     atomic_write(server_file, artifact.text.encode("utf-8"), artifact.mode)
     prefix = folder / "nginx"
     nginx.prepare_prefix(prefix)
     name = f"{adapter.front_name}-{adapter.name}.conf"
     block_file = prefix / name
     try:
-        spec = adapter.artifact_launch(server_file, app, LOOPBACK, port, settings)
+        spec = adapter.artifact_launch(server_file, app, Bind.tcp(LOOPBACK, port), settings)
         with ServerProcess.start(
             spec,
             cpus=server_cpus,

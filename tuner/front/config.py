@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Protocol, ServerAdapter, Transport
 from tuner.settings import Setting, SettingsTable, Value
 
 TRANSPORT = "front_transport"
@@ -21,7 +21,7 @@ KEEP_CONN = "fastcgi_keep_conn"
 FRONT_SETTINGS = (TRANSPORT, PROTOCOL, BUFFERING, KEEP_CONN)
 # Every (transport, protocol) a front can reach a server by: nginx's proxy_pass, uwsgi_pass
 # and fastcgi_pass, each over TCP or a unix socket.
-ALL_BINDS = tuple((t, p) for p in ("http", "uwsgi", "fastcgi") for t in ("tcp", "unix"))
+ALL_BINDS = tuple((t, p) for p in Protocol for t in Transport)
 
 
 @dataclass(frozen=True)
@@ -29,16 +29,17 @@ class FrontConfig:
     """One front setup: the server's transport (tcp/unix) and protocol, nginx's buffering,
     and (FastCGI) whether nginx keeps its connections to the server open between requests."""
 
-    transport: str = "tcp"
-    protocol: str = "http"
+    transport: Transport = Transport.TCP
+    protocol: Protocol = Protocol.HTTP
     buffering: bool = True
     keep_conn: bool = True
 
     @classmethod
     def from_values(cls, values: Mapping[str, Value]) -> FrontConfig:
+        """The front's settings of a config, as recorded (front_protocol = "uwsgi")."""
         return cls(
-            transport=str(values.get(TRANSPORT, "tcp")),
-            protocol=str(values.get(PROTOCOL, "http")),
+            transport=Transport(values.get(TRANSPORT, Transport.TCP)),
+            protocol=Protocol(values.get(PROTOCOL, Protocol.HTTP)),
             buffering=bool(values.get(BUFFERING, True)),
             keep_conn=bool(values.get(KEEP_CONN, True)),
         )
@@ -47,12 +48,14 @@ class FrontConfig:
     def keeps_connections(self) -> bool:
         """nginx keeps its connections to the server open between requests: for HTTP (an
         upstream keepalive) and FastCGI with keep_conn; uwsgi_pass closes each after one."""
-        return self.protocol == "http" or (self.protocol == "fastcgi" and self.keep_conn)
+        return self.protocol is Protocol.HTTP or (
+            self.protocol is Protocol.FASTCGI and self.keep_conn
+        )
 
     def describe(self) -> str:
         buffering = "on" if self.buffering else "off"
         text = f"{self.protocol} over {self.transport}, proxy_buffering {buffering}"
-        if self.protocol == "fastcgi":
+        if self.protocol is Protocol.FASTCGI:
             text += f", fastcgi_keep_conn {'on' if self.keep_conn else 'off'}"
         return text
 
@@ -61,16 +64,19 @@ def _nothing(_value: Value) -> list:
     return []  # not a server setting: nothing on its command line or in its file
 
 
-def front_table(binds: Iterable[tuple[str, str]] = ALL_BINDS) -> tuple[Setting, ...]:
+def front_table(
+    binds: Iterable[tuple[Transport, Protocol]] = ALL_BINDS,
+) -> tuple[Setting, ...]:
     """The front's settings for a server that can be bound as `binds` (its adapter's).
     Defaults: what nginx and the server do without being told otherwise, HTTP over TCP with
     buffering on; for a server that speaks no HTTP, its first protocol (FastCGI), with
     nginx's connections to it kept open (the keep-alive upstream HTTP gets too)."""
     kinds = [(t, p) for t, p in binds if (t, p) in ALL_BINDS]
-    transports = tuple(sorted({t for t, _ in kinds}))
-    protocols = tuple(sorted({p for _, p in kinds}))
-    default_transport = "tcp" if "tcp" in transports else transports[0]
-    default_protocol = "http" if "http" in protocols else protocols[0]
+    # The settings' choices are the text a study records.
+    transports = tuple(sorted({t.value for t, _ in kinds}))
+    protocols = tuple(sorted({p.value for _, p in kinds}))
+    default_transport = Transport.TCP.value if Transport.TCP in transports else transports[0]
+    default_protocol = Protocol.HTTP.value if Protocol.HTTP in protocols else protocols[0]
     keep_conn = (
         Setting(
             KEEP_CONN,
@@ -112,7 +118,7 @@ def front_table(binds: Iterable[tuple[str, str]] = ALL_BINDS) -> tuple[Setting, 
             _nothing,
             _nothing,
         ),
-        *(keep_conn if "fastcgi" in protocols else ()),
+        *(keep_conn if Protocol.FASTCGI in protocols else ()),
     )
 
 

@@ -20,7 +20,16 @@ from pathlib import Path
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.front.config import FrontConfig, combined_table, front_table, split
-from tuner.servers.base import DIRECT, Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
+from tuner.servers.base import (
+    DIRECT,
+    HTTP_OVER_TCP,
+    Artifact,
+    Baseline,
+    Bind,
+    LaunchSpec,
+    ServerAdapter,
+    Transport,
+)
 from tuner.servers.wrapped import WrappedAdapter
 from tuner.settings import Value
 
@@ -49,7 +58,7 @@ class FrontedAdapter(WrappedAdapter):
         keeps its connections to the server for this config."""
         config = FrontConfig.from_values(values)
         kept = config.keeps_connections
-        if config.transport == "unix":
+        if config.transport is Transport.UNIX:
             return Bind.unix(self.socket_path(port), config.protocol, kept_open=kept)
         return Bind.tcp(host, port, config.protocol, kept_open=kept)
 
@@ -61,10 +70,10 @@ class FrontedAdapter(WrappedAdapter):
 
     # --- settings -----------------------------------------------------------------------------
 
-    def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
+    def resolve(self, values: Mapping[str, object], *, bind: Bind = DIRECT) -> dict[str, Value]:
         """The front's settings, and the server's as it runs bound as the front reaches it
-        (`resolve_at`): a trial records what ran (gunicorn behind uwsgi_pass: protocol uwsgi,
-        keepalive 0), and a record resolves to itself."""
+        (at `bind`'s host, see `check_bind`): a trial records what ran (gunicorn behind
+        uwsgi_pass: protocol uwsgi, keepalive 0), and a record resolves to itself."""
         resolved = self.table.resolve(values)
         server, config = split(resolved)
         if (config.transport, config.protocol) not in self.inner.binds:
@@ -72,8 +81,8 @@ class FrontedAdapter(WrappedAdapter):
                 f"{self.name} cannot be reached by {config.protocol} over {config.transport}"
             )
         front = {name: value for name, value in resolved.items() if name not in server}
-        bind = self.bind_for(resolved, DIRECT.host, 0)
-        return {**self.inner.resolve_at(bind, server), **front}
+        behind = self.bind_for(resolved, bind.host, bind.port)
+        return {**self.inner.resolve(server, bind=behind), **front}
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
         self.resolve(values)
@@ -85,41 +94,50 @@ class FrontedAdapter(WrappedAdapter):
 
     # --- running: at the bind the front's settings mean ---------------------------------------
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    def check_bind(self, bind: Bind) -> None:
+        """A caller gives the host and port to place the server at, as for a server it
+        reaches directly (HTTP over TCP); the bind the front's settings make of them
+        (`bind_for`) is checked by the server's adapter as it launches or renders there."""
+        if bind.kind != HTTP_OVER_TCP:
+            raise ConfigError(
+                f"{self.name} behind {self.front_name} is placed at a TCP host and port, "
+                f"not {bind.describe()}; the front's settings decide how it is reached"
+            )
+
+    def _launch(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        bind = self.bind_for(values, host, port)
-        if bind.path is not None:
+        behind = self.bind_for(values, bind.host, bind.port)
+        if behind.path is not None:
             # A socket file left by a killed run of this tuner would block the bind.
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(bind.path)
-        return self.inner.launch_at(app, bind, self.inner_values(values), workdir)
+                os.unlink(behind.path)
+        return self.inner.launch(app, behind, self.inner_values(values), workdir)
 
-    def pins_connections(self, values: Mapping[str, Value]) -> bool:
+    def pins_connections(self, values: Mapping[str, Value], *, bind: Bind = DIRECT) -> bool:
         # Asked as the trial ran: whether nginx keeps its connections to the server open
         # (fastcgi_keep_conn, uwsgi_pass) decides whether they hold the server's workers.
-        bind = self.bind_for(values, DIRECT.host, 0)
-        return self.inner.pins_connections_at(bind, self.inner_values(values))
+        behind = self.bind_for(values, bind.host, bind.port)
+        return self.inner.pins_connections(self.inner_values(values), bind=behind)
 
     def requirements(self, values: Mapping[str, Value]) -> tuple[str, ...]:
         return self.inner.requirements(self.inner_values(self.resolve(values)))
 
     # --- the server's file, bound as the front reaches it -------------------------------------
 
-    def render_artifact(
+    def _render_artifact(
         self,
         app: AppRef,
-        host: str,
-        port: int,
+        bind: Bind,
         values: Mapping[str, Value],
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        bind = self.bind_for(values, host, port)
-        return self.inner.render_artifact_at(app, bind, self.inner_values(values), header, env)
+        behind = self.bind_for(values, bind.host, bind.port)
+        return self.inner.render_artifact(app, behind, self.inner_values(values), header, env)
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    def _artifact_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
-        bind = self.bind_for(values, host, port)
-        return self.inner.artifact_launch_at(path, app, bind, self.inner_values(values))
+        behind = self.bind_for(values, bind.host, bind.port)
+        return self.inner.artifact_launch(path, app, behind, self.inner_values(values))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tuner.errors import ToolMissingError
 from tuner.front.config import FrontConfig
-from tuner.servers.base import Bind, LaunchSpec, StartupSigns, first_version_number
+from tuner.servers.base import Bind, LaunchSpec, Protocol, StartupSigns, first_version_number
 
 NAME = "nginx"
 INSTALL_HINT = "apt-get install nginx (Debian/Ubuntu), or your system's nginx package"
@@ -116,10 +116,10 @@ def upstream_block(bind: Bind, config: FrontConfig) -> list[str]:
 def location_block(config: FrontConfig) -> list[str]:
     """The `location /` block that passes every request to the upstream."""
     onoff = "on" if config.buffering else "off"
-    if config.protocol == "uwsgi":
+    if config.protocol is Protocol.UWSGI:
         body = [f"    uwsgi_pass {UPSTREAM};", f"    uwsgi_buffering {onoff};"]
         body += [f"    uwsgi_param {key:<16} {value};" for key, value in UWSGI_PARAMS]
-    elif config.protocol == "fastcgi":
+    elif config.protocol is Protocol.FASTCGI:
         keep = "on" if config.keep_conn else "off"
         body = [
             f"    fastcgi_pass {UPSTREAM};",

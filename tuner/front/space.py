@@ -7,7 +7,7 @@ from dataclasses import replace
 from tuner.front.config import KEEP_CONN, PROTOCOL, front_table
 from tuner.front.fronted import FrontedAdapter
 from tuner.search.space import Param, SearchSpace, default_space_path, load_space
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Protocol, ServerAdapter
 from tuner.settings import SettingsTable
 
 
@@ -37,13 +37,13 @@ def with_front_space(
     protocol = next((p for p in params if p.setting == PROTOCOL), None)
     if protocol is not None:  # kept connections are FastCGI's: not drawn for another protocol
         params = [
-            replace(p, when={**p.when, protocol.name: ("fastcgi",)})
+            replace(p, when={**p.when, protocol.name: (Protocol.FASTCGI.value,)})
             if p.setting == KEEP_CONN
             else p
             for p in params
         ]
     server_params = [
-        replace(p, when={**p.when, protocol.name: ("http",)})
+        replace(p, when={**p.when, protocol.name: (Protocol.HTTP.value,)})
         if protocol is not None and p.setting in adapter.inner.http_only_settings
         else p
         for p in space.params

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from tuner.measure import listening
-from tuner.servers.base import Bind
+from tuner.servers.base import Bind, Protocol
 
 _MAX_ANSWER = 1 << 20
 
@@ -43,14 +43,12 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
 def probe(bind: Bind, ready_path: str, timeout: float) -> tuple[bool, str]:
     """One GET of `ready_path` to the server at `bind`: (True, "") on 2xx, else (False, why)."""
     try:
-        if bind.protocol == "uwsgi":
+        if bind.protocol is Protocol.UWSGI:
             status = _uwsgi_get(bind, ready_path, timeout)
-        elif bind.protocol == "fastcgi":
+        elif bind.protocol is Protocol.FASTCGI:
             status = _fastcgi_get(bind, ready_path, timeout)
-        elif bind.protocol == "http":
-            status = _http_get(bind, ready_path, timeout)
         else:
-            return False, f"no readiness probe speaks {bind.protocol}"
+            status = _http_get(bind, ready_path, timeout)
     except (OSError, http.client.HTTPException, ValueError) as exc:
         return False, f"last try: {type(exc).__name__}: {exc}"
     if 200 <= status < 300:

@@ -27,7 +27,7 @@ from tuner.measure.process import LOOPBACK, ServerProcess, free_port, key_line
 from tuner.metrics.cpu import TreeCpuClock
 from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
-from tuner.servers.base import ServerAdapter
+from tuner.servers.base import Bind, ServerAdapter
 from tuner.settings import Value
 
 PORT_ATTEMPTS = 3
@@ -138,8 +138,8 @@ def _start_server(plan: BenchPlan) -> ServerProcess:
     port is free when chosen, but anyone may bind it before the server does)."""
     for attempt in range(PORT_ATTEMPTS):
         port = free_port(LOOPBACK)
-        spec = plan.adapter.launch_spec(
-            plan.app, LOOPBACK, port, plan.settings, plan.log_path.parent.resolve()
+        spec = plan.adapter.launch(
+            plan.app, Bind.tcp(LOOPBACK, port), plan.settings, plan.log_path.parent.resolve()
         )
         try:
             return ServerProcess.start(

@@ -5,7 +5,7 @@ environment variables (named as such, e.g. DB_POOL_SIZE). So the search space, `
 baselines, repeats, records and reports need nothing new: a config is one dict. This wrapper
 splits it again where the server is concerned: the server's part goes to the real adapter,
 the app's part becomes the environment of the server process for a trial, and the lines the
-written file sets it with (the adapter's `render_artifact(env=...)`: gunicorn `raw_env`,
+written file sets it with (the adapter's `render_artifact(..., env=...)`: gunicorn `raw_env`,
 uWSGI `env`, `export` in a launcher script).
 
 Every method of the contract is delegated (`WrappedAdapter`); this wrapper overrides only
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.appsettings import AppSettings, load_app_settings, settings_path
-from tuner.servers.base import Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
+from tuner.servers.base import DIRECT, Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
 from tuner.servers.wrapped import WrappedAdapter
 from tuner.settings import SettingsTable, Value
 
@@ -50,30 +50,21 @@ class WithAppSettings(WrappedAdapter):
 
     # --- settings: the server's, then the app's -------------------------------------------
 
-    def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
-        return {**super().resolve(values), **self.app_part(values)}  # type: ignore[arg-type]
-
-    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
-        server = super().resolve_at(bind, values)
+    def resolve(self, values: Mapping[str, object], *, bind: Bind = DIRECT) -> dict[str, Value]:
+        server = super().resolve(values, bind=bind)
         return {**server, **self.app_part(values)}  # type: ignore[arg-type]
 
     # --- running: the server's launch, with the app's environment -------------------------
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
-    ) -> LaunchSpec:
-        spec = super().launch_spec(app, host, port, values, workdir)
-        return self._with_app(spec, Bind.tcp(host, port), values)
-
-    def launch_at(
+    def _launch(
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        return self._with_app(super().launch_at(app, bind, values, workdir), bind, values)
+        return self._with_app(super()._launch(app, bind, values, workdir), bind, values)
 
     def _with_app(self, spec: LaunchSpec, bind: Bind, values: Mapping[str, Value]) -> LaunchSpec:
         """The server's launch with the app's environment and the app's own load signs (per
         worker process, as the server runs at `bind`)."""
-        processes = self.inner.processes(self.inner.resolve_at(bind, self.inner_values(values)))
+        processes = self.inner.processes(self.inner.resolve(self.inner_values(values), bind=bind))
         signs = self.app_settings.load_signs(processes, self.app_part(values))
         return replace(
             spec,
@@ -92,19 +83,7 @@ class WithAppSettings(WrappedAdapter):
     # (artifact_launch adds no environment: booting the file proves that it sets the app's
     # variables.)
 
-    def render_artifact(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        environment = {**self.environment(values), **(env or {})}
-        return super().render_artifact(app, host, port, values, header, environment)
-
-    def render_artifact_at(
+    def _render_artifact(
         self,
         app: AppRef,
         bind: Bind,
@@ -113,7 +92,7 @@ class WithAppSettings(WrappedAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         environment = {**self.environment(values), **(env or {})}
-        return super().render_artifact_at(app, bind, values, header, environment)
+        return super()._render_artifact(app, bind, values, header, environment)
 
 
 def with_app_settings(adapter: ServerAdapter, app_settings: AppSettings) -> ServerAdapter:

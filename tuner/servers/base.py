@@ -24,8 +24,10 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
+from typing import final
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
@@ -150,12 +152,32 @@ def bind_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-# How a server can be reached: over TCP or a unix socket, speaking HTTP, uWSGI's binary
-# `uwsgi` protocol (nginx's uwsgi_pass) or FastCGI (nginx's fastcgi_pass). A server reached
-# directly by the load generator speaks HTTP over TCP; anything else needs a front.
-TRANSPORTS = ("tcp", "unix")
-PROTOCOLS = ("http", "uwsgi", "fastcgi")
-HTTP_OVER_TCP = ("tcp", "http")
+class _Text(str, Enum):
+    """A member that is its text: compared, hashed, formatted and stored as its value, so a
+    recorded study (front_protocol = "uwsgi") reads the same as before it was a type."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Transport(_Text):
+    """How a server is reached: a TCP host:port, or a unix socket."""
+
+    TCP = "tcp"
+    UNIX = "unix"
+
+
+class Protocol(_Text):
+    """What a server speaks where it listens: HTTP, uWSGI's binary `uwsgi` protocol (nginx's
+    uwsgi_pass) or FastCGI (nginx's fastcgi_pass). A server reached directly by the load
+    generator speaks HTTP over TCP; anything else needs a front."""
+
+    HTTP = "http"
+    UWSGI = "uwsgi"
+    FASTCGI = "fastcgi"
+
+
+HTTP_OVER_TCP = (Transport.TCP, Protocol.HTTP)
 
 
 @dataclass(frozen=True)
@@ -165,32 +187,35 @@ class Bind:
     connection open for the next request (the load generator's HTTP keep-alive, nginx's
     upstream keepalive, FastCGI's keep-conn flag) or closes it after one (nginx's uwsgi_pass,
     fastcgi_keep_conn off); a server whose workers stay on a connection until it closes
-    holds one for each kept connection (`ServerAdapter.pins_connections_at`)."""
+    holds one for each kept connection (`ServerAdapter.pins_connections`)."""
 
     host: str = "127.0.0.1"
     port: int = 0
     path: str | None = None
-    protocol: str = "http"
+    protocol: Protocol = Protocol.HTTP
     kept_open: bool = True
 
     def __post_init__(self) -> None:
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"protocol {self.protocol!r}: expected one of {PROTOCOLS}")
+        if not isinstance(self.protocol, Protocol):
+            valid = ", ".join(p.value for p in Protocol)
+            raise ValueError(f"protocol {self.protocol!r}: expected a Protocol ({valid})")
 
     @classmethod
-    def tcp(cls, host: str, port: int, protocol: str = "http", kept_open: bool = True) -> Bind:
+    def tcp(
+        cls, host: str, port: int, protocol: Protocol = Protocol.HTTP, kept_open: bool = True
+    ) -> Bind:
         return cls(host=host, port=port, protocol=protocol, kept_open=kept_open)
 
     @classmethod
-    def unix(cls, path: str, protocol: str = "http", kept_open: bool = True) -> Bind:
+    def unix(cls, path: str, protocol: Protocol = Protocol.HTTP, kept_open: bool = True) -> Bind:
         return cls(path=path, protocol=protocol, kept_open=kept_open)
 
     @property
-    def transport(self) -> str:
-        return "unix" if self.path is not None else "tcp"
+    def transport(self) -> Transport:
+        return Transport.UNIX if self.path is not None else Transport.TCP
 
     @property
-    def kind(self) -> tuple[str, str]:
+    def kind(self) -> tuple[Transport, Protocol]:
         """(transport, protocol), as adapters declare what they support."""
         return (self.transport, self.protocol)
 
@@ -200,7 +225,7 @@ class Bind:
 
     def describe(self) -> str:
         where = f"unix:{self.path}" if self.path is not None else self.address()
-        return f"{self.protocol} on {where}"
+        return f"{self.protocol.value} on {where}"
 
 
 # How the load generator reaches a server without a front: HTTP keep-alive over TCP.
@@ -210,8 +235,25 @@ DIRECT = Bind()
 class ServerAdapter(abc.ABC):
     """One WSGI server, declared: settings, launch, process model, baselines, artifact, signs.
 
-    Required: the class attributes below, `launch_spec`, `render_artifact`, `artifact_launch`,
+    Required: the class attributes below, `_launch`, `_render_artifact`, `_artifact_launch`,
     `version` and `concurrency_model`. The other methods have defaults that fit most servers.
+
+    One method per operation, each taking the `Bind` the server listens at: `Bind.tcp(host,
+    port)` for a server the load generator reaches, or what a front reaches it by (a unix
+    socket, the uwsgi protocol, FastCGI). Where the bind is required it comes right after
+    what the operation is about (the app, the file) and before the values: `launch(app, bind,
+    values, workdir)`, `render_artifact(app, bind, values, header, env)`, `artifact_launch(path,
+    app, bind, values)`. Where it is optional it is the keyword `bind=DIRECT` after the values:
+    `resolve(values, bind=...)`, `pins_connections(values, bind=...)`.
+
+    `launch`, `render_artifact` and `artifact_launch` are final: each checks the bind against
+    `binds` (`check_bind`), then calls the adapter's hook of the same name with a leading
+    underscore. The check lives here, not in each adapter nor in each caller (the runner, the
+    written file's boot, the front's block, the tests): adapters are as short either way, but
+    here no caller can forget it and no adapter repeats it. A server that speaks only HTTP
+    over TCP reads `bind.host` and `bind.port` in its hooks and needs nothing else. A hook
+    that needs another operation calls that one's hook (the bind is checked already); a
+    wrapper (`WrappedAdapter`) forwards each hook to the wrapped adapter's.
     """
 
     name: str
@@ -232,9 +274,9 @@ class ServerAdapter(abc.ABC):
     logging_settings: Mapping[str, Value] = MappingProxyType({})
     # How the server can be bound, as (transport, protocol) pairs (see `Bind`). HTTP over
     # TCP is what every server does; a server that can listen on a unix socket or speak
-    # another protocol (for a front such as nginx) declares it and overrides `launch_at`,
-    # `render_artifact_at` and `artifact_launch_at`.
-    binds: frozenset[tuple[str, str]] = frozenset({HTTP_OVER_TCP})
+    # another protocol (for a front such as nginx) declares it here, and its hooks honour
+    # `bind.path` and `bind.protocol`.
+    binds: frozenset[tuple[Transport, Protocol]] = frozenset({HTTP_OVER_TCP})
     # Settings that only mean something while the server speaks HTTP (uWSGI's `protocol`):
     # a search behind a front leaves them at their default when another protocol is drawn.
     http_only_settings: tuple[str, ...] = ()
@@ -244,15 +286,11 @@ class ServerAdapter(abc.ABC):
     def check_combination(self, values: Mapping[str, Value]) -> None:  # noqa: B027 - a hook
         """Raise ConfigError for a combination of values the server cannot run as meant."""
 
-    def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
-        """Every setting's value (server defaults + `values`), checked alone and together,
-        as the load generator reaches the server (`resolve_at` DIRECT)."""
-        return self.resolve_at(DIRECT, values)
-
-    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
-        """Every setting's value as the server runs bound as `bind`, checked alone, together
-        and at the bind: what a trial records is what ran. An adapter whose bind decides a
-        setting (gunicorn's protocol) overrides this to set it."""
+    def resolve(self, values: Mapping[str, object], *, bind: Bind = DIRECT) -> dict[str, Value]:
+        """Every setting's value (server defaults + `values`) as the server runs bound as
+        `bind` (by default as the load generator reaches it), checked alone, together and at
+        the bind: what a trial records is what ran. An adapter whose bind decides a setting
+        (gunicorn's protocol) overrides this to set it."""
         resolved = self.table.resolve(values)
         self.check_combination(resolved)
         self.check_bound(bind, resolved)
@@ -260,20 +298,23 @@ class ServerAdapter(abc.ABC):
 
     # --- running ----------------------------------------------------------------------------
 
-    @abc.abstractmethod
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
-    ) -> LaunchSpec:
-        """How to start the server for one measurement; generated files go under `workdir`
-        (an absolute path: the server runs in the app's folder)."""
-
-    def launch_at(
+    @final
+    def launch(
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        """`launch_spec` for a server bound as `bind`; HTTP over TCP unless the adapter
-        declares more in `binds` (and overrides this)."""
+        """How to start the server bound as `bind` for one measurement; generated files go
+        under `workdir`. The bind is checked against `binds` first (`_launch` does the rest)."""
         self.check_bind(bind)
-        return self.launch_spec(app, bind.host, bind.port, values, workdir)
+        return self._launch(app, bind, values, workdir)
+
+    @abc.abstractmethod
+    def _launch(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        """`launch` for a bind already checked. `workdir` may be relative: make a path in it
+        absolute (`workdir.resolve()`), as the server runs in the app's folder. A spec for a
+        bind other than HTTP over TCP names it (`LaunchSpec.bind`), so readiness is checked
+        there, in its protocol."""
 
     def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:  # noqa: B027 - a hook
         """Raise ConfigError for settings the server cannot run as meant when bound as `bind`
@@ -285,6 +326,7 @@ class ServerAdapter(abc.ABC):
         return HTTP_OVER_TCP not in self.binds
 
     def check_bind(self, bind: Bind) -> None:
+        """Raise ConfigError for a bind the server cannot listen at (not in `binds`)."""
         if bind.kind not in self.binds:
             kinds = ", ".join(f"{p} over {t}" for t, p in sorted(self.binds))
             raise ConfigError(
@@ -329,17 +371,12 @@ class ServerAdapter(abc.ABC):
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         """How a config serves concurrent requests, in a few words ("gthread"), for reports."""
 
-    def pins_connections(self, values: Mapping[str, Value]) -> bool:
-        """`pins_connections_at` as the load generator reaches the server: HTTP over TCP,
-        connections kept open. A wrapper that knows how the server was reached (a front)
-        overrides this to ask with that bind."""
-        return self.pins_connections_at(DIRECT, values)
-
-    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
+    def pins_connections(self, values: Mapping[str, Value], *, bind: Bind = DIRECT) -> bool:
         """True when each connection kept open holds a worker thread or process for as long
-        as it stays open, reached as `bind` (its `kept_open` says whether the client keeps
-        them): such a config answers at most processes x threads clients at a time and
-        leaves the others waiting, however idle the held connections are."""
+        as it stays open, reached as `bind` (by default as the load generator reaches it:
+        HTTP over TCP, kept open; its `kept_open` says whether the client keeps them): such a
+        config answers at most processes x threads clients at a time and leaves the others
+        waiting, however idle the held connections are."""
         return False
 
     def processes(self, values: Mapping[str, Value]) -> int:
@@ -447,30 +484,8 @@ class ServerAdapter(abc.ABC):
 
     # --- the deployable artifact -----------------------------------------------------------
 
-    @abc.abstractmethod
+    @final
     def render_artifact(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        """The file a user deploys, from the same table as the command line; `header` goes
-        first, as comments. `env` holds the app's own settings (tuner/appsettings.py): the
-        file must set them in the environment the app is imported in, the server's own way
-        (gunicorn `raw_env`, uWSGI `env`, `export` in a shell launcher, `os.environ` in a
-        Python one), so that booting the file alone runs the app as measured."""
-
-    @abc.abstractmethod
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
-    ) -> LaunchSpec:
-        """How to boot the artifact written at `path` (rendered for `host`:`port`), exactly as
-        its `run_hint` tells a user to: this is how the tuner proves the file works."""
-
-    def render_artifact_at(
         self,
         app: AppRef,
         bind: Bind,
@@ -478,16 +493,42 @@ class ServerAdapter(abc.ABC):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        """`render_artifact` for a server bound as `bind` (see `launch_at`)."""
+        """The file a user deploys for a server bound as `bind`, from the same table as the
+        command line; `header` goes first, as comments. `env` holds the app's own settings
+        (tuner/appsettings.py): the file must set them in the environment the app is imported
+        in, the server's own way (gunicorn `raw_env`, uWSGI `env`, `export` in a shell
+        launcher, `os.environ` in a Python one), so that booting the file alone runs the app
+        as measured. The bind is checked first (`_render_artifact` does the rest)."""
         self.check_bind(bind)
-        return self.render_artifact(app, bind.host, bind.port, values, header, env)
+        return self._render_artifact(app, bind, values, header, env)
 
-    def artifact_launch_at(
+    @abc.abstractmethod
+    def _render_artifact(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> Artifact:
+        """`render_artifact` for a bind already checked."""
+
+    @final
+    def artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
-        """`artifact_launch` for an artifact rendered by `render_artifact_at(bind)`."""
+        """How to boot the artifact written at `path` (rendered for `bind`), exactly as its
+        `run_hint` tells a user to: this is how the tuner proves the file works. The bind is
+        checked first (`_artifact_launch` does the rest)."""
         self.check_bind(bind)
-        return self.artifact_launch(path, app, bind.host, bind.port, values)
+        return self._artifact_launch(path, app, bind, values)
+
+    @abc.abstractmethod
+    def _artifact_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        """`artifact_launch` for a bind already checked (a spec naming the bind as
+        `_launch`'s does)."""
 
     def shell_launcher(self, lines: list[str]) -> Artifact:
         """The artifact as a shell script, run as `sh FILE` (granian, waitress, mod_wsgi)."""

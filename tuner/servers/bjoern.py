@@ -20,6 +20,7 @@ from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.servers.base import (
     Artifact,
+    Bind,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
@@ -115,14 +116,14 @@ class BjoernAdapter(ServerAdapter):
         except importlib.metadata.PackageNotFoundError:
             raise ToolMissingError(f"bjoern is not installed; {self.install_hint}") from None
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    def _launch(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        if ":" in host:
-            raise ConfigError(f"bjoern listens on IPv4 only; {host} is an IPv6 address")
+        if ":" in bind.host:
+            raise ConfigError(f"bjoern listens on IPv4 only; {bind.host} is an IPv6 address")
         # Absolute: the launcher runs in the app's folder, and trials pass a relative workdir.
         launcher = workdir.resolve() / LAUNCHER
-        text = self.render_artifact(app, host, port, values).text
+        text = self._render_artifact(app, bind, values).text
         return self._spec(launcher, app, {str(launcher): text})
 
     def _spec(self, launcher: Path, app: AppRef, files: Mapping[str, str]) -> LaunchSpec:
@@ -137,11 +138,10 @@ class BjoernAdapter(ServerAdapter):
             files=files,
         )
 
-    def render_artifact(
+    def _render_artifact(
         self,
         app: AppRef,
-        host: str,
-        port: int,
+        bind: Bind,
         values: Mapping[str, Value],
         header: str = "",
         env: Mapping[str, str] | None = None,
@@ -156,8 +156,8 @@ class BjoernAdapter(ServerAdapter):
             "",
             "# Where to listen. EDIT for your deployment (IPv4 only): 127.0.0.1 accepts",
             "# connections from this machine only (e.g. behind nginx).",
-            f"HOST = {host!r}",
-            f"PORT = {port!r}",
+            f"HOST = {bind.host!r}",
+            f"PORT = {bind.port!r}",
             "# EDIT: the app's folder (the one it was tuned in) and the app in it.",
             f"APP_DIR = {app.pythonpath!r}",
             f"APP = {app.spec!r}",
@@ -175,8 +175,8 @@ class BjoernAdapter(ServerAdapter):
             mode=0o755,
         )
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    def _artifact_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
         return self._spec(path, app, {})
 

@@ -21,12 +21,14 @@ from tuner.errors import ConfigError
 from tuner.servers.base import (
     BASELINE_DEFAULT,
     BASELINE_FORK_RULE,
-    Artifact,
+    DIRECT,
     Baseline,
     Bind,
     LaunchSpec,
     ProcessModel,
+    Protocol,
     StartupSigns,
+    Transport,
     worker_counts,
 )
 from tuner.servers.grids import product_grid
@@ -199,7 +201,7 @@ class FlupAdapter(PythonLauncherAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="max_spare", threads=None, kind_label="mode"
     )
-    binds = frozenset({("tcp", "fastcgi"), ("unix", "fastcgi")})
+    binds = frozenset((transport, Protocol.FASTCGI) for transport in Transport)
     notice = (
         "flup speaks FastCGI only: run it behind nginx (fastcgi_pass; the nginx-flup.conf",
         "written beside this file). SIGTERM or SIGINT stops it and every child at once.",
@@ -220,7 +222,7 @@ class FlupAdapter(PythonLauncherAdapter):
     def processes(self, values: Mapping[str, Value]) -> int:
         return int(values["max_spare"]) if values["mode"] == "prefork" else 1
 
-    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
+    def pins_connections(self, values: Mapping[str, Value], *, bind: Bind = DIRECT) -> bool:
         # Both modes give each open connection a thread or a child until nginx closes it, and
         # serve a burst of new ones only past max_spare (see the module's docstring): so the
         # covering config raises max_spare (the process model's count, threads or children).
@@ -249,42 +251,12 @@ class FlupAdapter(PythonLauncherAdapter):
         )
         return threaded + prefork
 
-    # --- running: FastCGI only, so always at a Bind -----------------------------------------
+    # --- running: FastCGI only, at the bind a front reaches it by -----------------------------
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
-    ) -> LaunchSpec:
-        return self.launch_at(app, Bind.tcp(host, port, "fastcgi"), values, workdir)
-
-    def launch_at(
+    def _launch(
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        self.check_bind(bind)
-        script = (workdir / self.artifact_filename).resolve()
-        text = self.render_artifact_at(app, bind, values).text
-        return replace(self._spec(script, app, {str(script): text}), signs=SIGNS, bind=bind)
-
-    def render_artifact(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self.render_artifact_at(app, Bind.tcp(host, port, "fastcgi"), values, header, env)
-
-    def render_artifact_at(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        self.check_bind(bind)
-        return self.render_launcher(app, bind, values, header, env)
+        return replace(super()._launch(app, bind, values, workdir), signs=SIGNS)
 
     def address_lines(self, app: AppRef, bind: Bind) -> list[str]:
         return [
@@ -300,16 +272,10 @@ class FlupAdapter(PythonLauncherAdapter):
     def server_code(self, values: Mapping[str, Value]) -> list[str]:
         return _BODY.lstrip("\n").splitlines()
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
-    ) -> LaunchSpec:
-        return self.artifact_launch_at(path, app, Bind.tcp(host, port, "fastcgi"), values)
-
-    def artifact_launch_at(
+    def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
-        self.check_bind(bind)
-        return replace(self._spec(path, app, {}), signs=SIGNS, bind=bind)
+        return replace(super()._artifact_launch(path, app, bind, values), signs=SIGNS)
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return [self.executable(), "-m", "py_compile", str(path)]

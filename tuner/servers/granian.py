@@ -21,12 +21,15 @@ from types import MappingProxyType
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.servers.base import (
+    HTTP_OVER_TCP,
     Artifact,
     Bind,
     LaunchSpec,
     ProcessModel,
+    Protocol,
     ServerAdapter,
     StartupSigns,
+    Transport,
     comment_block,
     first_version_number,
 )
@@ -171,7 +174,7 @@ class GranianAdapter(ServerAdapter):
     )
     # `--uds PATH` / GRANIAN_UDS (granian 2.x's --help; the installed one is checked by the
     # front tests).
-    binds = frozenset({("tcp", "http"), ("unix", "http")})
+    binds = frozenset({HTTP_OVER_TCP, (Transport.UNIX, Protocol.HTTP)})
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         mode = "mt" if values["runtime_mode"] == "auto" else str(values["runtime_mode"])
@@ -199,15 +202,9 @@ class GranianAdapter(ServerAdapter):
     def version(self) -> str:
         return first_version_number(self._version_output("--version"))
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
-    ) -> LaunchSpec:
-        return self.launch_at(app, Bind.tcp(host, port), values, workdir)
-
-    def launch_at(
+    def _launch(
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        self.check_bind(bind)
         resolved = self.resolve(values)
         tcp = ["--host", bind.host, "--port", str(bind.port)]
         where = ["--uds", bind.path] if bind.path else tcp
@@ -223,9 +220,7 @@ class GranianAdapter(ServerAdapter):
         # package it is in), so it must start in the app's folder.
         return self._spec(argv, app.pythonpath, {}, bind)
 
-    def _spec(
-        self, argv: list[str], cwd: str, env: Mapping[str, str], bind: Bind | None = None
-    ) -> LaunchSpec:
+    def _spec(self, argv: list[str], cwd: str, env: Mapping[str, str], bind: Bind) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
             # A Rust backtrace (RUST_BACKTRACE=1 in the environment) would bury the error
@@ -236,21 +231,10 @@ class GranianAdapter(ServerAdapter):
             stop_signal=signal.SIGINT,
             stop_grace_s=5.0,
             signs=SIGNS,
-            bind=bind if bind is not None and bind.kind != ("tcp", "http") else None,
+            bind=bind if bind.kind != HTTP_OVER_TCP else None,
         )
 
-    def render_artifact(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self.render_artifact_at(app, Bind.tcp(host, port), values, header, env)
-
-    def render_artifact_at(
+    def _render_artifact(
         self,
         app: AppRef,
         bind: Bind,
@@ -258,7 +242,6 @@ class GranianAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        self.check_bind(bind)
         where = (
             [f"GRANIAN_UDS={bind.path}"]
             if bind.path
@@ -296,17 +279,11 @@ class GranianAdapter(ServerAdapter):
         ]
         return self.shell_launcher(lines)
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    def _artifact_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
         # The script runs `granian` from PATH: put the tuner's own first, so an un-activated
         # virtualenv boots the granian that was measured.
-        return self._spec(["/bin/sh", str(path)], str(path.parent), {"PATH": self.own_bin_first()})
-
-    def artifact_launch_at(
-        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
-    ) -> LaunchSpec:
-        self.check_bind(bind)
         env = {"PATH": self.own_bin_first()}
         return self._spec(["/bin/sh", str(path)], str(path.parent), env, bind)
 

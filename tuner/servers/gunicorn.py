@@ -15,12 +15,16 @@ from types import MappingProxyType
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.servers.base import (
+    DIRECT,
+    HTTP_OVER_TCP,
     Artifact,
     Bind,
     LaunchSpec,
     ProcessModel,
+    Protocol,
     ServerAdapter,
     StartupSigns,
+    Transport,
     comment_block,
     first_version_number,
     worker_counts,
@@ -178,12 +182,16 @@ class GunicornAdapter(ServerAdapter):
         forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
     )
     # `--bind unix:PATH` (gunicorn's docs, "bind"); `protocol = "uwsgi"` speaks uWSGI's binary
-    # protocol there, for nginx's uwsgi_pass. The bind decides the protocol (`resolve_at`):
+    # protocol there, for nginx's uwsgi_pass. The bind decides the protocol (`resolve`):
     # `protocol` is uwsgi exactly when the server is bound for uwsgi (check_bound).
-    binds = frozenset({("tcp", "http"), ("unix", "http"), ("tcp", "uwsgi"), ("unix", "uwsgi")})
+    binds = frozenset(
+        (transport, protocol)
+        for transport in Transport
+        for protocol in (Protocol.HTTP, Protocol.UWSGI)
+    )
     # Read from gunicorn 27.0.1: a uwsgi request is parsed by gunicorn/uwsgi/message.py, never
     # by the HTTP parser (so http_parser is moot), and nginx keeps no uwsgi connection alive
-    # (so keepalive is moot; `resolve_at` turns it off, see there).
+    # (so keepalive is moot; `resolve` turns it off, see there).
     http_only_settings = ("http_parser", "keepalive")
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
@@ -232,8 +240,8 @@ class GunicornAdapter(ServerAdapter):
             )
 
     def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:
-        if values["protocol"] != bind.protocol:
-            # Behind a front the bind sets the protocol (resolve_at); without one the load
+        if values["protocol"] != bind.protocol.value:
+            # Behind a front the bind sets the protocol (resolve); without one the load
             # generator, which speaks HTTP only, is the client.
             raise ConfigError(
                 f"gunicorn protocol={values['protocol']} on a server reached by "
@@ -250,7 +258,7 @@ class GunicornAdapter(ServerAdapter):
                 "front_transport=tcp"
             )
 
-    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
+    def resolve(self, values: Mapping[str, object], *, bind: Bind = DIRECT) -> dict[str, Value]:
         """`values` as gunicorn runs them bound as `bind`: over the uwsgi protocol,
         `protocol = uwsgi` and `keepalive = 0`, so that a trial records what ran.
 
@@ -260,9 +268,9 @@ class GunicornAdapter(ServerAdapter):
         "Error handling request" with a traceback for every request (gunicorn 27.0.1,
         measured behind nginx 1.22); keepalive = 0 closes first, as sync workers always do.
         """
-        if bind.protocol == "uwsgi":
-            values = {**values, "protocol": "uwsgi", "keepalive": 0}
-        return super().resolve_at(bind, values)
+        if bind.protocol is Protocol.UWSGI:
+            values = {**values, "protocol": Protocol.UWSGI.value, "keepalive": 0}
+        return super().resolve(values, bind=bind)
 
     def _wiring(self, app: AppRef, bind: Bind) -> list[tuple[str, str]]:
         """The settings every run needs, not tuned: where the app is and where to listen."""
@@ -277,16 +285,10 @@ class GunicornAdapter(ServerAdapter):
             ("control_socket_disable", "True"),
         ]
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
-    ) -> LaunchSpec:
-        return self.launch_at(app, Bind.tcp(host, port), values, workdir)
-
-    def launch_at(
+    def _launch(
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        self.check_bind(bind)
-        resolved = self.resolve_at(bind, values)
+        resolved = self.resolve(values, bind=bind)
         argv = [
             self.executable(),
             "--bind",
@@ -304,7 +306,7 @@ class GunicornAdapter(ServerAdapter):
         argv: list[str],
         app: AppRef,
         values: Mapping[str, Value],
-        bind: Bind | None = None,
+        bind: Bind,
     ) -> LaunchSpec:
         worker_class = values.get("worker_class", self.table.defaults()["worker_class"])
         stop, quick = _stop_signals(str(worker_class))
@@ -316,21 +318,10 @@ class GunicornAdapter(ServerAdapter):
             quick_stop_signal=quick,
             stop_grace_s=5.0,
             signs=SIGNS,
-            bind=bind if bind is not None and bind.kind != ("tcp", "http") else None,
+            bind=bind if bind.kind != HTTP_OVER_TCP else None,
         )
 
-    def render_artifact(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self.render_artifact_at(app, Bind.tcp(host, port), values, header, env)
-
-    def render_artifact_at(
+    def _render_artifact(
         self,
         app: AppRef,
         bind: Bind,
@@ -338,8 +329,7 @@ class GunicornAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        self.check_bind(bind)
-        resolved = self.resolve_at(bind, values)
+        resolved = self.resolve(values, bind=bind)
         lines = comment_block(header, "#")
         if lines:
             lines.append("")
@@ -347,7 +337,7 @@ class GunicornAdapter(ServerAdapter):
         lines.append("# machine it was tuned on) and bind for your deployment: 127.0.0.1 accepts")
         lines.append("# connections from this machine only (e.g. behind nginx).")
         lines += [f"{key} = {text}" for key, text in self._wiring(app, bind)]
-        if bind.protocol == "uwsgi":
+        if bind.protocol is Protocol.UWSGI:
             lines.append("# Speaks uWSGI's binary protocol to nginx's uwsgi_pass (protocol below),")
             lines.append("# with keepalive = 0: nginx opens a connection per uwsgi request. Over")
             lines.append("# TCP gunicorn takes uwsgi requests only from uwsgi_allow_ips (default")
@@ -373,15 +363,9 @@ class GunicornAdapter(ServerAdapter):
         # -c always: without it gunicorn reads ./gunicorn.conf.py from its working folder.
         return [self.executable(), "--config", str(path)]
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
-    ) -> LaunchSpec:
-        return self._spec(self._file_argv(path, app), app, values)
-
-    def artifact_launch_at(
+    def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
-        self.check_bind(bind)
         return self._spec(self._file_argv(path, app), app, values, bind)
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:

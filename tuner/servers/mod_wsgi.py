@@ -28,6 +28,7 @@ from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
 from tuner.servers.base import (
     Artifact,
+    Bind,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
@@ -178,7 +179,7 @@ class ModWsgiAdapter(ServerAdapter):
             raise ToolMissingError(f"mod_wsgi is not installed; {self.install_hint}") from None
 
     def _command(
-        self, express: str, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+        self, express: str, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> list[str]:
         """The start-server command: the app, the address, the log, then the tuned flags."""
         return [
@@ -195,9 +196,9 @@ class ModWsgiAdapter(ServerAdapter):
             "--python-path",
             app.pythonpath,
             "--host",
-            host,
+            bind.host,
             "--port",
-            str(port),
+            str(bind.port),
             # Apache's error log (and the access log) to stderr/stdout, not the server root.
             "--log-to-terminal",
             *self.table.argv(self.resolve(values)),
@@ -215,10 +216,10 @@ class ModWsgiAdapter(ServerAdapter):
             )
         return [unshare, "--user"]
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    def _launch(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        argv = self._command(self.executable(), app, host, port, values)
+        argv = self._command(self.executable(), app, bind, values)
         # A server root per trial: the generated httpd.conf, the pid file and the sockets.
         # Absolute: Apache runs in the app's folder, and trials pass a relative workdir.
         argv += ["--server-root", str(workdir.resolve() / "mod_wsgi-server-root")]
@@ -236,16 +237,15 @@ class ModWsgiAdapter(ServerAdapter):
             signs=SIGNS,
         )
 
-    def render_artifact(
+    def _render_artifact(
         self,
         app: AppRef,
-        host: str,
-        port: int,
+        bind: Bind,
         values: Mapping[str, Value],
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        command = self._command("mod_wsgi-express", app, host, port, values)
+        command = self._command("mod_wsgi-express", app, bind, values)
         lines = ["#!/bin/sh", *comment_block(header, "#")]
         lines += [
             "#",
@@ -270,8 +270,8 @@ class ModWsgiAdapter(ServerAdapter):
         lines.append(_continued(command) + ' "$@"')
         return self.shell_launcher(lines)
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    def _artifact_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
         # The script runs `mod_wsgi-express` from PATH: the tuner's own first. The default
         # server root goes under $TMPDIR.

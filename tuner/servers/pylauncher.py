@@ -21,6 +21,7 @@ from pathlib import Path
 from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
 from tuner.servers.base import (
+    HTTP_OVER_TCP,
     Artifact,
     Bind,
     LaunchSpec,
@@ -104,7 +105,7 @@ class PythonLauncherAdapter(ServerAdapter):
                 f"{self.name}: {self.distribution} is not installed; {self.install_hint}"
             ) from None
 
-    def _spec(self, script: Path, app: AppRef, files: Mapping[str, str]) -> LaunchSpec:
+    def _spec(self, script: Path, app: AppRef, files: Mapping[str, str], bind: Bind) -> LaunchSpec:
         return LaunchSpec(
             argv=(self.executable(), str(script)),
             env={"PYTHONUNBUFFERED": "1"},
@@ -114,14 +115,15 @@ class PythonLauncherAdapter(ServerAdapter):
             signs=SIGNS,
             files=files,
             load_signs=self.load_signs,
+            bind=bind if bind.kind != HTTP_OVER_TCP else None,
         )
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
+    def _launch(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         script = (workdir / self.artifact_filename).resolve()
-        text = self.render_artifact(app, host, port, values).text
-        return self._spec(script, app, {str(script): text})
+        text = self._render_artifact(app, bind, values).text
+        return self._spec(script, app, {str(script): text}, bind)
 
     def address_lines(self, app: AppRef, bind: Bind) -> list[str]:
         """The launcher's constants a user edits: the app's folder and where to listen."""
@@ -133,18 +135,7 @@ class PythonLauncherAdapter(ServerAdapter):
             f"PORT = {bind.port!r}",
         ]
 
-    def render_artifact(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self.render_launcher(app, Bind.tcp(host, port), values, header, env)
-
-    def render_launcher(
+    def _render_artifact(
         self,
         app: AppRef,
         bind: Bind,
@@ -155,7 +146,7 @@ class PythonLauncherAdapter(ServerAdapter):
         """The launcher script for `bind` (its `address_lines`), the same for every server:
         notice, evidence header, how to run it, the app's import, the tuned settings as
         constants, then the server's own lines (`server_code`)."""
-        resolved = self.resolve_at(bind, values)
+        resolved = self.resolve(values, bind=bind)
         lines = ["#!/usr/bin/env python3", *(f"# {line}" for line in self.notice)]
         lines += comment_block(header, "#")
         lines.append(f"# Run: python3 {self.artifact_filename}  (with {self.install_hint}).")
@@ -181,10 +172,10 @@ class PythonLauncherAdapter(ServerAdapter):
             mode=0o755,
         )
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
+    def _artifact_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
-        return self._spec(path, app, {})
+        return self._spec(path, app, {}, bind)
 
 
 def constant(name: str) -> str:

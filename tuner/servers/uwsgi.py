@@ -15,12 +15,16 @@ from types import MappingProxyType
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.servers.base import (
+    DIRECT,
+    HTTP_OVER_TCP,
     Artifact,
     Bind,
     LaunchSpec,
     ProcessModel,
+    Protocol,
     ServerAdapter,
     StartupSigns,
+    Transport,
     comment_block,
     first_version_number,
     worker_counts,
@@ -241,7 +245,11 @@ class UwsgiAdapter(ServerAdapter):
     # (uWSGI docs, "Configuring uWSGI", "Native HTTP support").
     # Which HTTP the workers speak (http, http-socket, http11-socket): moot over `socket`.
     http_only_settings = ("protocol",)
-    binds = frozenset({("tcp", "http"), ("unix", "http"), ("tcp", "uwsgi"), ("unix", "uwsgi")})
+    binds = frozenset(
+        (transport, protocol)
+        for transport in Transport
+        for protocol in (Protocol.HTTP, Protocol.UWSGI)
+    )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         if int(values["gevent"]) > 0:
@@ -270,17 +278,17 @@ class UwsgiAdapter(ServerAdapter):
             for mode in modes
         ]
 
-    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
+    def resolve(self, values: Mapping[str, object], *, bind: Bind = DIRECT) -> dict[str, Value]:
         """`values` as uWSGI runs them bound as `bind`: over the uwsgi protocol the workers
         listen with `socket` whatever HTTP `protocol` the search left, so a trial records
         `protocol = uwsgi`, what ran."""
-        if bind.protocol == "uwsgi":
-            values = {**values, "protocol": "uwsgi"}
-        return super().resolve_at(bind, values)
+        if bind.protocol is Protocol.UWSGI:
+            values = {**values, "protocol": Protocol.UWSGI.value}
+        return super().resolve(values, bind=bind)
 
     def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:
-        if (values["protocol"] == "uwsgi") != (bind.protocol == "uwsgi"):
-            # Behind a front the bind sets the protocol (resolve_at); without one the load
+        if (values["protocol"] == Protocol.UWSGI.value) != (bind.protocol is Protocol.UWSGI):
+            # Behind a front the bind sets the protocol (resolve); without one the load
             # generator, which speaks HTTP only, is the client.
             raise ConfigError(
                 f"uwsgi protocol={values['protocol']} on a server reached by {bind.protocol}: "
@@ -289,10 +297,10 @@ class UwsgiAdapter(ServerAdapter):
                 "http-socket, http11-socket)"
             )
 
-    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
+    def pins_connections(self, values: Mapping[str, Value], *, bind: Bind = DIRECT) -> bool:
         # A sync or threaded http11-socket worker stays on its keep-alive connection until the
         # client closes it (measured: 64 connections on 4 sync processes, 60 got nothing).
-        http11 = bind.protocol == "http" and values["protocol"] == "http11-socket"
+        http11 = bind.protocol is Protocol.HTTP and values["protocol"] == "http11-socket"
         return bind.kept_open and http11 and int(values["gevent"]) == 0
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
@@ -332,29 +340,23 @@ class UwsgiAdapter(ServerAdapter):
         for the uwsgi protocol replaces the HTTP `protocol` setting by `socket`.
         """
         return [
-            ("socket" if bind.protocol == "uwsgi" else protocol, bind.address()),
+            ("socket" if bind.protocol is Protocol.UWSGI else protocol, bind.address()),
             ("chdir", app.pythonpath),
             ("pythonpath", app.pythonpath),
             ("module", app.spec),
         ]
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
-    ) -> LaunchSpec:
-        return self.launch_at(app, Bind.tcp(host, port), values, workdir)
-
-    def launch_at(
+    def _launch(
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        self.check_bind(bind)
-        resolved = self.resolve_at(bind, values)
+        resolved = self.resolve(values, bind=bind)
         argv = [self.executable(), *(f"--{option}" for option in ALWAYS_ON)]
         for key, text in self._wiring(app, bind, str(resolved["protocol"])):
             argv += [f"--{key}", text]
         argv += self.table.argv(resolved)
         return self._spec(argv, app, bind)
 
-    def _spec(self, argv: list[str], app: AppRef, bind: Bind | None = None) -> LaunchSpec:
+    def _spec(self, argv: list[str], app: AppRef, bind: Bind) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1"},
@@ -364,21 +366,10 @@ class UwsgiAdapter(ServerAdapter):
             stop_signal=signal.SIGINT,
             stop_grace_s=5.0,
             signs=SIGNS,
-            bind=bind if bind is not None and bind.kind != ("tcp", "http") else None,
+            bind=bind if bind.kind != HTTP_OVER_TCP else None,
         )
 
-    def render_artifact(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self.render_artifact_at(app, Bind.tcp(host, port), values, header, env)
-
-    def render_artifact_at(
+    def _render_artifact(
         self,
         app: AppRef,
         bind: Bind,
@@ -386,8 +377,7 @@ class UwsgiAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        self.check_bind(bind)
-        resolved = self.resolve_at(bind, values)
+        resolved = self.resolve(values, bind=bind)
         lines = comment_block(header, "#")
         lines.append("[uwsgi]")
         lines.append("; Always on: fail loudly, and stop on SIGTERM.")
@@ -412,15 +402,9 @@ class UwsgiAdapter(ServerAdapter):
             run_hint=f"uwsgi --ini {self.artifact_filename}",
         )
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
-    ) -> LaunchSpec:
-        return self._spec([self.executable(), "--ini", str(path)], app)
-
-    def artifact_launch_at(
+    def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
-        self.check_bind(bind)
         return self._spec([self.executable(), "--ini", str(path)], app, bind)
 
     def version(self) -> str:

@@ -19,13 +19,16 @@ from pathlib import Path
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.servers.base import (
+    HTTP_OVER_TCP,
     Artifact,
     Bind,
     LaunchSpec,
     LoadSign,
     ProcessModel,
+    Protocol,
     ServerAdapter,
     StartupSigns,
+    Transport,
     comment_block,
     first_version_number,
     shell_env_lines,
@@ -174,7 +177,7 @@ class WaitressAdapter(ServerAdapter):
         forks_workers=False, processes=None, threads="threads", kind_label="I/O loop"
     )
     # `waitress-serve --unix-socket=PATH` (its --help; socket mode 600 by default).
-    binds = frozenset({("tcp", "http"), ("unix", "http")})
+    binds = frozenset({HTTP_OVER_TCP, (Transport.UNIX, Protocol.HTTP)})
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return "poll" if values["asyncore_use_poll"] else "select"
@@ -206,9 +209,7 @@ class WaitressAdapter(ServerAdapter):
             app.spec,
         ]
 
-    def _spec(
-        self, argv: list[str], app: AppRef, env: Mapping[str, str], bind: Bind | None = None
-    ) -> LaunchSpec:
+    def _spec(self, argv: list[str], app: AppRef, env: Mapping[str, str], bind: Bind) -> LaunchSpec:
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1", **env},
@@ -219,34 +220,17 @@ class WaitressAdapter(ServerAdapter):
             stop_grace_s=5.0,
             signs=SIGNS,
             load_signs=LOAD_SIGNS,
-            bind=bind if bind is not None and bind.kind != ("tcp", "http") else None,
+            bind=bind if bind.kind != HTTP_OVER_TCP else None,
         )
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
-    ) -> LaunchSpec:
-        return self.launch_at(app, Bind.tcp(host, port), values, workdir)
-
-    def launch_at(
+    def _launch(
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        self.check_bind(bind)
         # waitress-serve puts its working folder on sys.path: cwd is the app's folder.
         argv = [self.executable(), *self._argv(app, bind, values)]
         return self._spec(argv, app, {}, bind)
 
-    def render_artifact(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self.render_artifact_at(app, Bind.tcp(host, port), values, header, env)
-
-    def render_artifact_at(
+    def _render_artifact(
         self,
         app: AppRef,
         bind: Bind,
@@ -254,7 +238,6 @@ class WaitressAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        self.check_bind(bind)
         resolved = self.resolve(values)
         lines = ["#!/bin/sh", *comment_block(header, "#")]
         lines.append(f"# Run: sh {self.artifact_filename}  (with {self.install_hint}).")
@@ -270,16 +253,10 @@ class WaitressAdapter(ServerAdapter):
         lines.append("exec " + " \\\n    ".join(shlex.quote(arg) for arg in argv))
         return self.shell_launcher(lines)
 
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
-    ) -> LaunchSpec:
-        # As a user runs it from an activated virtualenv: the tuner's own waitress-serve first.
-        return self._spec(["/bin/sh", str(path)], app, {"PATH": self.own_bin_first()})
-
-    def artifact_launch_at(
+    def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
-        self.check_bind(bind)
+        # As a user runs it from an activated virtualenv: the tuner's own waitress-serve first.
         return self._spec(["/bin/sh", str(path)], app, {"PATH": self.own_bin_first()}, bind)
 
     def version(self) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tuner.errors import ConfigError
-from tuner.servers.base import BASELINE_DEFAULT, Baseline, Bind, ProcessModel
+from tuner.servers.base import BASELINE_DEFAULT, DIRECT, Baseline, Bind, ProcessModel
 from tuner.servers.grids import product_grid
 from tuner.servers.pylauncher import PythonLauncherAdapter, constant, py_setting
 from tuner.settings import SettingsTable, Value
@@ -95,7 +95,7 @@ class WerkzeugAdapter(PythonLauncherAdapter):
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["mode"])
 
-    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
+    def pins_connections(self, values: Mapping[str, Value], *, bind: Bind = DIRECT) -> bool:
         # A forked child keeps its keep-alive connection until the client closes it.
         return bind.kept_open and values["mode"] == "processes"
 

@@ -6,7 +6,9 @@ with its own settings in it, and the wrapped adapter must not: `inner_values` ta
 `WrappedAdapter` forwards every method of `ServerAdapter` with that done, so a wrapper
 overrides only what it changes; a method forgotten would otherwise fall back to
 `ServerAdapter`'s default and silently ignore the wrapped adapter's own (its baselines, its
-process model, its launcher).
+process model, its launcher). The bind is checked once, by the wrapper's own `launch`,
+`render_artifact` or `artifact_launch` (`check_bind` asks the wrapped adapter): its hooks
+then call the wrapped adapter's hooks.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tuner.apps import AppRef
-from tuner.servers.base import Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
+from tuner.servers.base import DIRECT, Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
 from tuner.settings import SettingsTable, Value
 
 
@@ -46,23 +48,15 @@ class WrappedAdapter(ServerAdapter):
     def check_combination(self, values: Mapping[str, Value]) -> None:
         self.inner.check_combination(self.inner_values(values))
 
-    def resolve(self, values: Mapping[str, object]) -> dict[str, Value]:
-        return self.inner.resolve(self.inner_values(values))  # type: ignore[arg-type]
-
-    def resolve_at(self, bind: Bind, values: Mapping[str, object]) -> dict[str, Value]:
-        return self.inner.resolve_at(bind, self.inner_values(values))  # type: ignore[arg-type]
+    def resolve(self, values: Mapping[str, object], *, bind: Bind = DIRECT) -> dict[str, Value]:
+        return self.inner.resolve(self.inner_values(values), bind=bind)  # type: ignore[arg-type]
 
     # --- running ----------------------------------------------------------------------------
 
-    def launch_spec(
-        self, app: AppRef, host: str, port: int, values: Mapping[str, Value], workdir: Path
-    ) -> LaunchSpec:
-        return self.inner.launch_spec(app, host, port, self.inner_values(values), workdir)
-
-    def launch_at(
+    def _launch(
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
-        return self.inner.launch_at(app, bind, self.inner_values(values), workdir)
+        return self.inner._launch(app, bind, self.inner_values(values), workdir)
 
     def check_bound(self, bind: Bind, values: Mapping[str, Value]) -> None:
         self.inner.check_bound(bind, self.inner_values(values))
@@ -87,11 +81,8 @@ class WrappedAdapter(ServerAdapter):
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return self.inner.concurrency_model(self.inner_values(values))
 
-    def pins_connections(self, values: Mapping[str, Value]) -> bool:
-        return self.inner.pins_connections(self.inner_values(values))
-
-    def pins_connections_at(self, bind: Bind, values: Mapping[str, Value]) -> bool:
-        return self.inner.pins_connections_at(bind, self.inner_values(values))
+    def pins_connections(self, values: Mapping[str, Value], *, bind: Bind = DIRECT) -> bool:
+        return self.inner.pins_connections(self.inner_values(values), bind=bind)
 
     def processes(self, values: Mapping[str, Value]) -> int:
         return self.inner.processes(self.inner_values(values))
@@ -126,23 +117,7 @@ class WrappedAdapter(ServerAdapter):
 
     # --- the deployable artifact -----------------------------------------------------------
 
-    def render_artifact(
-        self,
-        app: AppRef,
-        host: str,
-        port: int,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self.inner.render_artifact(app, host, port, self.inner_values(values), header, env)
-
-    def artifact_launch(
-        self, path: Path, app: AppRef, host: str, port: int, values: Mapping[str, Value]
-    ) -> LaunchSpec:
-        return self.inner.artifact_launch(path, app, host, port, self.inner_values(values))
-
-    def render_artifact_at(
+    def _render_artifact(
         self,
         app: AppRef,
         bind: Bind,
@@ -150,12 +125,12 @@ class WrappedAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
-        return self.inner.render_artifact_at(app, bind, self.inner_values(values), header, env)
+        return self.inner._render_artifact(app, bind, self.inner_values(values), header, env)
 
-    def artifact_launch_at(
+    def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
-        return self.inner.artifact_launch_at(path, app, bind, self.inner_values(values))
+        return self.inner._artifact_launch(path, app, bind, self.inner_values(values))
 
     def shell_launcher(self, lines: list[str]) -> Artifact:
         return self.inner.shell_launcher(lines)

@@ -26,7 +26,7 @@ from tuner.apps import AppRef
 from tuner.errors import ConfigError, TrialError, TunerError
 from tuner.files import atomic_write
 from tuner.measure.process import LOOPBACK, ServerProcess, free_port
-from tuner.servers.base import LaunchSpec, ServerAdapter
+from tuner.servers.base import Bind, LaunchSpec, ServerAdapter
 from tuner.settings import Value
 from tuner.workflow.cleanvenv import CleanVenv, clean_venv
 from tuner.workflow.provenance import install_command, install_lines
@@ -65,9 +65,10 @@ def write_artifact(
     out_path.parent.mkdir(parents=True, exist_ok=True)
     requirements = (*adapter.requirements(adapter.resolve(settings)), *app_requirements)
     text = "\n".join([*header, *install_lines(requirements, checked=check_clean_venv)])
-    artifact = adapter.render_artifact(app, deploy_host, deploy_port, settings, header=text)
+    deploy = Bind.tcp(deploy_host, deploy_port)
+    artifact = adapter.render_artifact(app, deploy, settings, header=text)
     port = free_port(LOOPBACK)
-    boot = adapter.render_artifact(app, LOOPBACK, port, settings, header=text)
+    boot = adapter.render_artifact(app, Bind.tcp(LOOPBACK, port), settings, header=text)
     with tempfile.TemporaryDirectory(prefix=".tuner-check-", dir=out_path.parent) as check_dir:
         boot_path = Path(check_dir) / out_path.name
         atomic_write(boot_path, boot.text.encode("utf-8"), boot.mode)
@@ -105,7 +106,7 @@ def boot_artifact(
     check run from that environment, and its log stays there (the artifact's folder is
     temporary)."""
     env: Mapping[str, str] = venv.environ() if venv else {}
-    spec = adapter.artifact_launch(path, app, LOOPBACK, port, settings)
+    spec = adapter.artifact_launch(path, app, Bind.tcp(LOOPBACK, port), settings)
     log_path = path.with_name(path.name + ".boot.log")
     if venv is not None:
         spec = _in_venv(adapter, spec, venv)
