@@ -26,8 +26,8 @@ from tuner.front import behind
 from tuner.front.config import FrontConfig, split
 from tuner.front.fronted import FrontedAdapter
 from tuner.front.nginx import site_block
-from tuner.front.space import with_front_space
-from tuner.measure.bindprobe import fastcgi_request, fastcgi_status, uwsgi_request
+from tuner.procs.bindprobe import fastcgi_request, fastcgi_status, uwsgi_request
+from tuner.search.front_space import with_front_space
 from tuner.search.space import default_space_path, load_space
 from tuner.servers import get_adapter
 from tuner.servers.base import Bind

@@ -273,7 +273,7 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
 
     _check_numbers(args)
     from tuner.front import behind
-    from tuner.front.space import with_front_space
+    from tuner.search.front_space import with_front_space
 
     app = parse_app(args.app)
     adapter = adapter_for_app(args.server, app, args.app_settings)
