@@ -21,9 +21,9 @@ from tuner.errors import OutOfMemory, PortInUseError, ServerCrashed
 from tuner.front import front_of, nginx
 from tuner.front.trial import running_front
 from tuner.loadgen import LoadSpec, WindowStats, run_load
+from tuner.logsigns import load_sign_lines
 from tuner.machine.cpus import cpu_model, pinned
 from tuner.machine.limits import Limits, Usage
-from tuner.measure.logsigns import load_sign_lines
 from tuner.metrics.cpu import TreeCpuClock
 from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
