@@ -374,7 +374,7 @@ def test_a_gunicorn_uwsgi_trial_records_what_the_server_ran(nginx_front, tmp_pat
     protocol = uwsgi and keepalive = 0, as the server was started (not the table's
     http and 2, which the search leaves moot over uwsgi)."""
     from tuner.cli import build_parser
-    from tuner.commands.tune import build_setup
+    from tuner.commands.setup import build_setup
     from tuner.search.study import QuietListener, open_study, run_search
 
     storage = f"sqlite:///{tmp_path}/s.db"
