@@ -31,7 +31,7 @@ def handle(args: argparse.Namespace) -> int:
     from tuner.workflow.provenance import trial_header
 
     attrs, records = load_records(args.storage, args.study)
-    setup = attrs.get("setup") or {}
+    setup = attrs.setup or {}
     record = next((r for r in records if r.number == args.trial), None)
     if record is None or not record.settings:
         numbers = ", ".join(str(r.number) for r in records if r.settings) or "none"
