@@ -11,7 +11,7 @@ import optuna
 
 from tuner.search.attrs import StudyAttrs, TrialAttrs
 
-FIXTURE = Path(__file__).parent / "fixtures" / "study_v1.db"
+FIXTURE = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "study_v1.db"
 
 # The stored keys are a file format: renaming one loses it in every existing study.
 TRIAL_KEYS = {
