@@ -40,7 +40,7 @@ from benchmarks.surrogate import (  # noqa: E402
     study_points,
 )
 from tuner.cli import build_parser  # noqa: E402
-from tuner.commands.tune import build_setup  # noqa: E402
+from tuner.commands.setup import build_setup  # noqa: E402
 from tuner.errors import TunerError  # noqa: E402
 from tuner.loadgen import WindowStats  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402

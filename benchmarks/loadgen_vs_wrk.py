@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from tuner.apps import parse_app  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
-from tuner.measure.process import ServerProcess, free_port  # noqa: E402
+from tuner.procs.process import ServerProcess, free_port  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 from tuner.servers.base import Bind  # noqa: E402
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from tuner.errors import ConfigError, InvalidMeasurement
 from tuner.metrics.measurement import Measurement
+from tuner.search.attrs import StudyAttrs, TrialAttrs
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
@@ -126,12 +127,12 @@ def study_points(
     points = []
     for study in _studies_of(db, adapter.name, app):
         for number, attrs in study.trials:
-            metrics = attrs.get("metrics")
-            if "duplicate_of" in attrs or not metrics or "settings" not in attrs:
+            metrics = attrs.metrics
+            if attrs.duplicate_of is not None or not metrics or attrs.settings is None:
                 continue
             try:
                 m = Measurement.from_json(metrics)
-                settings = adapter.resolve(attrs["settings"])
+                settings = adapter.resolve(attrs.settings)
             except (InvalidMeasurement, ConfigError):  # damaged, or a setting now unknown
                 continue
             excluded = m.unfair or m.error_rate > 0.01
@@ -147,7 +148,7 @@ def _studies_of(db: Path, server: str, app: str | None) -> list[_StoredStudy]:
     """The studies in `db` of this server (and app: its file's or module's last name)."""
     found = []
     for study in _read_studies(db):
-        setup = study.attrs.get("setup") or {}
+        setup = study.attrs.setup or {}
         name = re.split(r"[/.:]", str(setup.get("app", "")).removesuffix(".py"))[-1]
         if setup.get("server") == server and app in (None, name):
             found.append(study)
@@ -156,8 +157,8 @@ def _studies_of(db: Path, server: str, app: str | None) -> list[_StoredStudy]:
 
 @dataclass(frozen=True)
 class _StoredStudy:
-    attrs: dict[str, Any]  # the study's user attributes
-    trials: list[tuple[int, dict[str, Any]]]  # (number, user attributes) of COMPLETE trials
+    attrs: StudyAttrs  # the study's user attributes
+    trials: list[tuple[int, TrialAttrs]]  # (number, user attributes) of COMPLETE trials
 
 
 def _read_studies(db: Path) -> list[_StoredStudy]:
@@ -173,15 +174,16 @@ def _read(db: Path) -> list[_StoredStudy]:
     studies = []
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
         for (study_id,) in connection.execute("SELECT study_id FROM studies"):
-            attrs = _json_attrs(connection, "study_user_attributes", "study_id", study_id)
+            attrs = StudyAttrs.read(
+                _json_attrs(connection, "study_user_attributes", "study_id", study_id)
+            )
             trials = []
             for trial_id, number in connection.execute(
                 "SELECT trial_id, number FROM trials WHERE study_id = ? AND state = 'COMPLETE'",
                 (study_id,),
             ):
-                trials.append(
-                    (number, _json_attrs(connection, "trial_user_attributes", "trial_id", trial_id))
-                )
+                stored = _json_attrs(connection, "trial_user_attributes", "trial_id", trial_id)
+                trials.append((number, TrialAttrs.read(stored)))
             studies.append(_StoredStudy(attrs, trials))
     return studies
 
@@ -198,7 +200,7 @@ def confirmation_noise(db: Path, server: str, app: str | None = None) -> float |
     rounds). None: no study there confirmed anything yet."""
     ranges = []
     for study in _studies_of(db, server, app):
-        for candidate in (study.attrs.get("result") or {}).get("confirmation") or []:
+        for candidate in (study.attrs.result or {}).get("confirmation") or []:
             rps = candidate.get("rps") or {}
             low, high = rps.get("min"), rps.get("max")
             if low and high and low > 0:

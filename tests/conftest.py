@@ -31,8 +31,8 @@ if str(ROOT) not in sys.path:  # so plain `pytest` works as well as `python -m p
 
 from tuner.apps import parse_app  # noqa: E402
 from tuner.errors import ToolMissingError  # noqa: E402
-from tuner.measure import process as process_module  # noqa: E402
-from tuner.measure.process import ServerProcess, free_port  # noqa: E402
+from tuner.procs import process as process_module  # noqa: E402
+from tuner.procs.process import ServerProcess, free_port  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 from tuner.servers.base import Bind, ServerAdapter  # noqa: E402
 from tuner.workflow.cleanvenv import CACHE_ENV  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 
 from tuner.apps import parse_app
 from tuner.appsettings import AppSettings, load_app_settings, settings_path
-from tuner.commands.tune import with_app_params
+from tuner.commands.setup import with_app_params
 from tuner.errors import ConfigError
 from tuner.search.space import default_space_path, load_space, suggest
 from tuner.servers import get_adapter

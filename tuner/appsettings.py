@@ -18,7 +18,7 @@ from typing import Any
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
-from tuner.servers.base import LoadSign
+from tuner.logsigns import LoadSign
 from tuner.settings import Setting, Value
 
 if sys.version_info >= (3, 11):

@@ -38,6 +38,7 @@ HEAVY = (
     "tuner.loadgen.worker",
     "tuner.loadgen.eventloop",
     "tuner.measure",
+    "tuner.procs",
     "tuner.metrics.memory",
     "tuner.report",
     "tuner.search.study",

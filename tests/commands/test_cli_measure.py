@@ -14,7 +14,7 @@ from tests.support.cli import REPO
 from tests.support.cli import run_tuner as tuner
 from tests.support.serverwatch import servers_started_since, wait_none_left
 from tuner.apps import parse_app
-from tuner.measure.process import ServerProcess, free_port
+from tuner.procs.process import ServerProcess, free_port
 from tuner.servers import get_adapter
 from tuner.servers.base import Bind
 

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import unavailable
 from tuner.apps import parse_app
 from tuner.cli import build_parser, main
-from tuner.commands.tune import build_setup
+from tuner.commands.setup import build_setup
 from tuner.errors import ConfigError, TunerError
 from tuner.report import data as report_data
 from tuner.search.study import StudySetup, open_study

@@ -29,7 +29,7 @@ from tests.conftest import require_adapter, unavailable
 from tests.support.cli import read_until, wait_under_load, wait_until_stale
 from tests.support.cli import run_tuner as tuner_cli
 from tuner.cli import build_parser
-from tuner.commands.tune import build_setup
+from tuner.commands.setup import build_setup
 from tuner.measure import runner
 from tuner.search.records import TrialRecord
 from tuner.search.study import QuietListener, load_records, open_study, run_search

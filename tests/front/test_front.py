@@ -26,8 +26,8 @@ from tuner.front import behind
 from tuner.front.config import FrontConfig, split
 from tuner.front.fronted import FrontedAdapter
 from tuner.front.nginx import site_block
-from tuner.front.space import with_front_space
-from tuner.measure.bindprobe import fastcgi_request, fastcgi_status, uwsgi_request
+from tuner.procs.bindprobe import fastcgi_request, fastcgi_status, uwsgi_request
+from tuner.search.front_space import with_front_space
 from tuner.search.space import default_space_path, load_space
 from tuner.servers import get_adapter
 from tuner.servers.base import Bind, Protocol, Transport
@@ -378,7 +378,7 @@ def test_a_gunicorn_uwsgi_trial_records_what_the_server_ran(nginx_front, tmp_pat
     protocol = uwsgi and keepalive = 0, as the server was started (not the table's
     http and 2, which the search leaves moot over uwsgi)."""
     from tuner.cli import build_parser
-    from tuner.commands.tune import build_setup
+    from tuner.commands.setup import build_setup
     from tuner.search.study import QuietListener, open_study, run_search
 
     storage = f"sqlite:///{tmp_path}/s.db"

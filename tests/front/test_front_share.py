@@ -18,9 +18,9 @@ from tuner.errors import ConfigError, ToolMissingError
 from tuner.front import behind
 from tuner.front.trial import running_front
 from tuner.machine.limits import Limits
-from tuner.measure.process import ServerProcess, free_port
 from tuner.metrics.measurement import Memory
 from tuner.metrics.memory import MemorySampler
+from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import Bind, ServerAdapter
 
 CPUS = (SERVER_CPU,)

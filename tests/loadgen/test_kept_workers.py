@@ -15,8 +15,8 @@ import pytest
 from tests.conftest import HOST, require_adapter, running
 from tuner.loadgen import LoadSpec, Workload, run_load
 from tuner.loadgen.engine import keep_workers
-from tuner.measure.process import ServerProcess
 from tuner.metrics.measurement import Errors, Measurement
+from tuner.procs.process import ServerProcess
 
 LOAD_CPUS = (max(os.sched_getaffinity(0)),)
 

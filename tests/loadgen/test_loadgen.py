@@ -26,8 +26,8 @@ import pytest
 from tuner.loadgen import ClientModel, LoadSpec, WindowStats, Workload, run_load
 from tuner.loadgen.engine import keep_workers
 from tuner.loadgen.spec import RequestSpec
-from tuner.measure.process import _group_members
 from tuner.metrics.measurement import Errors, Measurement
+from tuner.procs.process import _group_members
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"

@@ -69,6 +69,7 @@ def test_unreadable_or_newer_records_say_so() -> None:
 def test_a_study_written_before_typed_results_still_loads(old_storage: str) -> None:
     for name in ("old-multi", "old-throughput"):
         attrs, records = load_records(old_storage, name)
+        assert attrs.setup is not None
         done = [r for r in records if r.state == "COMPLETE"]
         assert len(done) == 3 and all(r.measured for r in done)
         raw = sqlite3.connect(old_storage.removeprefix("sqlite:///"))
@@ -89,10 +90,10 @@ def test_a_study_written_before_typed_results_still_loads(old_storage: str) -> N
             assert m.latency.p99_ms == old["latency_ms"]["p99"]
             assert m.pss_mean_mb == old["memory_mb"]["pss_mean"]
             assert m.errors.to_json() == old["errors"] and m.error_rate == old["error_rate"]
-            assert record.context["server"] == attrs["setup"]["server"]  # kept in metrics then
+            assert record.context["server"] == attrs.setup["server"]  # kept in metrics then
             assert Measurement.from_json(m.to_json()) == m
         data = load_study_data(old_storage, name, importances=False)
-        assert data.objective.name == attrs["setup"]["objective"]
+        assert data.objective.name == attrs.setup["objective"]
         assert data.result.verdict is not None and data.result.confirmation
         assert [c.label for c in contenders(data)][:2] == ["default", "2*cpus+1"]
 

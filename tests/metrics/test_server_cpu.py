@@ -17,6 +17,7 @@ from tuner.metrics.stats import Spread
 from tuner.report.compare import compare_table, cpu_bound_line
 from tuner.report.data import StoredResult, StudyData
 from tuner.report.tables import baselines
+from tuner.search.attrs import StudyAttrs
 from tuner.search.records import TrialRecord
 from tuner.workflow.compare import ServerRow
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary
@@ -139,7 +140,7 @@ def test_the_baselines_table_compares_with_every_baseline_the_study_measured() -
         TrialRecord(5, "COMPLETE", {}, measurement(800)),
     ]
     result = {"confirmation": [c.to_json() for c in confirmation]}
-    data = StudyData("s", "sqlite://", {"server": "werkzeug"}, {"result": result}, records)
+    data = StudyData("s", "sqlite://", {"server": "werkzeug"}, StudyAttrs(result=result), records)
     assert isinstance(data.result, StoredResult)
     table = baselines(data)
     assert table.columns[:4] == ("config", "req/s", "x default", "x flask run")

@@ -19,6 +19,7 @@ from tuner.report import tables
 from tuner.report.bench_view import result_table
 from tuner.report.compare import best_line, compare_table
 from tuner.report.data import StoredResult, StudyData, contenders
+from tuner.search.attrs import StudyAttrs
 from tuner.search.records import TrialRecord
 from tuner.workflow.compare import ServerRow
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary
@@ -248,7 +249,7 @@ RESULT = {
 
 
 def _study(records: list[TrialRecord], result: dict | None = RESULT, **setup: object) -> StudyData:
-    attrs = {"result": result} if result is not None else {}
+    attrs = StudyAttrs(result=result)
     setup = {"server": "gunicorn", "app": "apps/hello.py", "objective": "throughput", **setup}
     return StudyData("s", "sqlite:///s.db", setup, attrs, records)
 

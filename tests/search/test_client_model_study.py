@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.cli import build_parser
-from tuner.commands.tune import build_setup
+from tuner.commands.setup import build_setup
 from tuner.errors import ConfigError
 from tuner.search.study import open_study
 from tuner.workflow.tune import describe_workload

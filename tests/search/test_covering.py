@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.conftest import require_adapter, unavailable
 from tuner.cli import build_parser
-from tuner.commands.tune import build_setup
+from tuner.commands.setup import build_setup
 from tuner.errors import ToolMissingError
 from tuner.search.study import QuietListener, open_study, run_search
 

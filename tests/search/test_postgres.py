@@ -117,7 +117,7 @@ def test_two_hosts_share_one_study(
     pids = {t.user_attrs["host"]["pid"] for t in frozen}
     assert pids == {a.pid, b.pid}  # both hosts ran trials, each recorded with its hardware
     assert all(t.user_attrs["host"]["server_cpu_count"] == 1 for t in frozen)
-    assert attrs["hardware"]["cpus"] == os.cpu_count()
+    assert attrs.hardware is not None and attrs.hardware["cpus"] == os.cpu_count()
     # What each tuner reported agrees with the shared study: a trial number means the same
     # trial on both hosts, and a tuner that saw the whole study confirmed its best trial.
     reports = [json.loads(out_a), json.loads(out_b)]

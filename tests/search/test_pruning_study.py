@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.conftest import require_adapter
 from tuner.cli import build_parser
-from tuner.commands.tune import build_setup
+from tuner.commands.setup import build_setup
 from tuner.search.pruning import MIN_CONTENDERS, MIN_MARGIN, WARMUP_WINDOWS
 from tuner.search.study import QuietListener, open_study, run_search
 

@@ -15,7 +15,7 @@ from tests.conftest import HOST, SERVER_CPU, require_adapter, wait_for_pids
 from tests.support.cli import REPO
 from tuner.apps import parse_app
 from tuner.errors import ConfigError
-from tuner.measure.process import ServerProcess, free_port
+from tuner.procs.process import ServerProcess, free_port
 from tuner.servers import get_adapter
 from tuner.servers.base import Bind, ServerAdapter
 

@@ -35,8 +35,8 @@ from tuner.apps import AppRef, parse_app
 from tuner.errors import ConfigError, PortInUseError, ToolMissingError
 from tuner.front import FRONTS, behind, front_of
 from tuner.front.trial import running_front
-from tuner.measure.process import ServerProcess, free_port
 from tuner.metrics.memory import MemorySampler
+from tuner.procs.process import ServerProcess, free_port
 from tuner.search.space import default_space_path, load_space, suggest
 from tuner.servers import server_names
 from tuner.servers.base import (

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.conftest import HOST, ROOT, SERVER_CPU
 from tuner.apps import parse_app
-from tuner.measure.process import ServerProcess, free_port
+from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import Bind, ServerAdapter
 from tuner.settings import Value
 

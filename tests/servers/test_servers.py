@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import HOST, ROOT, require_adapter, running, unavailable, wait_for_pids
 from tuner.apps import AppRef, parse_app
 from tuner.errors import ConfigError, ServerStartError
-from tuner.measure.process import ServerProcess, free_port
+from tuner.procs.process import ServerProcess, free_port
 from tuner.servers import SERVERS, get_adapter
 from tuner.servers.base import Bind, ServerAdapter
 

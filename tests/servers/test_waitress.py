@@ -16,9 +16,9 @@ from tuner.apps import AppRef, parse_app
 from tuner.errors import AppBrokenError, ConfigError
 from tuner.loadgen import LoadSpec
 from tuner.loadgen.spec import Workload
-from tuner.measure.logsigns import load_sign_lines
-from tuner.measure.process import ServerProcess, free_port
+from tuner.logsigns import load_sign_lines
 from tuner.measure.runner import BenchPlan, run_bench
+from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import Bind, ServerAdapter
 from tuner.workflow.emit import write_artifact
 

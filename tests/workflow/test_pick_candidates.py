@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.measurements import measurement
 from tuner.cli import build_parser
-from tuner.commands.tune import build_setup
+from tuner.commands.setup import build_setup
 from tuner.search.records import TrialRecord
 from tuner.search.study import StudySetup
 from tuner.workflow.tune import pick_candidates

@@ -8,7 +8,7 @@ from tests.support.cli import REPO
 from tests.support.cli import run_tuner as tuner
 from tuner.apps import parse_app
 from tuner.loadgen import load_workload_file
-from tuner.measure.process import ServerProcess, free_port
+from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import Bind
 
 SHORT = ["--duration", "1", "--warmup", "0.3", "--connections", "8"]

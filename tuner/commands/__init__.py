@@ -1,4 +1,5 @@
 """One module per `tuner` subcommand; each has `register(subparsers)` that sets `handler`.
+`options` and `setup` hold what several of them share (options, a study's setup).
 
 `tuner --help` builds every command's parser, so a command module imports at its top only what
 its options need (the standard library, tuner.errors, the server and objective names, CPU

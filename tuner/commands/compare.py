@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.apps import parse_app
-from tuner.commands.tune import STUDY_NAME, add_tune_options, build_setup, run_tune, study_workdir
+from tuner.commands.setup import STUDY_NAME, build_setup
+from tuner.commands.tune import add_tune_options, run_tune
 from tuner.errors import ConfigError, TunerError
+from tuner.search.storage_url import study_workdir
 from tuner.servers import SERVERS, get_adapter, server_names
 
 if TYPE_CHECKING:

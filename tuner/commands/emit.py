@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from tuner.apps import parse_app
-from tuner.commands.tune import DEFAULT_STORAGE, add_requirement_options
+from tuner.commands.tune import add_requirement_options
 from tuner.errors import ConfigError
+from tuner.search.storage_url import DEFAULT_STORAGE
 from tuner.servers.appenv import adapter_for_app
 
 
@@ -30,7 +31,7 @@ def handle(args: argparse.Namespace) -> int:
     from tuner.workflow.provenance import trial_header
 
     attrs, records = load_records(args.storage, args.study)
-    setup = attrs.get("setup") or {}
+    setup = attrs.setup or {}
     record = next((r for r in records if r.number == args.trial), None)
     if record is None or not record.settings:
         numbers = ", ".join(str(r.number) for r in records if r.settings) or "none"

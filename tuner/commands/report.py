@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuner.commands.tune import DEFAULT_STORAGE, study_workdir
+from tuner.search.storage_url import DEFAULT_STORAGE, study_workdir
 from tuner.servers import get_adapter
 
 if TYPE_CHECKING:

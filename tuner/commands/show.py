@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tuner.commands.report import changed_settings
-from tuner.commands.tune import DEFAULT_STORAGE
+from tuner.search.storage_url import DEFAULT_STORAGE
 
 SHOWN = 5
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.commands.tune import DEFAULT_STORAGE
+from tuner.search.storage_url import DEFAULT_STORAGE
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -21,7 +21,7 @@ from tuner.front import nginx
 from tuner.front.config import FrontConfig
 from tuner.front.fronted import DEPLOY_PORT, FrontedAdapter
 from tuner.front.trial import start_nginx, tidy
-from tuner.measure.process import LOOPBACK, ServerProcess, free_port
+from tuner.procs.process import LOOPBACK, ServerProcess, free_port
 from tuner.servers.base import Bind, comment_block
 from tuner.settings import Value
 

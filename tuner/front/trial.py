@@ -21,7 +21,7 @@ from tuner.errors import PortInUseError
 from tuner.front import nginx
 from tuner.front.config import FrontConfig
 from tuner.machine.limits import Cgroup
-from tuner.measure.process import LOOPBACK, ServerProcess, free_port
+from tuner.procs.process import LOOPBACK, ServerProcess, free_port
 from tuner.servers.base import Bind
 from tuner.settings import Value
 

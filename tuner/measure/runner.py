@@ -18,15 +18,16 @@ from typing import Any
 from tuner import __version__
 from tuner.apps import AppRef
 from tuner.errors import OutOfMemory, PortInUseError, ServerCrashed
-from tuner.front import front_of
+from tuner.front import front_of, nginx
+from tuner.front.trial import running_front
 from tuner.loadgen import LoadSpec, WindowStats, run_load
+from tuner.logsigns import load_sign_lines
 from tuner.machine.cpus import cpu_model, pinned
 from tuner.machine.limits import Limits, Usage
-from tuner.measure.logsigns import load_sign_lines
-from tuner.measure.process import LOOPBACK, ServerProcess, free_port, key_line
 from tuner.metrics.cpu import TreeCpuClock
 from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
+from tuner.procs.process import LOOPBACK, ServerProcess, free_port, key_line
 from tuner.servers.base import Bind, ServerAdapter
 from tuner.settings import Value
 
@@ -165,8 +166,6 @@ def _start_front(
     (`tuner.front`); it shares the server's CPUs. Nothing otherwise."""
     if front_of(plan.adapter) is None:
         return contextlib.nullcontext()
-    from tuner.front.trial import running_front
-
     return running_front(
         server,
         plan.settings,
@@ -191,8 +190,6 @@ def front_context(plan: BenchPlan) -> dict[str, Any]:
     fronted = front_of(plan.adapter)
     if fronted is None:
         return {}
-    from tuner.front import nginx
-
     return {"front": {"name": fronted.front_name, "version": nginx.version()}}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 
 from tuner.errors import ConfigError
+from tuner.search.attrs import StudyAttrs
 from tuner.search.objectives import Figures, Objective, objective_named
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
 from tuner.search.storage_url import sqlite_path
@@ -85,7 +86,7 @@ class StudyData:
     name: str
     storage_url: str
     setup: dict[str, Any]
-    attrs: dict[str, Any]
+    attrs: StudyAttrs
     records: list[TrialRecord]
     pareto: list[int] = field(default_factory=list)
     importances: dict[str, float] = field(default_factory=dict)
@@ -100,7 +101,7 @@ class StudyData:
 
     @cached_property
     def result(self) -> StoredResult:
-        return StoredResult.from_json(self.attrs.get("result"))
+        return StoredResult.from_json(self.attrs.result)
 
     @property
     def complete(self) -> list[TrialRecord]:
@@ -144,8 +145,8 @@ def check_storage(storage_url: str) -> None:
 def load_study_data(storage_url: str, name: str, *, importances: bool = True) -> StudyData:
     check_storage(storage_url)
     study = load_existing(storage_url, name)
-    attrs = dict(study.user_attrs)
-    setup = dict(attrs.get("setup") or {})
+    attrs = StudyAttrs.read(study.user_attrs)
+    setup = dict(attrs.setup or {})
     if not setup:
         raise ConfigError(f"--study {name!r} was not created by `tuner tune` (no setup stored)")
     records = [to_record(t) for t in study.get_trials(deepcopy=False)]
@@ -255,7 +256,8 @@ def list_studies(storage_url: str) -> list[StudyRow]:
         summaries = optuna.get_all_study_summaries(store, include_best_trial=False)
     rows = []
     for summary in summaries:
-        setup = summary.user_attrs.get("setup") or {}
+        attrs = StudyAttrs.read(summary.user_attrs)
+        setup = attrs.setup or {}
         study_id = store.get_study_id_from_name(summary.study_name)
         records = [to_record(t) for t in store.get_all_trials(study_id, deepcopy=False)]
         done = [r for r in records if r.measured]
@@ -268,7 +270,7 @@ def list_studies(storage_url: str) -> list[StudyRow]:
                 trials=len(records),
                 completed=len(done),
                 best_rps=max((r.rps for r in done if r.feasible), default=None),
-                created=str(summary.user_attrs.get("created", "")),
+                created="" if attrs.created is None else str(attrs.created),
             )
         )
     return rows

@@ -218,7 +218,7 @@ def machine(data: StudyData) -> Table:
         ("server", data.server),
         ("app", str(setup.get("app", "?"))),
         ("objective", data.objective.name),
-        ("created", str(data.attrs.get("created", "?"))),
+        ("created", "?" if data.attrs.created is None else str(data.attrs.created)),
         ("CPU model", str(setup.get("cpu_model") or info.get("cpu_model", "?"))),
         ("CPUs on the machine", str(info.get("cpus", "?"))),
         ("server CPUs", _cpus(setup.get("server_cpus"))),

@@ -19,13 +19,13 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.search import objectives
+from tuner.search.attrs import StudyAttrs
 
 # Below this relative gap nothing is pruned, however quiet the machine looked so far.
 MIN_MARGIN = 0.25
 # Windows a trial runs before it may be pruned, and contenders needed to judge it.
 WARMUP_WINDOWS = 2
 MIN_CONTENDERS = 3
-PROBE_ATTR = "cpu_probe_ms"
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class NoiseAwarePruner(optuna.pruners.BasePruner):
             for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             if objectives.satisfied(t.constraints.values()) and t.intermediate_values
         ]
-        margin = study_noise(contenders, study.user_attrs.get(PROBE_ATTR, []))
+        margin = study_noise(contenders, StudyAttrs.read(study.user_attrs).cpu_probe_ms or [])
         if len(steps) < WARMUP_WINDOWS or len(contenders) < MIN_CONTENDERS:
             return PruneCall(False, margin)
         mine = statistics.median(windows[s] for s in steps)
@@ -75,7 +75,7 @@ def study_noise(trials: Sequence[FrozenTrial], probes: Sequence[Sequence[float]]
     """The largest relative noise measured so far: the median spread ((max - min) / median)
     of the windows within a trial, and the spread of the CPU probe's times over the study.
 
-    `probes` is the study's PROBE_ATTR as the study writes it: one [trial number, ms] pair per
+    `probes` is the study's `cpu_probe_ms` as the study writes it: one [trial number, ms] pair per
     probe, each a run of the same fixed loop, so the probes are the repeats."""
     spreads = [_relative_range(list(t.intermediate_values.values())) for t in trials]
     window_noise = statistics.median(spreads) if spreads else 0.0

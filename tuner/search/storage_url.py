@@ -1,4 +1,5 @@
-"""Study storage URLs (Optuna's RDB URLs): the file behind an SQLite one, and hiding passwords.
+"""Study storage URLs (Optuna's RDB URLs): the default one, the file and the folder of files
+beside an SQLite one, and hiding passwords.
 
 Light on purpose (no optuna): the commands use it to place logs and config files beside a
 study file before any study is opened, and the reports to show a URL that may be shared.
@@ -9,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 _SQLITE = "sqlite:///"
+# Where a study is kept when no --storage is given; its files go in a folder beside it.
+DEFAULT_STORAGE = "sqlite:///studies/tuner.db"
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -17,6 +20,12 @@ def sqlite_path(url: str) -> Path | None:
     if not url.startswith(_SQLITE):
         return None
     return Path(url.removeprefix(_SQLITE))
+
+
+def study_workdir(storage_url: str, name: str) -> Path:
+    """Logs and the config file go beside a SQLite study file, else under ./studies/."""
+    database = sqlite_path(storage_url)
+    return (database.parent if database is not None else Path("studies")) / name
 
 
 def redact(url: str) -> str:

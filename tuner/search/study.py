@@ -20,7 +20,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,6 +40,7 @@ from tuner.machine.probe import cpu_probe_ms
 from tuner.measure.runner import BenchPlan, run_bench
 from tuner.metrics.measurement import Measurement
 from tuner.search import objectives
+from tuner.search.attrs import StudyAttrs, TrialAttrs
 from tuner.search.branches import branch_starts
 from tuner.search.covering import covering_config, space_limits
 from tuner.search.objectives import Figures, Objective, Slo
@@ -57,12 +58,6 @@ GRACE_S = 30
 # Environment overrides (whole seconds), so tests need not wait 30 s for a dead tuner's trial.
 HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"
 GRACE_ENV = "TUNER_HEARTBEAT_GRACE_S"
-# A trial queued at the study's start to measure one concurrency model (user attr: True).
-BRANCH_START = "branch_start"
-# A trial whose config an earlier trial measured: it reuses that result (user attr: number).
-DUPLICATE_OF = "duplicate_of"
-# A baseline the search space cannot express is measured from these settings, as it is.
-BASELINE_SETTINGS = "baseline_settings"
 # A tuner that loses the race to create a study waits this long for the winner's setup.
 SETUP_WAIT_S = 15.0
 
@@ -281,15 +276,17 @@ def open_study(setup: StudySetup) -> optuna.Study:
         known = _wait_for_setup(study)
         if known is not None:
             _check_same_study(setup, known)
-            study_hw = study.user_attrs.get("hardware") or mine
+            study_hw = StudyAttrs.read(study.user_attrs).hardware or mine
             hosts.check_same_hardware(setup.name, study_hw, mine, setup.allow_mixed_hosts)
             fail_stale_trials(study)
             return study
         # The tuner that created it died before writing its setup: adopt the study.
-    study.set_user_attr("setup", setup.metadata())
-    study.set_user_attr("hardware", mine)
-    study.set_user_attr("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    if not any(t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)):
+    StudyAttrs(
+        setup=setup.metadata(),
+        hardware=mine,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    ).write(study)
+    if not any(TrialAttrs.read(t.user_attrs).baseline for t in study.get_trials(deepcopy=False)):
         covered = _enqueue_baselines(study, setup)
         if setup.branch_starts:
             _enqueue_branch_starts(study, setup, covered)
@@ -301,14 +298,15 @@ def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list
     for params in branch_starts(
         setup.space, setup.adapter, setup.space_cpus, seed=setup.seed, covered=covered
     ):
-        study.enqueue_trial(params, user_attrs={BRANCH_START: True}, skip_if_exists=False)
+        queued = TrialAttrs(branch_start=True).stored()
+        study.enqueue_trial(params, user_attrs=queued, skip_if_exists=False)
 
 
 def _wait_for_setup(study: optuna.Study) -> dict[str, Any] | None:
     """The study's setup, waiting briefly for a tuner that has just created it to write it."""
     deadline = time.monotonic() + SETUP_WAIT_S
     while True:
-        known = study.user_attrs.get("setup")
+        known = StudyAttrs.read(study.user_attrs).setup
         if known is not None or time.monotonic() > deadline:
             return known
         time.sleep(0.2)
@@ -337,16 +335,16 @@ def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> list[str]:
     """Queue the server's baselines as the first trials. A baseline the search space can
     express goes in as the space's params, so the sampler learns from it; one it cannot (a
     default outside a range or a choice list the user narrowed) is measured as it is, outside
-    the sampler's params (`BASELINE_SETTINGS`), rather than failing the study. Returns the
+    the sampler's params (`baseline_settings`), rather than failing the study. Returns the
     concurrency models the baselines measure."""
     models = []
     for baseline in setup.adapter.baselines(setup.cpus):
         models.append(setup.adapter.concurrency_model(baseline.values))
         params = {p.name: baseline.values[p.setting] for p in setup.space.params}
-        attrs: dict[str, Any] = {"baseline": baseline.label}
+        attrs = TrialAttrs(baseline=baseline.label)
         if not _expressible(setup, params):
-            params, attrs[BASELINE_SETTINGS] = {}, dict(baseline.values)
-        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+            params, attrs = {}, replace(attrs, baseline_settings=dict(baseline.values))
+        study.enqueue_trial(params, user_attrs=attrs.stored(), skip_if_exists=False)
     return models
 
 
@@ -398,7 +396,7 @@ def run_search(
         # A config measured before cost no measurement: give its slot back (at most n_trials
         # times), so the budget buys distinct configs.
         repeats = sum(
-            DUPLICATE_OF in t.user_attrs
+            TrialAttrs.read(t.user_attrs).duplicate_of is not None
             for t in study.get_trials(deepcopy=False)
             if t.number not in ended_before
         )
@@ -421,15 +419,15 @@ class _TrialObjective:
         setup = self.setup
         self._maybe_probe(trial.number)
         try:
-            if BASELINE_SETTINGS in trial.user_attrs:
-                settings = setup.adapter.resolve(trial.user_attrs[BASELINE_SETTINGS])
+            queued = TrialAttrs.read(trial.user_attrs).baseline_settings
+            if queued is not None:
+                settings = setup.adapter.resolve(queued)
             else:
                 settings = setup.adapter.resolve(suggest(setup.space, trial, setup.space_cpus))
         except ConfigError as exc:
             _fail(trial, "invalid_combination", str(exc))
             raise InvalidMeasurement(str(exc)) from exc
-        trial.set_user_attr("settings", settings)
-        trial.set_user_attr("host", setup.host())
+        TrialAttrs(settings=settings, host=setup.host()).write(trial)
         self.listener.on_trial_start(trial.number, settings)
         twin = self._measured_twin(trial.number, settings)
         if twin is not None:
@@ -451,10 +449,9 @@ class _TrialObjective:
             _fail(trial, type(exc).__name__, str(exc))
             raise
         measurement = result.measurement
-        trial.set_user_attr("metrics", measurement.to_json())
-        trial.set_user_attr("context", result.context)
+        TrialAttrs(metrics=measurement.to_json(), context=result.context).write(trial)
         if pruning.pruned:
-            trial.set_user_attr("fail_reason", pruning.reason)
+            TrialAttrs(fail_reason=pruning.reason).write(trial)
             raise optuna.TrialPruned()
         values = self._judge(trial, measurement)
         if measurement.starved_connections:
@@ -468,9 +465,9 @@ class _TrialObjective:
         named = objectives.named_constraints(setup.slo, figures)
         for name, excess in named.items():
             trial.set_constraint(name, excess)  # the sampler steers away from violations
-        trial.set_user_attr("constraints", list(named.values()))
+        TrialAttrs(constraints=list(named.values())).write(trial)
         if reason := objectives.infeasible_reason(setup.slo, measurement):
-            trial.set_user_attr("fail_reason", reason)
+            TrialAttrs(fail_reason=reason).write(trial)
         return setup.objective.values(figures)
 
     def _measured_twin(self, number: int, settings: dict[str, Value]) -> FrozenTrial | None:
@@ -480,20 +477,23 @@ class _TrialObjective:
         whose whole space is 12 configs: one pruned config was measured 11 times)."""
         states = (TrialState.COMPLETE, TrialState.PRUNED)
         for frozen in self.study.get_trials(deepcopy=False, states=states):
-            same = frozen.number != number and frozen.user_attrs.get("settings") == settings
-            if same and _measurement(frozen.user_attrs.get("metrics")) is not None:
+            stored = TrialAttrs.read(frozen.user_attrs)
+            same = frozen.number != number and stored.settings == settings
+            if same and _measurement(stored.metrics) is not None:
                 return frozen
         return None
 
     def _reuse(self, trial: Trial, twin: FrozenTrial) -> list[float]:
         """Tell the sampler the twin's result again instead of measuring the same config."""
-        measurement = _measurement(twin.user_attrs["metrics"])
+        stored = TrialAttrs.read(twin.user_attrs)
+        measurement = _measurement(stored.metrics)
         assert measurement is not None
-        trial.set_user_attr(DUPLICATE_OF, twin.number)
-        trial.set_user_attr("metrics", twin.user_attrs["metrics"])
-        trial.set_user_attr("context", twin.user_attrs.get("context") or {})
+        TrialAttrs(
+            duplicate_of=twin.number, metrics=stored.metrics, context=stored.context or {}
+        ).write(trial)
         if twin.state == TrialState.PRUNED:
-            trial.set_user_attr("fail_reason", twin.user_attrs.get("fail_reason", "pruned"))
+            reason = "pruned" if stored.fail_reason is None else stored.fail_reason
+            TrialAttrs(fail_reason=reason).write(trial)
             raise optuna.TrialPruned()
         return self._judge(trial, measurement)
 
@@ -501,7 +501,11 @@ class _TrialObjective:
         """Queue the nearest config with a thread for every connection (see tuner.search.covering),
         a few times per study, so the sampler sees that region at its best once."""
         setup = self.setup
-        tried = [t for t in self.study.get_trials(deepcopy=False) if "covers_for" in t.user_attrs]
+        tried = [
+            t
+            for t in self.study.get_trials(deepcopy=False)
+            if TrialAttrs.read(t.user_attrs).covers_for is not None
+        ]
         if len(tried) >= MAX_COVERING_TRIES:
             return
         limits = space_limits(setup.space, setup.space_cpus)
@@ -509,15 +513,16 @@ class _TrialObjective:
         if fixed is None:
             return
         params = {p.name: fixed[p.setting] for p in setup.space.params}
-        self.study.enqueue_trial(params, user_attrs={"covers_for": number}, skip_if_exists=True)
+        queued = TrialAttrs(covers_for=number).stored()
+        self.study.enqueue_trial(params, user_attrs=queued, skip_if_exists=True)
 
     def _maybe_probe(self, number: int) -> None:
         """Every few trials, time a fixed CPU loop on the server CPUs to watch machine drift."""
         if self.setup.probe_every <= 0 or number % self.setup.probe_every:
             return
-        probes = list(self.study.user_attrs.get("cpu_probe_ms", []))
+        probes = list(StudyAttrs.read(self.study.user_attrs).cpu_probe_ms or [])
         probes.append([number, round(cpu_probe_ms(self.setup.server_cpus), 3)])
-        self.study.set_user_attr("cpu_probe_ms", probes)
+        StudyAttrs(cpu_probe_ms=probes).write(self.study)
 
 
 class _Pruning:
@@ -554,35 +559,35 @@ class _Pruning:
 
 
 def _fail(trial: Trial, reason: str, message: str) -> None:
-    trial.set_user_attr("fail_reason", f"{reason}: {message.splitlines()[0][:300]}")
-    trial.set_user_attr("fail_detail", message[-2000:])
+    TrialAttrs(
+        fail_reason=f"{reason}: {message.splitlines()[0][:300]}", fail_detail=message[-2000:]
+    ).write(trial)
 
 
 def to_record(frozen: FrozenTrial) -> TrialRecord:
-    constraints = frozen.user_attrs.get("constraints", [])
-    fail_reason = str(frozen.user_attrs.get("fail_reason", ""))
+    stored = TrialAttrs.read(frozen.user_attrs)
+    fail_reason = "" if stored.fail_reason is None else str(stored.fail_reason)
     if frozen.state.name == "FAIL" and not fail_reason:
         # Only the heartbeat check fails a trial without a reason: its tuner died mid-trial.
-        host = frozen.user_attrs.get("host") or {}
+        host = stored.host or {}
         where = f" on {host.get('host')} (pid {host.get('pid')})" if host else ""
         fail_reason = (
             f"abandoned: the tuner{where} stopped sending heartbeats during this trial "
             "(killed, or its host died)"
         )
-    metrics = frozen.user_attrs.get("metrics")
     return TrialRecord(
         number=frozen.number,
         state=frozen.state.name,
-        settings=dict(frozen.user_attrs.get("settings", {})),
-        measurement=_measurement(metrics),
-        context=dict(frozen.user_attrs.get("context") or _old_context(metrics)),
+        settings=dict(stored.settings or {}),
+        measurement=_measurement(stored.metrics),
+        context=dict(stored.context or _old_context(stored.metrics)),
         values=tuple(frozen.values or ()),
-        baseline=str(frozen.user_attrs.get("baseline", "")),
+        baseline="" if stored.baseline is None else str(stored.baseline),
         fail_reason=fail_reason,
-        feasible=objectives.satisfied(constraints),
-        covers_for=frozen.user_attrs.get("covers_for"),
-        duplicate_of=frozen.user_attrs.get(DUPLICATE_OF),
-        branch_start=bool(frozen.user_attrs.get(BRANCH_START)),
+        feasible=objectives.satisfied(stored.constraints or []),
+        covers_for=stored.covers_for,
+        duplicate_of=stored.duplicate_of,
+        branch_start=bool(stored.branch_start),
     )
 
 
@@ -606,10 +611,11 @@ def _old_context(metrics: object) -> dict[str, Any]:
     return {key: metrics[key] for key in _CONTEXT_KEYS if key in metrics}
 
 
-def load_records(storage_url: str, name: str) -> tuple[dict[str, Any], list[TrialRecord]]:
+def load_records(storage_url: str, name: str) -> tuple[StudyAttrs, list[TrialRecord]]:
     """The study's stored setup and all its trials, for emit/report/show."""
     study = load_existing(storage_url, name)
-    return dict(study.user_attrs), [to_record(t) for t in study.get_trials(deepcopy=False)]
+    records = [to_record(t) for t in study.get_trials(deepcopy=False)]
+    return StudyAttrs.read(study.user_attrs), records
 
 
 def load_existing(storage_url: str, name: str) -> optuna.Study:
@@ -633,6 +639,6 @@ def pareto_numbers(study: optuna.Study) -> list[int]:
     return [t.number for t in study.best_trials]
 
 
-def save_summary(study: optuna.Study, key: str, value: Any) -> None:
+def save_result(study: optuna.Study, result: Mapping[str, Any]) -> None:
     """Keep a JSON-able result (confirmation rounds, noise) with the study for reports."""
-    study.set_user_attr(key, json.loads(json.dumps(value)))
+    StudyAttrs(result=json.loads(json.dumps(result))).write(study)

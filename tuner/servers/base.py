@@ -31,6 +31,7 @@ from typing import final
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
+from tuner.logsigns import LoadSign
 from tuner.settings import SettingsTable, Value
 
 # Programs of the system, not of a Python environment: a launcher run by one finds the server
@@ -57,19 +58,6 @@ class StartupSigns:
     rejected_value: tuple[str, ...] = ()
     app_broken_exit_codes: frozenset[int] = frozenset()
     app_broken_if_logged: Mapping[int, str | tuple[str, ...]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LoadSign:
-    """A line a running server logs when it falls behind under load, and what it means.
-
-    The server keeps serving, so nothing fails; but the figures are explained by it (e.g.
-    waitress's "Task queue depth is N": every thread was busy and requests waited), so the
-    runner counts these lines after each measurement and the trial shows them.
-    """
-
-    text: str
-    meaning: str
 
 
 @dataclass(frozen=True)

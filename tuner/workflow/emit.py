@@ -25,7 +25,7 @@ from pathlib import Path
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, TrialError, TunerError
 from tuner.files import atomic_write
-from tuner.measure.process import LOOPBACK, ServerProcess, free_port
+from tuner.procs.process import LOOPBACK, ServerProcess, free_port
 from tuner.servers.base import Bind, LaunchSpec, ServerAdapter
 from tuner.settings import Value
 from tuner.workflow.cleanvenv import CleanVenv, clean_venv

@@ -16,6 +16,7 @@ from tuner.measure.runner import limits_context, run_bench, run_context
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
+from tuner.search.attrs import StudyAttrs
 from tuner.search.objectives import Figures
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.study import (
@@ -24,7 +25,7 @@ from tuner.search.study import (
     open_study,
     pareto_numbers,
     run_search,
-    save_summary,
+    save_result,
     to_record,
 )
 from tuner.settings import Value
@@ -119,7 +120,7 @@ def tune(
             pair, range(confirm_rounds, confirm_rounds + EXTRA_ROUNDS), measure, on_confirm_run
         ),
     )
-    noise = noise_summary(study.user_attrs.get("cpu_probe_ms", []), confirmed)
+    noise = noise_summary(StudyAttrs.read(study.user_attrs).cpu_probe_ms or [], confirmed)
     written = None
     if verdict is not None:
         chosen = verdict.winner
@@ -145,7 +146,7 @@ def tune(
         )
         _write_front_block(setup, chosen.candidate.settings, header, written)
     outcome = TuneOutcome(records, confirmed, verdict, written, noise)
-    save_summary(study, "result", outcome.to_json())
+    save_result(study, outcome.to_json())
     return outcome
 
 

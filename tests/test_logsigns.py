@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuner.measure.logsigns import load_sign_lines
+from tuner.logsigns import LoadSign, load_sign_lines
 from tuner.metrics.measurement import Measurement
 from tuner.search.objectives import Slo, infeasible_reason
-from tuner.servers.base import LoadSign
 
 QUEUE = LoadSign("Task queue depth is", "every thread was busy")
 LIMIT = LoadSign("connection limit", "stopped accepting")

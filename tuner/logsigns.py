@@ -1,4 +1,4 @@
-"""What a server's log says about how it coped with the load: its own `LoadSign` lines, counted.
+"""What a server's log says about how it coped with the load: its `LoadSign` lines, counted.
 
 A server that falls behind often keeps serving and only says so in its log (waitress: "Task
 queue depth is 7"). The runner reads the log once after the measurement, so a trial's figures
@@ -8,13 +8,25 @@ come with the server's own explanation of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-
-from tuner.servers.base import LoadSign
 
 # A log is read whole once per trial; past this size only its end is read (a server writing
 # one warning per request for a minute stays well below it).
 _MAX_READ_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LoadSign:
+    """A line a running server logs when it falls behind under load, and what it means.
+
+    The server keeps serving, so nothing fails; but the figures are explained by it (e.g.
+    waitress's "Task queue depth is N": every thread was busy and requests waited), so the
+    runner counts these lines after each measurement and the trial shows them.
+    """
+
+    text: str
+    meaning: str
 
 
 def load_sign_lines(log_path: Path, signs: Sequence[LoadSign]) -> tuple[str, ...]:

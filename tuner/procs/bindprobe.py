@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from tuner.measure import listening
+from tuner.procs import listening
 from tuner.servers.base import Bind, Protocol
 
 _MAX_ANSWER = 1 << 20

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from tuner.measure.listening import listens_on_port
+from tuner.procs.listening import listens_on_port
 
 
 def test_the_process_holding_a_listening_socket_is_found_ipv4_and_ipv6() -> None:

@@ -42,7 +42,7 @@ from tuner.errors import (
 )
 from tuner.machine.cpus import pinned
 from tuner.machine.limits import CLEANER, Cgroup, Limits, Usage
-from tuner.measure import bindprobe, listening
+from tuner.procs import bindprobe, listening
 from tuner.servers.base import LaunchSpec, StartupSigns
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ from tuner.errors import (
     ServerStartError,
     ToolMissingError,
 )
-from tuner.measure.process import ServerProcess, free_port
 from tuner.metrics.memory import MemorySampler
+from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import LaunchSpec
 
 # A stand-in server: answers GET with `STATUS` (or never answers when STATUS is "silent"), and

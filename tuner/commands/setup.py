@@ -1,0 +1,101 @@
+"""A study's setup from the options of `tune` and `compare`: the adapter, its space, its name."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import TYPE_CHECKING
+
+from tuner.apps import check_app_imports, parse_app
+from tuner.commands.options import cpu_split, limits_from, load_spec_from, workload_from
+from tuner.errors import ConfigError
+from tuner.search.objectives import Slo, objective_named
+from tuner.search.space import SearchSpace, default_space_path, extend_space, load_space
+from tuner.search.storage_url import study_workdir
+from tuner.servers.appenv import WithAppSettings, adapter_for_app
+from tuner.servers.base import ServerAdapter
+
+if TYPE_CHECKING:
+    from tuner.search.study import StudySetup
+
+STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def build_setup(args: argparse.Namespace) -> StudySetup:
+    from tuner.search.study import StudySetup
+
+    _check_numbers(args)
+    from tuner.front import behind
+    from tuner.search.front_space import with_front_space
+
+    app = parse_app(args.app)
+    adapter = adapter_for_app(args.server, app, args.app_settings)
+    server_cpus, load_cpus = cpu_split(args)
+    limits = limits_from(args, server_cpus)
+    load = load_spec_from(args, workload_from(args, args.path), load_cpus)
+    space_path = args.space or adapter.space_file or default_space_path(adapter.name)
+    space = with_app_params(adapter, load_space(space_path, adapter.table, adapter.name))
+    adapter, space = with_front_space(behind(adapter, args.front), space)
+    adapter.check_installed()
+    check_app_imports(app)
+    # A study behind a front is another study: its name says so (and so does its metadata).
+    setup_name = f"{adapter.name}-{args.front}" if args.front else adapter.name
+    name = args.study_name or f"{app.module.rsplit('.', 1)[-1]}-{setup_name}-{args.objective}"
+    if not STUDY_NAME.match(name):
+        raise ConfigError(
+            f"--study-name {name!r}: use letters, digits, '.', '_' and '-' "
+            "(up to 100, starting with a letter or digit)"
+        )
+    return StudySetup(
+        name=name,
+        storage_url=args.storage,
+        app_text=args.app,
+        app=app,
+        adapter=adapter,
+        space=space,
+        objective=objective_named(args.objective),
+        slo=Slo(
+            p99_ms=args.slo_p99, max_error_rate=args.max_error_rate, max_memory_mb=args.max_memory
+        ),
+        load=load,
+        server_cpus=server_cpus,
+        ready_path=load.workload.probe_path,
+        workdir=study_workdir(args.storage, name),
+        seed=args.seed,
+        allow_mixed_hosts=getattr(args, "allow_mixed_hosts", False),
+        branch_starts=not args.no_branch_starts,
+        limits=limits,
+    )
+
+
+def with_app_params(adapter: ServerAdapter, space: SearchSpace) -> SearchSpace:
+    """The server's search space plus the app settings that declare a search."""
+    if not isinstance(adapter, WithAppSettings) or not adapter.app_settings.search:
+        return space
+    declared = adapter.app_settings
+    return extend_space(space, adapter.table, declared.search, declared.source)
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    checks = [
+        ("--trials", args.trials, args.trials >= 1, "a whole number >= 1"),
+        ("--top-k", args.top_k, args.top_k >= 1, "a whole number >= 1"),
+        ("--confirm-rounds", args.confirm_rounds, args.confirm_rounds >= 1, "a whole number >= 1"),
+        (
+            "--max-error-rate",
+            args.max_error_rate,
+            0 <= args.max_error_rate <= 1,
+            "a fraction from 0 to 1",
+        ),
+    ]
+    checks += [
+        (name, value, value is None or value > 0, "a number > 0")
+        for name, value in (
+            ("--timeout", args.study_timeout),
+            ("--slo-p99", args.slo_p99),
+            ("--max-memory", args.max_memory),
+        )
+    ]
+    for name, value, ok, valid in checks:
+        if not ok:
+            raise ConfigError(f"{name} {value}: expected {valid}")
