@@ -139,3 +139,9 @@ def test_no_keep_alive_closes_each_connection(
     with running(tornado, values=values, log_path=tmp_path / "t.log") as server:
         answer = httpx.get(f"http://{HOST}:{server.port}/")
     assert (answer.headers.get("connection") == "close") is no_keep_alive
+
+
+def test_compare_all_includes_it(tornado: ServerAdapter) -> None:
+    from tuner.commands.compare import parse_servers
+
+    assert "tornado" in parse_servers("all")
