@@ -28,12 +28,20 @@ _BUILT_IN = {
     "bjoern": "tuner.servers.bjoern:BjoernAdapter",
     "mod_wsgi": "tuner.servers.mod_wsgi:ModWsgiAdapter",
     "flup": "tuner.servers.flup:FlupAdapter",
+    "tornado": "tuner.servers.tornado:TornadoAdapter",
 }
 # Servers the shoot-outs name that cannot run here, and why: `--server NAME` says so.
 _REFUSED = {
     "meinheld": "meinheld cannot be installed on Python 3.11: `pip install meinheld` fails "
     "because its last release (1.0.2, 2020; unmaintained since) requires greenlet<0.5, whose "
     "C code does not compile against Python 3.11",
+    "fapws3": "fapws3 cannot be installed on Python 3: `pip install fapws3` fails because "
+    "its last release (0.11.dev, 2012; none since) is Python 2 code (its setup.py uses the "
+    "print statement)",
+    "cogen": "cogen cannot be installed on Python 3: `pip install cogen` fails because its last "
+    "release (0.2.1, 2009; none since) is Python 2 code (its setup.py calls file())",
+    "spawning": "spawning cannot be installed on Python 3: `pip install spawning` fails because "
+    "its last release (0.9.7, 2011; none since) is Python 2 code (its setup.py calls file())",
 }
 ENTRY_POINT_GROUP = "tuner.servers"
 ENV_VAR = "TUNER_SERVERS"
