@@ -28,6 +28,7 @@ import pytest
 from tests.conftest import require_adapter, unavailable
 from tests.support.cli import read_until, wait_under_load, wait_until_stale
 from tests.support.cli import run_tuner as tuner_cli
+from tests.support.speed import scaled
 from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
 from tuner.measure import runner
@@ -256,7 +257,11 @@ def test_port_taken_by_another_process_retries_on_a_free_one(
 # --- the tuner is stopped ----------------------------------------------------------------------
 
 
-def _start_tune(tmp_path: Path, trials: int = 20, duration: str = "1.2") -> subprocess.Popen[str]:
+def _start_tune(
+    tmp_path: Path, trials: int = 20, duration: float | None = None
+) -> subprocess.Popen[str]:
+    """A tune whose trials (by default) run long enough, on this machine, for a test that sees
+    one under load to signal the tuner while that trial is measured."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -281,7 +286,7 @@ def _start_tune(tmp_path: Path, trials: int = 20, duration: str = "1.2") -> subp
             "--out",
             str(tmp_path / "gunicorn.conf.py"),
             "--duration",
-            duration,
+            str(duration or scaled(1.2)),
             "--warmup",
             "0.5",
             "--connections",
@@ -369,7 +374,7 @@ def test_sigterm_then_sigkill_then_resume_loses_nothing(tmp_path: Path, since: f
 
     # Resume: the dead trial is failed on open, completed ones are kept, the study goes on.
     # Nothing is stopped in this run: short windows will do (the study's identity has none).
-    proc = _start_tune(tmp_path, trials=1, duration="0.6")
+    proc = _start_tune(tmp_path, trials=1, duration=0.6)
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
     _, records = load_records(storage, "stopped")

@@ -18,6 +18,7 @@ import pytest
 from tests.support.cli import REPO, SHORT, read_until, wait_under_load
 from tests.support.cli import run_tuner as tuner
 from tests.support.serverwatch import wait_none_left
+from tests.support.speed import scaled
 from tuner.search.study import load_records
 from tuner.servers import get_adapter
 
@@ -195,7 +196,7 @@ def test_sigint_mid_study_keeps_trials_and_leaves_no_server(tmp_path, since):
             "--study-name",
             "cut",
             "--duration",
-            "1.2",  # long enough to be caught under load, as in test_faults.py
+            str(scaled(1.2)),  # long enough to be caught under load, as in test_faults.py
             "--warmup",
             "0.5",
             "--connections",
