@@ -93,7 +93,9 @@ def handle(args: argparse.Namespace) -> int:
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
     unproven = [o.unproven for o in outcomes.values() if o.unproven is not None]
     for kept in unproven:  # its study finished: the file is kept, marked (exit 3)
-        Console(stderr=True).print(str(kept), style="red", markup=False, highlight=False)
+        Console(stderr=True).print(
+            str(kept), style="red", markup=False, highlight=False, soft_wrap=True
+        )
     return unproven[0].exit_code if unproven else 0
 
 

@@ -91,9 +91,8 @@ def handle(args: argparse.Namespace) -> int:
             fronted, app, settings, path, header, server_cpus=tuple(setup["server_cpus"])
         )
     console = Console(stderr=True)
-    if (
-        record is not None and record.fail_reason
-    ):  # written on request, but the reader must know why it never won
+    # Written on request, but the reader must know why it never won.
+    if record is not None and record.fail_reason:
         console.print(f"warning: trial {record.number}: {record.fail_reason}", highlight=False)
     console.print(f"wrote {path}", highlight=False)
     if fronted is not None:

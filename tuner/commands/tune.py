@@ -226,7 +226,7 @@ def print_unproven(console: Console, unproven: Unproven, setup: StudySetup, out:
     storage = setup.storage_url
     again = ["tuner", "emit", "--study", setup.name, "--out", str(out)]
     again += [] if storage == DEFAULT_STORAGE else ["--storage", redact(storage)]
-    console.print(str(unproven), style="red", markup=False, highlight=False)
+    console.print(str(unproven), style="red", markup=False, highlight=False, soft_wrap=True)
     console.print(
         "name the app's requirements (a requirements.txt beside it or at the project's root, "
         "its pyproject.toml, or --app-requirements FILE), then write the file with: "
