@@ -17,6 +17,7 @@ from tuner.apps import AppRef, parse_app
 from tuner.errors import ConfigError
 from tuner.workflow.apprequirements import (
     INFERRED,
+    Imports,
     Installed,
     app_folder,
     classify,
@@ -221,6 +222,21 @@ def test_inference_keeps_the_distributions_nothing_else_brings(tmp_path: Path) -
     assert imports.unprovided == ()
     # Web brings templates; the server brings the parser: neither is named on its own.
     assert top_level(imports.distributions, installed, also_installed={"srv"}) == ("web",)
+
+
+def test_the_projects_own_package_is_its_source_even_installed(tmp_path: Path) -> None:
+    project = tmp_path / "shop"
+    installed = Installed(
+        providers={"shop": ["shop"], "web": ["Web"]},
+        versions={"shop": "1.0", "web": "3.0"},
+        requires={},
+    )
+    modules = {
+        "shop": [str(project / "src" / "shop" / "__init__.py")],  # pip install -e .
+        "web": [str(project / ".venv" / "lib" / "python3.11" / "site-packages" / "web.py")],
+    }
+    imports = classify(modules, installed, own=[project], skip=set(), named=set())
+    assert imports == Imports(("web",), ())
 
 
 def test_a_module_nothing_provides_is_found(tmp_path: Path) -> None:

@@ -411,26 +411,30 @@ def classify(
     named: Set[str],
 ) -> Imports:
     """Sort the app's imports: the distributions providing them (those in `skip` left out),
-    and the modules no distribution provides that are neither under one of the `own` folders
-    (the project's source) nor named by a requirement (`named`, canonical names)."""
+    and the modules no distribution provides that are neither named by a requirement (`named`,
+    canonical names) nor the project's own source: under one of the `own` folders, outside a
+    site-packages (a project's `.venv` is in its folder; its own package may be installed
+    editable, and is still its source)."""
     distributions: set[str] = set()
     unprovided: list[tuple[str, str]] = []
     folders = [Path(folder).resolve() for folder in own]
     for module, places in sorted(modules.items()):
-        if module == _OWN:
+        paths = [Path(place).resolve() for place in places]
+        if module == _OWN or any(_in_source(path, folders) for path in paths):
             continue
         providers = {canonical(name) for name in installed.providers.get(module, ())}
         if providers:
             if not providers & skip:
                 distributions |= providers
             continue
-        paths = [Path(place).resolve() for place in places]
-        if not paths or canonical(module) in named:
-            continue  # made at run time (no file to judge), or a requirement names it
-        if any(path.is_relative_to(folder) for path in paths for folder in folders):
-            continue
-        unprovided.append((module, str(paths[0])))
+        if paths and canonical(module) not in named:  # no file: made at run time
+            unprovided.append((module, str(paths[0])))
     return Imports(tuple(sorted(distributions)), tuple(unprovided))
+
+
+def _in_source(path: Path, folders: Sequence[Path]) -> bool:
+    installed = {"site-packages", "dist-packages"} & set(path.parts)
+    return not installed and any(path.is_relative_to(folder) for folder in folders)
 
 
 def top_level(
