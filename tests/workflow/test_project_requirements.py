@@ -74,7 +74,9 @@ def test_requirements_in_the_parents_pyproject_are_found_and_proven(
     tmp_path: Path, since: float
 ) -> None:
     app, out = project(tmp_path), tmp_path / "deploy" / "gunicorn.conf.py"
-    proc = tuner(tmp_path, "tune", str(app), "--server", "gunicorn", "--out", str(out), "--json")
+    proc = tuner(
+        tmp_path, "tune", str(app), "--server", "gunicorn", "--out", str(out), "--json", *SHORT
+    )
     code, stdout, stderr = finish(proc)
     assert code == 0, stderr
     result = json.loads(stdout)
