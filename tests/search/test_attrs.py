@@ -18,7 +18,7 @@ TRIAL_KEYS = {
     "settings", "host", "metrics", "context", "constraints", "fail_reason", "fail_detail",
     "baseline", "baseline_settings", "covers_for", "duplicate_of", "branch_start",
 }  # fmt: skip
-STUDY_KEYS = {"setup", "hardware", "created", "cpu_probe_ms", "result"}
+STUDY_KEYS = {"setup", "hardware", "created", "cpu_probe_ms", "result", "pick"}
 
 
 def test_the_stored_keys_are_the_fields() -> None:

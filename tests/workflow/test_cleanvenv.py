@@ -15,15 +15,11 @@ import pytest
 from tests.conftest import SERVER_CPU
 from tests.support.cli import REPO, run_tuner
 from tuner.apps import AppRef, parse_app
-from tuner.errors import ConfigError, TunerError
+from tuner.errors import TunerError
 from tuner.servers.base import ServerAdapter
 from tuner.servers.gunicorn import GunicornAdapter
-from tuner.workflow.cleanvenv import (
-    app_requirements_for,
-    clean_venv,
-    read_app_requirements,
-    requirements_key,
-)
+from tuner.workflow.apprequirements import app_folder, declared_requirements
+from tuner.workflow.cleanvenv import clean_venv, requirements_key
 from tuner.workflow.emit import write_artifact
 from tuner.workflow.provenance import install_command
 
@@ -122,7 +118,9 @@ def test_the_apps_own_requirements_are_named_and_installed(
     gunicorn: ServerAdapter, tmp_path: Path
 ) -> None:
     json_api = parse_app("apps/json_api.py", cwd=REPO)
-    wanted = app_requirements_for(json_api.pythonpath, None)  # apps/requirements.txt
+    found = declared_requirements(app_folder(json_api), None)  # apps/requirements.txt
+    assert found is not None
+    wanted = found.lines
     assert wanted == ("flask", "sqlalchemy>=2", "psycopg[binary]>=3.1")
     out = write_artifact(
         gunicorn,
@@ -153,17 +151,6 @@ def test_an_app_needing_more_than_its_requirements_is_refused(
             server_cpus=(SERVER_CPU,),
             check_clean_venv=True,
         )
-
-
-def test_requirements_files_take_one_package_per_line(tmp_path: Path) -> None:
-    good = tmp_path / "good.txt"
-    good.write_text("# comment\n\nflask>=3  # web\nrequests[socks]==2.32.3\n")
-    assert read_app_requirements(good) == ("flask>=3", "requests[socks]==2.32.3")
-    bad = tmp_path / "bad.txt"
-    bad.write_text("flask\n-r other.txt\n")
-    with pytest.raises(ConfigError, match=r"bad.txt:2: '-r other.txt': only one package"):
-        read_app_requirements(bad)
-    assert app_requirements_for(str(tmp_path), None) == ()  # no requirements.txt there
 
 
 def test_the_cache_key_ignores_order_and_duplicates() -> None:

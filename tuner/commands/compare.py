@@ -93,7 +93,12 @@ def handle(args: argparse.Namespace) -> int:
     else:
         print_tables(stdout_console(), [compare_table(rows)])
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
-    return 0
+    unproven = [o.unproven for o in outcomes.values() if o.unproven is not None]
+    for kept in unproven:  # its study finished: the file is kept, marked (exit 3)
+        Console(stderr=True).print(
+            str(kept), style="red", markup=False, highlight=False, soft_wrap=True
+        )
+    return unproven[0].exit_code if unproven else 0
 
 
 def parse_servers(text: str, front: str | None = None) -> list[str]:

@@ -1,4 +1,6 @@
-"""`tuner emit --study NAME --trial N --out FILE`: write the config file of any trial."""
+"""`tuner emit --study NAME [--trial N] --out FILE`: write the config file of any trial, or of
+the config the study's `tuner tune` picked (again, e.g. once a file kept as FILE.unproven has its
+requirements named)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,13 @@ from tuner.servers.appenv import adapter_for_app
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("emit", help="write the config file of a study's trial")
     parser.add_argument("--study", required=True, help="study name")
-    parser.add_argument("--trial", required=True, type=int, help="trial number")
+    parser.add_argument(
+        "--trial",
+        type=int,
+        default=None,
+        help="trial number (default: the config `tuner tune` picked for the study, with its "
+        "header)",
+    )
     parser.add_argument("--out", required=True, type=Path, help="file to write")
     parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna storage URL")
     add_requirement_options(parser)
@@ -26,18 +34,26 @@ def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from tuner.search.study import load_records
-    from tuner.workflow.cleanvenv import app_requirements_for
+    from tuner.workflow.apprequirements import find_app_requirements
     from tuner.workflow.emit import write_artifact
     from tuner.workflow.provenance import trial_header
 
     attrs, records = load_records(args.storage, args.study)
     setup = attrs.setup or {}
-    record = next((r for r in records if r.number == args.trial), None)
-    if record is None or not record.settings:
-        numbers = ", ".join(str(r.number) for r in records if r.settings) or "none"
+    record = None
+    if args.trial is not None:
+        record = next((r for r in records if r.number == args.trial), None)
+        if record is None or not record.settings:
+            numbers = ", ".join(str(r.number) for r in records if r.settings) or "none"
+            raise ConfigError(
+                f"--trial {args.trial}: study {args.study!r} has no such trial with "
+                f"settings; trials: {numbers}"
+            )
+    pick = attrs.pick
+    if record is None and not isinstance(pick, dict):
         raise ConfigError(
-            f"--trial {args.trial}: study {args.study!r} has no such trial with "
-            f"settings; trials: {numbers}"
+            f"--study {args.study!r}: `tuner tune` has not picked a config for it yet (its "
+            "confirmation rounds did not finish); give --trial N"
         )
     from tuner.front import behind, front_of
 
@@ -45,8 +61,18 @@ def handle(args: argparse.Namespace) -> int:
     # A study measured behind a front (--front nginx) emits the server file bound as the
     # front reached it, and the front's block beside it.
     adapter = behind(adapter_for_app(setup["server"], app, args.app_settings), setup.get("front"))
-    settings = adapter.resolve(record.settings)
-    header = trial_header(record, setup, study_name=args.study)
+    if record is not None:
+        settings = adapter.resolve(record.settings)
+        header = trial_header(record, setup, study_name=args.study)
+    else:
+        settings = adapter.resolve(pick["settings"])
+        header = [str(line) for line in pick["header"]]
+    found = find_app_requirements(
+        app,
+        args.app_requirements,
+        server_requirements=adapter.requirements(settings),
+        check_imports=args.clean_venv_check,
+    )
     path = write_artifact(
         adapter,
         app,
@@ -54,7 +80,8 @@ def handle(args: argparse.Namespace) -> int:
         header,
         args.out,
         server_cpus=tuple(setup["server_cpus"]),
-        app_requirements=app_requirements_for(app.pythonpath, args.app_requirements),
+        app_requirements=found.lines,
+        requirements_source=found.describe(),
         check_clean_venv=args.clean_venv_check,
     )
     fronted = front_of(adapter)
@@ -65,7 +92,8 @@ def handle(args: argparse.Namespace) -> int:
             fronted, app, settings, path, header, server_cpus=tuple(setup["server_cpus"])
         )
     console = Console(stderr=True)
-    if record.fail_reason:  # written on request, but the reader must know why it never won
+    # Written on request, but the reader must know why it never won.
+    if record is not None and record.fail_reason:
         console.print(f"warning: trial {record.number}: {record.fail_reason}", highlight=False)
     console.print(f"wrote {path}", highlight=False)
     if fronted is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,15 +13,16 @@ from tuner.commands.setup import build_setup
 from tuner.errors import ConfigError
 from tuner.front import front_of
 from tuner.search.objectives import OBJECTIVES
-from tuner.search.storage_url import DEFAULT_STORAGE
+from tuner.search.storage_url import DEFAULT_STORAGE, redact
 from tuner.servers import SERVERS
-from tuner.workflow.cleanvenv import app_requirements_for, clean_venv
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from tuner.report.study_view import PlainListener
     from tuner.search.study import StudySetup
+    from tuner.workflow.apprequirements import AppRequirements
+    from tuner.workflow.emit import Unproven
     from tuner.workflow.tune import TuneOutcome
 
 
@@ -126,7 +128,9 @@ def add_requirement_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="the app's own requirements (one package per line), named in the written file "
-        "and installed in its clean-venv check (default: requirements.txt beside the app)",
+        "and installed in its clean-venv check (default: a requirements.txt beside the app or "
+        "above it up to the project's root, else the root's pyproject.toml dependencies, else "
+        "inferred from the app's imports)",
     )
     parser.add_argument(
         "--no-clean-venv-check",
@@ -137,14 +141,18 @@ def add_requirement_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def app_requirements(setup: StudySetup, args: argparse.Namespace) -> tuple[str, ...]:
-    """The app's requirements (checked now, before any measurement) and, with the clean-venv
-    check on, a clean environment for the default config built now: an offline machine or a
-    requirement pip cannot find fails here, not after the study."""
-    wanted = app_requirements_for(setup.app.pythonpath, args.app_requirements)
-    if args.clean_venv_check:
-        clean_venv((*setup.adapter.requirements(setup.adapter.resolve({})), *wanted))
-    return wanted
+def app_requirements(setup: StudySetup, args: argparse.Namespace) -> AppRequirements:
+    """The app's requirements, found before any measurement (tuner/workflow/apprequirements.py);
+    with the clean-venv check on, an import no clean environment can have stops here, and the
+    study proves the rest on the default config before its first trial."""
+    from tuner.workflow.apprequirements import find_app_requirements
+
+    return find_app_requirements(
+        setup.app,
+        args.app_requirements,
+        server_requirements=setup.adapter.requirements(setup.adapter.resolve({})),
+        check_imports=args.clean_venv_check,
+    )
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -163,6 +171,8 @@ def handle(args: argparse.Namespace) -> int:
     outcome = run_tune(setup, args, out)
     if args.json:
         print_json({"study": setup.name, "storage": setup.storage_url, **outcome.to_json()})
+        if outcome.unproven is not None:
+            return outcome.unproven.exit_code
         return 0 if outcome.verdict else 1
     console = Console(stderr=True)
     winner = outcome.verdict.winner.candidate.label if outcome.verdict else None
@@ -181,13 +191,35 @@ def handle(args: argparse.Namespace) -> int:
     console.print(f"verdict: {outcome.verdict.summary}", highlight=False)
     console.print(f"noise: {outcome.noise}", highlight=False)
     console.print(outcome.searched_line(), highlight=False)
+    if outcome.unproven is not None:
+        print_unproven(console, outcome.unproven, setup, out)
+        return outcome.unproven.exit_code
     console.print(f"wrote {outcome.out_path}", highlight=False)
+    if outcome.requirements is not None:
+        shown = " ".join(outcome.requirements.lines) or "none"
+        console.print(f"{outcome.requirements.describe()}: {shown}", markup=False, highlight=False)
     fronted = front_of(setup.adapter)
     if fronted is not None and outcome.out_path is not None:
         from tuner.front.block import block_path
 
         console.print(f"wrote {block_path(outcome.out_path, fronted)}", highlight=False)
     return 0
+
+
+def print_unproven(console: Console, unproven: Unproven, setup: StudySetup, out: Path) -> None:
+    """The study's file was kept as FILE.unproven: say so, why, and how to write it for real."""
+    storage = setup.storage_url
+    again = ["tuner", "emit", "--study", setup.name, "--out", str(out)]
+    again += [] if storage == DEFAULT_STORAGE else ["--storage", redact(storage)]
+    console.print(str(unproven), style="red", markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        "name the app's requirements (a requirements.txt beside it or at the project's root, "
+        "its pyproject.toml, or --app-requirements FILE), then write the file with: "
+        + shlex.join(again),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def check_writable(out: Path) -> None:
@@ -235,7 +267,7 @@ def _tune(
     args: argparse.Namespace,
     out: Path,
     listener: PlainListener,
-    requirements: tuple[str, ...],
+    requirements: AppRequirements,
 ) -> TuneOutcome:
     from tuner.workflow.tune import tune
 

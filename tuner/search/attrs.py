@@ -65,3 +65,6 @@ class StudyAttrs(_Stored):
     created: str | None = None  # ISO time, UTC
     cpu_probe_ms: list[list[float]] | None = None  # [trial number, ms] of each CPU probe
     result: dict[str, Any] | None = None  # the confirmation and verdict of the last `tune`
+    # The config `tune` chose and its file's header, kept before the file is written, so that
+    # `tuner emit --study` can write it again (a variant's settings are no trial's).
+    pick: dict[str, Any] | None = None

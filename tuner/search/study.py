@@ -19,7 +19,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -642,3 +642,9 @@ def pareto_numbers(study: optuna.Study) -> list[int]:
 def save_result(study: optuna.Study, result: Mapping[str, Any]) -> None:
     """Keep a JSON-able result (confirmation rounds, noise) with the study for reports."""
     StudyAttrs(result=json.loads(json.dumps(result))).write(study)
+
+
+def save_pick(study: optuna.Study, settings: Mapping[str, Any], header: Sequence[str]) -> None:
+    """Keep the chosen config and its file's header, for `tuner emit --study` to write again."""
+    pick = {"settings": dict(settings), "header": list(header)}
+    StudyAttrs(pick=json.loads(json.dumps(pick))).write(study)

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.errors import ConfigError, TunerError
+from tuner.errors import TunerError
 
 CACHE_ENV = "TUNER_VENV_CACHE"
 READY = "tuner-ready"
@@ -158,35 +158,3 @@ def _listed(requirements: Sequence[str]) -> str:
 
 def _scrubbed(environ: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in environ.items() if key not in _LEAKS}
-
-
-def read_app_requirements(path: Path) -> tuple[str, ...]:
-    """The requirement lines of an app's requirements file: one package per line, `#`
-    comments and blank lines skipped. pip options (-r, -e, --index-url ...) are refused: the
-    written file's header names its packages on one `pip install` line, and an option there
-    would not say what gets installed."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--app-requirements {str(path)!r}: {exc.strerror}") from None
-    lines: list[str] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("-") or any(char.isspace() for char in line):
-            raise ConfigError(
-                f"{path}:{number}: {raw.strip()!r}: only one package per line (name, extras, "
-                "version) is supported, no pip options"
-            )
-        lines.append(line)
-    return tuple(lines)
-
-
-def app_requirements_for(app_folder: str, given: Path | None) -> tuple[str, ...]:
-    """The app's own requirements: the given file, else a requirements.txt in the app's
-    folder, else none."""
-    if given is not None:
-        return read_app_requirements(given)
-    beside = Path(app_folder) / "requirements.txt"
-    return read_app_requirements(beside) if beside.is_file() else ()

@@ -11,6 +11,10 @@ The header names what the file needs as one `pip install` line: the adapter's re
 for these settings (pinned to the versions measured) and the app's own. With `check_clean_venv`,
 the copy is also booted in a virtual environment holding only those
 (`tuner/workflow/cleanvenv.py`), so a file that needs more than it says is never written either.
+At the end of a study (`keep_unproven`), such a file is written beside the target instead, as
+FILE.unproven, marked so in its header: minutes of measurements are not thrown away for a
+missing requirement line. `prove_clean_boot` runs the same proof on the default config before a
+study, so a missing requirement shows in seconds.
 """
 
 from __future__ import annotations
@@ -32,6 +36,27 @@ from tuner.workflow.cleanvenv import CleanVenv, clean_venv
 from tuner.workflow.provenance import install_command, install_lines
 
 DEPLOY_PORT = 8000
+UNPROVEN_SUFFIX = ".unproven"
+
+
+class NotProvenClean(TunerError):
+    """The file did not boot in a clean virtual environment holding only its requirements."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # the server's own reason, one line
+
+
+class Unproven(TunerError):
+    """A study's file was written as FILE.unproven: it boots here, not in a clean environment
+    with only what its header names. Exit 3: the study finished, the file is not deployable."""
+
+    exit_code = 3
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"wrote {path}, NOT proven in a clean virtual environment: {reason}")
+        self.path = path
+        self.reason = reason
 
 
 def write_artifact(
@@ -46,7 +71,9 @@ def write_artifact(
     deploy_host: str = LOOPBACK,
     deploy_port: int = DEPLOY_PORT,
     app_requirements: Sequence[str] = (),
+    requirements_source: str = "",
     check_clean_venv: bool = False,
+    keep_unproven: bool = False,
     venv_cache: Path | None = None,
 ) -> Path:
     """Render, validate by booting, and atomically write the artifact; returns its path.
@@ -54,7 +81,9 @@ def write_artifact(
     The booted copy differs from the written file only in its port (a free one, so validation
     never collides with a server already on the deploy port). `check_clean_venv` also boots it
     in a clean virtual environment with only the header's requirements (cached in
-    `venv_cache`, default `cleanvenv.cache_dir()`).
+    `venv_cache`, default `cleanvenv.cache_dir()`); where that fails, `keep_unproven` writes
+    the file as FILE.unproven and raises Unproven. `requirements_source` says in the header
+    where the app's requirements came from.
     """
     out_path = out_path.resolve()
     if out_path.is_dir():
@@ -64,7 +93,14 @@ def write_artifact(
         )
     out_path.parent.mkdir(parents=True, exist_ok=True)
     requirements = (*adapter.requirements(adapter.resolve(settings)), *app_requirements)
-    text = "\n".join([*header, *install_lines(requirements, checked=check_clean_venv)])
+
+    def header_text(unproven: str = "") -> str:
+        lines = install_lines(
+            requirements, checked=check_clean_venv, source=requirements_source, unproven=unproven
+        )
+        return "\n".join([*header, *lines])
+
+    text = header_text()
     deploy = Bind.tcp(deploy_host, deploy_port)
     artifact = adapter.render_artifact(app, deploy, settings, header=text)
     port = free_port(LOOPBACK)
@@ -76,18 +112,61 @@ def write_artifact(
             adapter, app, settings, boot_path, port, server_cpus=server_cpus, ready_path=ready_path
         )
         if check_clean_venv:
-            boot_artifact(
-                adapter,
-                app,
-                settings,
-                boot_path,
-                port,
-                server_cpus=server_cpus,
-                ready_path=ready_path,
-                venv=clean_venv(requirements, venv_cache),
-            )
+            try:
+                boot_artifact(
+                    adapter,
+                    app,
+                    settings,
+                    boot_path,
+                    port,
+                    server_cpus=server_cpus,
+                    ready_path=ready_path,
+                    venv=clean_venv(requirements, venv_cache),
+                )
+            except TunerError as exc:  # did not boot there, or pip could not build it
+                if not keep_unproven:
+                    raise
+                reason = exc.reason if isinstance(exc, NotProvenClean) else _first_line(exc)
+                kept = out_path.with_name(out_path.name + UNPROVEN_SUFFIX)
+                marked = adapter.render_artifact(
+                    app, deploy_host, deploy_port, settings, header=header_text(reason)
+                )
+                atomic_write(kept, marked.text.encode("utf-8"), marked.mode)
+                raise Unproven(kept, reason) from exc
         atomic_write(out_path, artifact.text.encode("utf-8"), artifact.mode)
     return out_path
+
+
+def prove_clean_boot(
+    adapter: ServerAdapter,
+    app: AppRef,
+    settings: Mapping[str, Value],
+    requirements: Sequence[str],
+    *,
+    server_cpus: tuple[int, ...],
+    ready_path: str = "/",
+    venv_cache: Path | None = None,
+) -> None:
+    """Boot the artifact of `settings` in a clean virtual environment holding only
+    `requirements` and check that it answers, as `write_artifact` does at the end: before a
+    study, so a requirement missing from the app's shows in seconds. Raises NotProvenClean
+    (or TunerError when pip cannot build the environment)."""
+    venv = clean_venv(requirements, venv_cache)
+    port = free_port(LOOPBACK)
+    boot = adapter.render_artifact(app, LOOPBACK, port, settings, header="clean boot check")
+    with tempfile.TemporaryDirectory(prefix="tuner-clean-boot-") as folder:
+        path = Path(folder) / boot.filename
+        atomic_write(path, boot.text.encode("utf-8"), boot.mode)
+        boot_artifact(
+            adapter,
+            app,
+            settings,
+            path,
+            port,
+            server_cpus=server_cpus,
+            ready_path=ready_path,
+            venv=venv,
+        )
 
 
 def boot_artifact(
@@ -133,10 +212,11 @@ def boot_artifact(
                 f"the {path.name} file did not boot, so it was not written: {exc}"
             ) from exc
         # One line: what the file claims, and the server's own reason (the log's key line).
-        raise TunerError(
+        raise NotProvenClean(
             f"the {path.name} file needs more than its requirement line says, so it was not "
             f"written: with only `{install_command(venv.requirements)}` in a clean virtual "
-            f"environment, {_first_line(exc)}"
+            f"environment, {_first_line(exc)}",
+            _first_line(exc),
         ) from exc
 
 

@@ -141,12 +141,23 @@ def install_command(requirements: Sequence[str]) -> str:
     return " ".join(["pip install", *(shlex.quote(line) for line in requirements)])
 
 
-def install_lines(requirements: Sequence[str], *, checked: bool) -> list[str]:
-    """What a host needs to run the file, and whether that was proven in a clean environment."""
+def install_lines(
+    requirements: Sequence[str], *, checked: bool, source: str = "", unproven: str = ""
+) -> list[str]:
+    """What a host needs to run the file, where the app's part came from (`source`), and
+    whether that was proven in a clean environment (`unproven`: why it was not)."""
     proof = (
         "booted in a clean virtual environment holding only these before it was written"
         if checked
         else "not booted in a clean virtual environment (--no-clean-venv-check)"
     )
     needs = install_command(requirements) if requirements else "nothing beyond Python itself"
-    return ["", f"needs: {needs}", f"({proof})"]
+    lines = ["", f"needs: {needs}", *([f"({source})"] if source else [])]
+    if not unproven:
+        return [*lines, f"({proof})"]
+    return [
+        *lines,
+        "NOT PROVEN: it boots with the tuner's own packages, but not in a clean virtual "
+        f"environment holding only these: {unproven}",
+        "Name the app's requirements, then write it again with `tuner emit --study STUDY`.",
+    ]

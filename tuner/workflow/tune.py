@@ -25,10 +25,12 @@ from tuner.search.study import (
     open_study,
     pareto_numbers,
     run_search,
+    save_pick,
     save_result,
     to_record,
 )
 from tuner.settings import Value
+from tuner.workflow.apprequirements import AppRequirements, Installed, missing_module_hint
 from tuner.workflow.confirm import (
     EXTRA_ROUNDS,
     Candidate,
@@ -38,8 +40,8 @@ from tuner.workflow.confirm import (
     more_rounds,
     settle,
 )
-from tuner.workflow.emit import write_artifact
-from tuner.workflow.provenance import header_lines
+from tuner.workflow.emit import NotProvenClean, Unproven, prove_clean_boot, write_artifact
+from tuner.workflow.provenance import header_lines, install_command
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class TuneOutcome:
     verdict: Verdict | None
     out_path: Path | None
     noise: str
+    unproven: Unproven | None = None  # written as FILE.unproven instead: see emit.py
+    requirements: AppRequirements | None = None  # the app's, named in the file
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +72,14 @@ class TuneOutcome:
             "confirmation": [c.summary().to_json() for c in self.confirmed],
             "verdict": self.verdict.to_json() if self.verdict else None,
             "config_file": str(self.out_path) if self.out_path else None,
+            "unproven_file": str(self.unproven.path) if self.unproven else None,
+            "unproven_reason": self.unproven.reason if self.unproven else None,
+            "app_requirements": {
+                "packages": list(self.requirements.lines),
+                "source": self.requirements.source,
+            }
+            if self.requirements
+            else None,
             "noise": self.noise,
             "distinct_configs": self.distinct_configs,
             "repeats_not_measured": sum(r.duplicate_of is not None for r in self.records),
@@ -100,10 +112,12 @@ def tune(
     out_path: Path,
     listener: StudyListener,
     on_confirm_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
-    app_requirements: Sequence[str] = (),
+    app_requirements: AppRequirements | None = None,
     check_clean_venv: bool = True,
 ) -> TuneOutcome:
     study = open_study(setup)
+    if check_clean_venv:
+        prove_default_clean(setup, app_requirements)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
     # Queued trials not yet run (branch starts past a small --trials) are the plan, not results.
     records = [to_record(t) for t in study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
@@ -121,7 +135,7 @@ def tune(
         ),
     )
     noise = noise_summary(StudyAttrs.read(study.user_attrs).cpu_probe_ms or [], confirmed)
-    written = None
+    written = unproven = None
     if verdict is not None:
         chosen = verdict.winner
         header = header_lines(
@@ -133,21 +147,56 @@ def tune(
             workload=describe_workload(setup),
             noise=noise,
         )
-        written = write_artifact(
-            setup.adapter,
-            setup.app,
-            chosen.candidate.settings,
-            header,
-            out_path,
-            server_cpus=setup.server_cpus,
-            ready_path=setup.ready_path,
-            app_requirements=app_requirements,
-            check_clean_venv=check_clean_venv,
-        )
-        _write_front_block(setup, chosen.candidate.settings, header, written)
-    outcome = TuneOutcome(records, confirmed, verdict, written, noise)
+        # Kept first, so `tuner emit --study` can write the pick again with these settings and
+        # this header (a variant's settings are no trial's).
+        save_pick(study, chosen.candidate.settings, header)
+        try:
+            written = write_artifact(
+                setup.adapter,
+                setup.app,
+                chosen.candidate.settings,
+                header,
+                out_path,
+                server_cpus=setup.server_cpus,
+                ready_path=setup.ready_path,
+                app_requirements=app_requirements.lines if app_requirements else (),
+                requirements_source=app_requirements.describe() if app_requirements else "",
+                check_clean_venv=check_clean_venv,
+                keep_unproven=True,
+            )
+        except Unproven as exc:
+            unproven = exc
+        else:
+            _write_front_block(setup, chosen.candidate.settings, header, written)
+    outcome = TuneOutcome(records, confirmed, verdict, written, noise, unproven, app_requirements)
     save_result(study, outcome.to_json())
     return outcome
+
+
+def prove_default_clean(setup: StudySetup, app_requirements: AppRequirements | None) -> None:
+    """Boot the server's default config in a clean virtual environment holding only its
+    packages and the app's requirements, before the first trial: a requirement the app's list
+    lacks fails in seconds with the fix named, not after the study (ConfigError, exit 2)."""
+    defaults = setup.adapter.resolve({})
+    lines = app_requirements.lines if app_requirements else ()
+    requirements = (*setup.adapter.requirements(defaults), *lines)
+    try:
+        prove_clean_boot(
+            setup.adapter,
+            setup.app,
+            defaults,
+            requirements,
+            server_cpus=setup.server_cpus,
+            ready_path=setup.ready_path,
+        )
+    except NotProvenClean as exc:
+        hint = missing_module_hint(exc.reason, Installed.here())
+        fix = f"; {app_requirements.describe()}: {app_requirements.fix}" if app_requirements else ""
+        raise ConfigError(
+            f"the default {setup.adapter.name} config does not boot in a clean virtual "
+            f"environment holding only `{install_command(requirements)}`, so no trial was run: "
+            f"{exc.reason}" + (f" ({hint})" if hint else "") + fix
+        ) from None
 
 
 def pick_candidates(
