@@ -128,9 +128,7 @@ def write_artifact(
                     raise
                 reason = exc.reason if isinstance(exc, NotProvenClean) else _first_line(exc)
                 kept = out_path.with_name(out_path.name + UNPROVEN_SUFFIX)
-                marked = adapter.render_artifact(
-                    app, deploy_host, deploy_port, settings, header=header_text(reason)
-                )
+                marked = adapter.render_artifact(app, deploy, settings, header=header_text(reason))
                 atomic_write(kept, marked.text.encode("utf-8"), marked.mode)
                 raise Unproven(kept, reason) from exc
         atomic_write(out_path, artifact.text.encode("utf-8"), artifact.mode)
@@ -153,7 +151,9 @@ def prove_clean_boot(
     (or TunerError when pip cannot build the environment)."""
     venv = clean_venv(requirements, venv_cache)
     port = free_port(LOOPBACK)
-    boot = adapter.render_artifact(app, LOOPBACK, port, settings, header="clean boot check")
+    boot = adapter.render_artifact(
+        app, Bind.tcp(LOOPBACK, port), settings, header="clean boot check"
+    )
     with tempfile.TemporaryDirectory(prefix="tuner-clean-boot-") as folder:
         path = Path(folder) / boot.filename
         atomic_write(path, boot.text.encode("utf-8"), boot.mode)

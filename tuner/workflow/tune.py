@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import ConfigError
+from tuner.errors import AppBrokenError, ConfigError
 from tuner.front import front_of
 from tuner.loadgen.checks import nearly_fair
 from tuner.loadgen.engine import keep_workers
@@ -173,6 +174,10 @@ def tune(
     return outcome
 
 
+# What a clean environment without one of the app's requirements fails with.
+MISSING_IMPORT = re.compile(r"No module named|cannot import name|ImportError")
+
+
 def prove_default_clean(setup: StudySetup, app_requirements: AppRequirements | None) -> None:
     """Boot the server's default config in a clean virtual environment holding only its
     packages and the app's requirements, before the first trial: a requirement the app's list
@@ -189,13 +194,18 @@ def prove_default_clean(setup: StudySetup, app_requirements: AppRequirements | N
             server_cpus=setup.server_cpus,
             ready_path=setup.ready_path,
         )
-    except NotProvenClean as exc:
-        hint = missing_module_hint(exc.reason, Installed.here())
+    except (NotProvenClean, AppBrokenError) as exc:
+        reason = exc.reason if isinstance(exc, NotProvenClean) else _first_line(str(exc))
+        if not MISSING_IMPORT.search(reason):
+            # Not a requirement the list lacks (an app that refuses to load under a server,
+            # a value the server refuses): the study's first trial reports it as it does here.
+            return
+        hint = missing_module_hint(reason, Installed.here())
         fix = f"; {app_requirements.describe()}: {app_requirements.fix}" if app_requirements else ""
         raise ConfigError(
             f"the default {setup.adapter.name} config does not boot in a clean virtual "
             f"environment holding only `{install_command(requirements)}`, so no trial was run: "
-            f"{exc.reason}" + (f" ({hint})" if hint else "") + fix
+            f"{reason}" + (f" ({hint})" if hint else "") + fix
         ) from None
 
 
@@ -418,3 +428,7 @@ def noise_summary(probes: Sequence[Sequence[float]], confirmed: Sequence[Confirm
             f"(median over {len(ranges)} configs, max {max(ranges):.0%})"
         )
     return "; ".join(parts) or "not measured (too few probes or rounds)"
+
+
+def _first_line(text: str) -> str:
+    return (text.splitlines() or [""])[0]
