@@ -12,6 +12,7 @@ docs/pages/benchmarks.md, "Our load generator against wrk".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import resource
 import statistics
@@ -19,11 +20,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import pcap_latency  # noqa: E402  (beside this file)
 
 from tuner.apps import parse_app  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
@@ -34,6 +38,7 @@ from tuner.servers.base import Bind  # noqa: E402
 HOST = "127.0.0.1"
 RPS_TOLERANCE = 0.05  # target: our req/s within 5% of wrk's where we are not client_bound
 LATENCY_TOLERANCE = 0.15  # target: p50 / p99 within 15%
+WIRE_TOLERANCES = (0.10, 0.10, 0.15)  # ours against the wire: p50, p90, p99
 
 
 @dataclass(frozen=True)
@@ -49,26 +54,56 @@ class Server:
 
 
 GTHREAD = {"worker_class": "gthread", "threads": 4}
+GTHREAD16 = {"worker_class": "gthread", "threads": 16}
 UWSGI = {"protocol": "http-socket", "master": True, "disable-logging": True}
 UWSGI_KEEPALIVE = {**UWSGI, "protocol": "http11-socket", "processes": 4, "threads": 16}
+UWSGI_THREADS = {**UWSGI, "protocol": "http11-socket", "threads": 16}
+HELLO, WAIT = ("apps.hello:app", "/"), ("apps.iowait:app", "/")  # WAIT: 50 ms of sleep
 SERVERS = (
-    Server("gunicorn-sync hello", "gunicorn", {}, "apps.hello:app", "/", False),
+    Server("gunicorn-sync hello", "gunicorn", {}, *HELLO, False),
     Server("gunicorn-sync fib", "gunicorn", {}, "apps.fib:app", "/9000", False),
-    Server("gunicorn-gthread4 hello", "gunicorn", GTHREAD, "apps.hello:app", "/", True),
+    Server("gunicorn-gthread4 hello", "gunicorn", GTHREAD, *HELLO, True),
     Server("gunicorn-gthread4 fib", "gunicorn", GTHREAD, "apps.fib:app", "/9000", True),
-    Server("uwsgi-http-socket hello", "uwsgi", UWSGI, "apps.hello:app", "/", False),
+    Server("gunicorn-gthread16 wait", "gunicorn", GTHREAD16, *WAIT, True),
+    Server("uwsgi-http-socket hello", "uwsgi", UWSGI, *HELLO, False),
     Server("uwsgi-http-socket fib", "uwsgi", UWSGI, "apps.fib:app", "/9000", False),
     # Keep-alive and fast enough that the client, not the server, is the limit: this row
     # measures the load generator's own capacity per core without connect/close costs.
-    Server("uwsgi-http11 4x16 hello", "uwsgi", UWSGI_KEEPALIVE, "apps.hello:app", "/", True),
+    Server("uwsgi-http11 4x16 hello", "uwsgi", UWSGI_KEEPALIVE, *HELLO, True),
+    Server("uwsgi-http11 1x16 wait", "uwsgi", UWSGI_THREADS, *WAIT, True),
+    # Every other server on its defaults, on hello and on the wait-bound app (waitress also
+    # with 16 threads: the issue-29 case, where a queue of waiting requests forms).
+    Server("waitress hello", "waitress", {}, *HELLO, True),
+    Server("waitress wait", "waitress", {}, *WAIT, True),
+    Server("waitress-16 wait", "waitress", {"threads": 16}, *WAIT, True),
+    Server("cheroot hello", "cheroot", {}, *HELLO, True),
+    Server("cheroot wait", "cheroot", {}, *WAIT, True),
+    Server("twisted hello", "twisted", {}, *HELLO, True),
+    Server("twisted wait", "twisted", {}, *WAIT, True),
+    Server("werkzeug hello", "werkzeug", {}, *HELLO, True),
+    Server("werkzeug wait", "werkzeug", {}, *WAIT, True),
+    Server("granian hello", "granian", {}, *HELLO, True),
+    Server("granian wait", "granian", {}, *WAIT, True),
+    Server("bjoern hello", "bjoern", {}, *HELLO, True),
+    Server("bjoern wait", "bjoern", {}, *WAIT, True),
+    Server("mod_wsgi hello", "mod_wsgi", {}, *HELLO, True),
+    Server("mod_wsgi wait", "mod_wsgi", {}, *WAIT, True),
 )
+# A wait-bound server with one thread answers 64 connections in turn: 3.2 s at 50 ms each.
+# Neither client may call that a timeout (wrk's default is 2 s, ours 5 s).
+TIMEOUT_S = 10
 
 
 @dataclass
 class Samples:
     rps: list[float] = field(default_factory=list)
     p50: list[float] = field(default_factory=list)
+    p90: list[float] = field(default_factory=list)
     p99: list[float] = field(default_factory=list)
+    # The same run's requests as the packets on the loopback saw them (pcap_latency).
+    wire: dict[int, list[float]] = field(default_factory=lambda: {50: [], 90: [], 99: []})
+    # wrk's own correction applied to the wire's latencies: what wrk prints for them.
+    wire_wrk_corrected_p99: list[float] = field(default_factory=list)
     errors: list[int] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     client_bound: list[bool] = field(default_factory=list)
@@ -104,20 +139,53 @@ def _ms(text: str) -> float:
     return float(number) * _UNITS[unit]
 
 
+@contextlib.contextmanager
+def wire(port: int, args: argparse.Namespace, out: Samples) -> Iterator[list[float]]:
+    """Capture the run's packets, if asked; the yielded list gets the measurement window
+    (start, end) in seconds after the first packet, for the wire's percentiles."""
+    window: list[float] = []
+    if not args.capture:
+        yield window
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "run.pcap"
+        with pcap_latency.capture(port, path) as dropped:
+            yield window
+        if dropped[0] != 0:
+            print(f"capture: {dropped[0]} packets dropped; no wire figures", file=sys.stderr)
+            return
+        done = pcap_latency.exchanges(path, port)
+    if not done:
+        return
+    first = min(e.sent_s for e in done)
+    start, end = (window or [0.0, float("inf")])[:2]
+    latencies = [e.latency_ms for e in done if start <= e.answered_s - first <= end]
+    for quantile, values in out.wire.items():
+        values.append(pcap_latency.percentile(latencies, quantile))
+    runtime = max(e.answered_s for e in done) - first
+    corrected = pcap_latency.wrk_corrected(latencies, runtime, args.connections)
+    out.wire_wrk_corrected_p99.append(pcap_latency.percentile(corrected, 99))
+
+
 def run_wrk(port: int, path: str, args: argparse.Namespace, out: Samples) -> None:
     cmd = ["taskset", "-c", str(args.load_cpu), "wrk", "-t1", f"-c{args.connections}"]
-    cmd += [f"-d{args.duration}s", "--latency", f"http://{HOST}:{port}{path}"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # taskset execs wrk: its own usage
-    started = time.monotonic()
-    text = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 30).stdout
-    wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cmd += [f"-d{args.duration}s", f"--timeout={TIMEOUT_S}s", "--latency"]
+    cmd += [f"http://{HOST}:{port}{path}"]
+    with wire(port, args, out):
+        # Inside the capture: tcpdump, reaped after it, is not in these children's usage.
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)  # taskset execs wrk
+        started = time.monotonic()
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 30)
+        wall = time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    text = run.stdout
     out.rps.append(float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)))  # type: ignore[union-attr]
     user_pct = 100 * (after.ru_utime - before.ru_utime) / wall
     kernel_pct = 100 * (after.ru_stime - before.ru_stime) / wall
     out.cpu.append(user_pct + kernel_pct)
     out.add_cost(out.rps[-1], user_pct, kernel_pct)
     out.p50.append(_ms(re.search(r"\s50%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
+    out.p90.append(_ms(re.search(r"\s90%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
     out.p99.append(_ms(re.search(r"\s99%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
     errors = re.search(r"connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
     out.errors.append(sum(int(n) for n in errors.groups()) if errors else 0)
@@ -132,10 +200,16 @@ def run_ours(port: int, path: str, args: argparse.Namespace, out: Samples) -> No
         duration_s=float(args.duration),
         warmup_s=args.warmup,
         load_cpus=(args.load_cpu,),
+        timeout_s=TIMEOUT_S,
     )
-    result = run_load(spec)
+    with wire(port, args, out) as window:
+        # Our figures cover the answers after the warm-up (the first packet is the first
+        # connect, at the workers' common start).
+        window += [args.warmup, args.warmup + args.duration]
+        result = run_load(spec)
     out.rps.append(result.overall_rps)  # the rate over the whole window, as wrk reports it
     out.p50.append(result.latency.p50_ms)
+    out.p90.append(result.latency.p90_ms)
     out.p99.append(result.latency.p99_ms)
     out.errors.append(result.errors.total)
     out.cpu.append(result.loadgen_cpu_pct)
@@ -166,12 +240,23 @@ def main() -> int:
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--load-cpu", type=int, default=1)
     parser.add_argument("--drain", type=float, default=1.0, help="pause between runs, seconds")
-    parser.add_argument("--only", default="", help="run servers whose name contains this")
+    parser.add_argument(
+        "--only", default="", help="run rows whose name contains this (comma: any of these)"
+    )
+    parser.add_argument(
+        "--no-capture",
+        dest="capture",
+        action="store_false",
+        help="no loopback capture (tcpdump, root): no wire column",
+    )
     args = parser.parse_args()
+    if args.capture and not pcap_latency.available():
+        parser.error("tcpdump is not installed: install it, or pass --no-capture")
+    wanted = [part for part in args.only.split(",") if part]
 
     rows = []
     for server in SERVERS:
-        if args.only not in server.name:
+        if wanted and not any(part in server.name for part in wanted):
             continue
         wrk, ours = Samples(), Samples()
         with (
@@ -247,7 +332,52 @@ def main() -> int:
         "Latency: ours includes connect time when a request needs a new connection. "
         "targets (not client_bound, no wrk errors): req/s within 5% of wrk, p50/p99 within 15%."
     )
+    if args.capture:
+        print_wire(rows)
     return 0
+
+
+def _med(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f}" if values else "-"
+
+
+def print_wire(rows: list[tuple[Server, Samples, Samples]]) -> None:
+    """Each client's percentiles beside the packets' for the same runs (medians over rounds):
+    the third measurement, which depends on neither client's event loop."""
+    print(
+        "\nLatency ms against the wire (tcpdump on lo: request's first byte out to the "
+        "answer's last byte in; ours: the answers in our measurement window, wrk: all of "
+        "its run); wrk-corr: wrk's stats_correct applied to the wire's latencies of its run"
+    )
+    print(
+        f"{'server':<24} {'p50 wrk/ours/wire':>20} {'p90 wrk/ours/wire':>20} "
+        f"{'p99 wrk/wire(wrk)/wrk-corr':>27} {'p99 ours/wire':>15} "
+        f"{'ours/wire p50 p90 p99':>22} {'targets':>7}"
+    )
+    for server, wrk, ours in rows:
+        if not ours.wire[99]:
+            print(f"{server.name:<24} no capture")
+            continue
+        ratios = [
+            statistics.median(ours.p50) / statistics.median(ours.wire[50]),
+            statistics.median(ours.p90) / statistics.median(ours.wire[90]),
+            statistics.median(ours.p99) / statistics.median(ours.wire[99]),
+        ]
+        met = all(abs(r - 1) <= t for r, t in zip(ratios, WIRE_TOLERANCES, strict=True))
+        print(
+            f"{server.name:<24} "
+            f"{_med(wrk.p50):>6}/{_med(ours.p50)}/{_med(ours.wire[50]):<7} "
+            f"{_med(wrk.p90):>6}/{_med(ours.p90)}/{_med(ours.wire[90]):<7} "
+            f"{_med(wrk.p99):>8}/{_med(wrk.wire[99])}/{_med(wrk.wire_wrk_corrected_p99):<8} "
+            f"{_med(ours.p99):>7}/{_med(ours.wire[99]):<7} "
+            f"{ratios[0]:>6.2f} {ratios[1]:>5.2f} {ratios[2]:>5.2f} "
+            f"{'met' if met else 'MISSED':>7}"
+        )
+    print(
+        "targets: our p50 and p90 within 10% of the wire's, our p99 within 15%, for the same "
+        "runs. wrk's p99 is not the wire's where it corrects for coordinated omission: it "
+        "adds synthetic samples after the run (compare its p99 with wrk-corr)."
+    )
 
 
 if __name__ == "__main__":

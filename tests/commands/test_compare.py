@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -31,6 +32,27 @@ def test_compare_prints_table_and_writes_one_config_per_server(compared) -> None
     page = (out / "compare.html").read_text()
     assert (out / "compare.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert "data:image/png;base64," in page and "http://" not in page and "https://" not in page
+
+
+def test_the_page_marks_client_bound_figures_and_ranks_no_server_by_them(compared) -> None:
+    """Whichever figures our load generator capped in this run (compare.json says which),
+    the page and the terminal mark exactly those as floors, and name a fastest server only
+    when no tuned server was capped."""
+    done, folder = compared
+    out = folder / "cmp"
+    page = html.unescape((out / "compare.html").read_text())
+    summary = json.loads((out / "compare.json").read_text())
+    for entry in summary["servers"]:
+        for name in ("default", "tuned"):
+            figures = entry[name]
+            if name == "tuned" and entry["tuned_is_default"]:
+                continue
+            note = f"{entry['server']} {name}: client_bound"
+            assert (note in page) == figures["client_bound"], (note, figures)
+            assert (note in " ".join(done.stdout.split())) == figures["client_bound"]
+    bound = any(entry["tuned"]["client_bound"] for entry in summary["servers"])
+    assert ("fastest tuned:" in page) != bound
+    assert ("no fastest tuned server named" in page) == bound
 
 
 def test_each_server_has_a_plain_optuna_study(compared) -> None:

@@ -342,6 +342,31 @@ def test_a_slow_client_passed_over_is_still_starved(server) -> None:
     assert any("slow clients" in r for r in result.unfair_reasons), result.unfair_reasons
 
 
+@pytest.mark.parametrize(
+    ("one_in", "slow_tail", "fast_tail"),
+    [(50, 99.0, 90.0), (400, 99.9, 99.0)],
+    ids=["2%-slow", "0.25%-slow"],
+)
+def test_the_tail_is_what_the_server_gave(server, one_in, slow_tail, fast_tail) -> None:
+    """A server whose distribution is known by construction: one answer in `one_in` takes
+    SLOW_MS, the rest a millisecond or so. Our percentiles must say exactly that: the slow
+    tail percentile at SLOW_MS or more (more than its share of answers are slow), the fast one
+    far below it (no added or synthetic samples, nothing left out at the window's edges)."""
+    slow_ms = 200.0
+    port = server(
+        "gunicorn", "tests.support.apps.one_in_n_app:app", "--worker-class", "gthread",
+        "--threads", "16", env={"ONE_IN_N": str(one_in), "SLOW_MS": str(slow_ms)},
+    )  # fmt: skip
+    result = run_load(spec(port, connections=4, duration_s=3.0))
+    assert_clean(result)
+    # Enough answers that the slow share is many samples past the tail's rank.
+    assert result.requests * (slow_tail / 100 - (1 - 1 / one_in)) >= 2, result.requests
+    tails = {90.0: result.latency.p90_ms, 99.0: result.latency.p99_ms}
+    tails[99.9] = result.latency.p999_ms
+    assert tails[slow_tail] >= slow_ms * 0.99, (tails, result.requests)
+    assert tails[fast_tail] < slow_ms / 4, (tails, result.requests)
+
+
 # -- windows ----------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from tuner.metrics.measurement import Latency, TemplateFigures
 from tuner.metrics.stats import Spread, spread_text
 from tuner.report import tables
 from tuner.report.bench_view import result_table
-from tuner.report.compare import best_line, compare_table
+from tuner.report.compare import best_line, compare_chart, compare_table
 from tuner.report.data import StoredResult, StudyData, contenders
 from tuner.search.attrs import StudyAttrs
 from tuner.search.records import TrialRecord
@@ -222,6 +222,48 @@ def test_the_fastest_tuned_server_is_ranked_by_median_whatever_the_order() -> No
         "their ranges overlap)"
     )
     assert best_line([GUNICORN, WAITRESS]) == "not enough tuned servers to rank"
+
+
+def _bound(row: ServerRow) -> ServerRow:
+    """`row` with its tuned config measured client_bound (the load generator was the limit)."""
+    assert row.tuned is not None
+    return replace(row, tuned=replace(row.tuned, client_bound=True))
+
+
+def test_a_client_bound_server_is_marked_as_a_floor_and_no_fastest_is_named() -> None:
+    # gunicorn's tuned req/s is the higher median, but our load generator capped it: it is
+    # a floor for gunicorn, so neither "fastest" nor a ratio between the two may be said.
+    bound = _bound(GUNICORN)
+    table = compare_table([bound, UWSGI])
+    tuned = next(r for r in table.rows if r[:2] == ("gunicorn", "tuned"))
+    assert tuned[2] == ">= 2,400 / 2,500 / 2,600"
+    assert tuned[5] == ">= x2.50"  # a floor over the measured default: a floor of the ratio
+    default = next(r for r in table.rows if r[:2] == ("gunicorn", "default"))
+    assert default[2] == "900 / 1,000 / 1,100"  # measured, not bound: unmarked
+    verdict = table.notes[-1]
+    assert verdict.startswith("no fastest tuned server named: gunicorn was client_bound")
+    assert "--load-cpus" in verdict
+    assert "x1.25" not in " ".join(table.notes)
+    assert any(n.startswith("gunicorn tuned: client_bound") for n in table.notes)
+    # The order of the rows does not matter, nor which of the two was the bound one.
+    assert best_line([UWSGI, bound]) == verdict
+    assert best_line([GUNICORN, _bound(UWSGI)]).startswith("no fastest tuned server named: uwsgi")
+    # Without a bound figure, the same rows name the fastest as before.
+    assert best_line([GUNICORN, UWSGI]).startswith("fastest tuned: gunicorn")
+
+
+def test_a_bound_default_gives_no_ratio_against_it() -> None:
+    row = replace(GUNICORN, default=replace(GUNICORN.default, client_bound=True))
+    table = compare_table([row])
+    tuned = next(r for r in table.rows if r[:2] == ("gunicorn", "tuned"))
+    assert tuned[5] == "n/a (client_bound)"
+    assert any(n.startswith("gunicorn default: client_bound") for n in table.notes)
+
+
+def test_the_chart_hatches_client_bound_bars_and_says_why() -> None:
+    chart = compare_chart([_bound(GUNICORN), UWSGI])
+    assert "client_bound (gunicorn tuned)" in chart.caption
+    assert "client_bound" not in compare_chart([GUNICORN, UWSGI]).caption
 
 
 # --- `tuner report`: the study's tables ------------------------------------------------------

@@ -21,6 +21,7 @@ FIGURES: tuple[tuple[Callable[[ConfirmedSummary], Spread | None], str], ...] = (
     (lambda entry: entry.pss_mb, "mean PSS MB (lower is better)"),
 )
 DEFAULT_COLOR, TUNED_COLOR = "tab:gray", "tab:blue"
+BOUND_HATCH = "//"
 BAR_HEIGHT = 0.38
 
 
@@ -36,10 +37,10 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
                 (
                     row.server,
                     "tuned (= default)" if kept else name,
-                    spread_text(entry.rps, "{:,.0f}"),
+                    rps_text(entry),
                     spread_text(entry.p99_ms, "{:.2f}"),
                     spread_text(entry.pss_mb, "{:.1f}"),
-                    ratio_text(entry.rps, row.default.rps),
+                    rps_ratio_text(entry, row.default),
                     ratio_text(entry.p99_ms, row.default.p99_ms),
                     ratio_text(entry.pss_mb, row.default.pss_mb),
                     cpu_text(entry),
@@ -63,8 +64,44 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
         lines,
         [f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}" for row in rows]
         + [line for row in rows if (line := cpu_bound_line(row))]
+        + client_bound_lines(rows)
         + [best_line(rows)],
     )
+
+
+# How a client_bound figure reads: the load generator's limit, so the server's is at least it.
+FLOOR = ">= "
+
+
+def rps_text(entry: ConfirmedSummary) -> str:
+    """The req/s spread; a client_bound one is a floor for the server (">= ...")."""
+    text = spread_text(entry.rps, "{:,.0f}")
+    return FLOOR + text if entry.client_bound and entry.rps is not None else text
+
+
+def rps_ratio_text(entry: ConfirmedSummary, default: ConfirmedSummary) -> str:
+    """The req/s ratio to the default. A floor over a measured figure is a floor of the
+    ratio; a measured figure over a floor, or a floor over a floor, is no ratio at all."""
+    if entry is default or not (entry.client_bound or default.client_bound):
+        return ratio_text(entry.rps, default.rps)
+    if default.client_bound:
+        return "n/a (client_bound)"
+    text = ratio_text(entry.rps, default.rps)
+    return text if text == "n/a" else FLOOR + text
+
+
+def client_bound_lines(rows: Sequence[ServerRow]) -> list[str]:
+    """One line per client_bound figure: what it means, and what would settle it."""
+    return [
+        f"{row.server} {name}: client_bound (the load generator was the bottleneck): its "
+        "req/s is our limit, a floor for the server, not its result; more load CPUs "
+        "(--load-cpus) would settle it"
+        for row in rows
+        for name, entry in (("default", row.default), ("tuned", row.tuned))
+        if entry is not None
+        and entry.client_bound
+        and not (name == "tuned" and row.tuned_is_default)
+    ]
 
 
 def cpu_text(entry: ConfirmedSummary) -> str:
@@ -96,6 +133,18 @@ def cpu_bound_line(row: ServerRow) -> str:
 
 
 def best_line(rows: Sequence[ServerRow]) -> str:
+    """The fastest tuned server, when one can be named: a client_bound server's req/s is a
+    floor, so while any tuned server was client_bound no server is called the fastest (the
+    bound one may be faster than any figure shows), and none is ranked against it."""
+    bound = [row.server for row in rows if row.tuned and row.tuned.rps and row.tuned.client_bound]
+    if bound:
+        return (
+            f"no fastest tuned server named: {', '.join(bound)} "
+            f"{'was' if len(bound) == 1 else 'were'} client_bound, so "
+            f"{'its' if len(bound) == 1 else 'their'} req/s "
+            f"{'is a floor' if len(bound) == 1 else 'are floors'}, not a result; "
+            "rerun with more load CPUs (--load-cpus) to rank"
+        )
     tuned = [(row.server, row.tuned.rps) for row in rows if row.tuned and row.tuned.rps]
     if len(tuned) < 2:
         return "not enough tuned servers to rank"
@@ -132,10 +181,15 @@ def compare_chart(rows: Sequence[ServerRow]) -> Chart:
                 [s[1] - s[0] if s else 0.0 for s in spreads],
                 [s[2] - s[1] if s else 0.0 for s in spreads],
             ]
-            ax.barh(
+            bars = ax.barh(
                 places + (offset - 0.5) * BAR_HEIGHT, medians, height=BAR_HEIGHT, xerr=errors,
                 capsize=3, color=color, label=name, error_kw={"elinewidth": 0.8},
             )  # fmt: skip
+            if index == 0:  # req/s: a client_bound bar is a floor, drawn hatched
+                for bar, entry in zip(bars.patches, entries, strict=True):
+                    if entry is not None and entry.client_bound:
+                        bar.set_hatch(BOUND_HATCH)
+                        bar.set_edgecolor("black")
         ax.set_yticks(places, servers if index == 0 else [""] * len(servers))
         ax.invert_yaxis()  # the first server on top, as in the table
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
@@ -144,13 +198,22 @@ def compare_chart(rows: Sequence[ServerRow]) -> Chart:
         ax.set_title(label, fontsize=10)
         if index == 0:  # one legend for the three panels, above them, where no bar is
             figure.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncols=2)
-    return Chart(
-        "compare",
-        "Default vs tuned, per server",
+    caption = (
         "Median with min-max over the interleaved rounds; grey: the server's default, blue: "
-        "its tuned config.",
-        png_bytes(figure),
+        "its tuned config."
     )
+    bound = [
+        f"{row.server} {name}"
+        for row in rows
+        for name, entry in (("default", row.default), ("tuned", row.tuned))
+        if entry is not None and entry.client_bound
+    ]
+    if bound:
+        caption += (
+            " Hatched req/s: client_bound (" + ", ".join(bound) + "): the load generator's "
+            "limit, a floor for the server, not its result."
+        )
+    return Chart("compare", "Default vs tuned, per server", caption, png_bytes(figure))
 
 
 def _triple(spread: Spread | None) -> tuple[float, float, float] | None:

@@ -1,0 +1,175 @@
+"""Latency measured from the packets, independent of any client's event loop.
+
+`capture(port, path)` runs `tcpdump -i lo` on the server's port while a load runs;
+`exchanges(path, port)` reads the capture (classic pcap, Linux loopback or cooked link
+layer; standard library only) and returns, per request, its connection, the time its first
+byte went out to the server and the time the last byte of its answer came back. That is the
+latency as the wire saw it: no client's clock, queue or window is involved.
+
+Requests are never pipelined by either client (one in flight per connection), so on each
+connection a request is a run of client-to-server payload and its answer the run of
+server-to-client payload that follows, up to the next request.
+
+`wrk_corrected(latencies, runtime_s, connections)` applies wrk 4's `stats_correct` to a
+list of measured latencies, to show what wrk prints for the same requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_LINK_ETHERNET, _LINK_RAW, _LINK_SLL = 1, 101, 113
+_SYN, _ACK = 0x02, 0x10
+# Without --immediate-mode, libpcap's ring hands over packets a block at a time (a block
+# is retired when full or after 1 s): the packets of the block still open when tcpdump is
+# stopped were lost (0 of 18 captured, in 2 runs of 3). With it, a settle before and after.
+SETTLE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Exchange:
+    client_port: int
+    sent_s: float  # the request's first byte, client to server
+    answered_s: float  # the answer's last byte, server to client
+
+    @property
+    def latency_ms(self) -> float:
+        return (self.answered_s - self.sent_s) * 1000
+
+
+def available() -> bool:
+    return shutil.which("tcpdump") is not None
+
+
+@contextlib.contextmanager
+def capture(port: int, out: Path) -> Iterator[list[int]]:
+    """Capture the loopback traffic of `port` into `out` for the block; the yielded list gets
+    the packets the kernel dropped (a capture that dropped any is not a measurement)."""
+    cmd = [
+        "tcpdump",
+        "-i",
+        "lo",
+        "-s",
+        "128",
+        "-B",
+        "32768",
+        "-n",
+        "--immediate-mode",
+        "-w",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        [*cmd, f"tcp port {port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    dropped: list[int] = []
+    try:
+        _wait_listening(proc)
+        time.sleep(SETTLE_S)
+        yield dropped
+    finally:
+        time.sleep(SETTLE_S)  # the last packets reach the capture
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+        found = re.search(r"(\d+) packets? dropped by kernel", err or "")
+        dropped.append(int(found.group(1)) if found else -1)
+
+
+def _wait_listening(proc: subprocess.Popen[str]) -> None:
+    # tcpdump says "listening on lo" on stderr once its capture is open.
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    if "listening" not in line:
+        proc.kill()
+        raise RuntimeError(f"tcpdump did not start: {line.strip()}")
+
+
+def exchanges(path: Path, server_port: int) -> list[Exchange]:
+    data = path.read_bytes()
+    magic = struct.unpack_from("<I", data)[0]
+    order, scale = {
+        0xA1B2C3D4: ("<", 1e-6),
+        0xA1B23C4D: ("<", 1e-9),
+        0xD4C3B2A1: (">", 1e-6),
+        0x4D3CB2A1: (">", 1e-9),
+    }[magic]
+    link = struct.unpack_from(order + "I", data, 20)[0]
+    skip = {_LINK_ETHERNET: 14, _LINK_RAW: 0, _LINK_SLL: 16}[link]
+    open_: dict[int, list[float | None]] = {}  # client port -> [sent, answered]
+    done: list[Exchange] = []
+    pos = 24
+    while pos + 16 <= len(data):
+        sec, frac, caplen, _ = struct.unpack_from(order + "IIII", data, pos)
+        pos += 16
+        packet = data[pos + skip : pos + caplen]
+        pos += caplen
+        if len(packet) < 20 or packet[0] >> 4 != 4 or packet[9] != socket.IPPROTO_TCP:
+            continue
+        ip_header = (packet[0] & 0x0F) * 4
+        total = struct.unpack_from("!H", packet, 2)[0]
+        sport, dport = struct.unpack_from("!HH", packet, ip_header)
+        tcp_header = (packet[ip_header + 12] >> 4) * 4
+        flags = packet[ip_header + 13]
+        payload = total - ip_header - tcp_header
+        when = sec + frac * scale
+        to_server = dport == server_port
+        client = sport if to_server else dport
+        state = open_.setdefault(client, [None, None])
+        if to_server and flags & _SYN and not flags & _ACK:
+            _finish(client, state, done)  # the port is reused by a new connection
+        if payload <= 0:
+            continue
+        if to_server:
+            if state[1] is not None:
+                _finish(client, state, done)
+            if state[0] is None:
+                state[0] = when
+        elif state[0] is not None:
+            state[1] = when
+    for client, state in open_.items():
+        _finish(client, state, done)
+    return sorted(done, key=lambda e: e.answered_s)
+
+
+def _finish(client: int, state: list[float | None], done: list[Exchange]) -> None:
+    sent, answered = state
+    if sent is not None and answered is not None:
+        done.append(Exchange(client, sent, answered))
+    state[0] = state[1] = None
+
+
+def percentile(values: Sequence[float], quantile: float) -> float:
+    """Nearest rank, as the tuner's histogram and wrk rank them."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, -(-round(quantile * 1_000_000) * len(ordered) // 100_000_000))
+    return ordered[rank - 1]
+
+
+def wrk_corrected(latencies_ms: Sequence[float], runtime_s: float, connections: int) -> list[float]:
+    """The latencies as wrk 4.1 ranks them: after the run, `stats_correct` takes as the
+    "expected interval" the run time over the requests per connection (in a closed loop,
+    about the mean latency) and, for each recorded value of at least twice that, adds one
+    synthetic sample at each value - k * interval down to above the interval."""
+    if not latencies_ms or len(latencies_ms) < connections:
+        return list(latencies_ms)
+    interval = runtime_s * 1000 / (len(latencies_ms) // connections)
+    out = list(latencies_ms)
+    for value in latencies_ms:
+        if value < 2 * interval:
+            continue
+        extra = value - interval
+        while extra > interval:
+            out.append(extra)
+            extra -= interval
+    return out

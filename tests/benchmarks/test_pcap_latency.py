@@ -1,0 +1,68 @@
+"""The loopback capture's reading (benchmarks/pcap_latency.py): exchanges from packets, and
+wrk's coordinated-omission correction, on packets and latencies built here."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from benchmarks.pcap_latency import exchanges, percentile, wrk_corrected
+
+SERVER, CLIENT_A, CLIENT_B = 8000, 40001, 40002
+SYN, ACK, PSH = 0x02, 0x10, 0x08
+
+
+def _packet(when: float, sport: int, dport: int, flags: int, payload: int) -> bytes:
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 0, 0, 5 << 4, flags, 65535, 0, 0)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 20 + payload, 0, 0, 64, 6, 0,
+                     bytes([127, 0, 0, 1]), bytes([127, 0, 0, 1]))  # fmt: skip
+    frame = bytes(12) + b"\x08\x00" + ip + tcp + bytes(payload)
+    seconds = int(when)
+    header = struct.pack("<IIII", seconds, round((when - seconds) * 1e6), len(frame), len(frame))
+    return header + frame
+
+
+def _pcap(path: Path, packets: list[tuple[float, int, int, int, int]]) -> Path:
+    head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)  # Ethernet link
+    path.write_bytes(head + b"".join(_packet(*p) for p in packets))
+    return path
+
+
+def test_each_request_runs_from_its_first_byte_out_to_its_answers_last_byte_in(
+    tmp_path: Path,
+) -> None:
+    up, down = (CLIENT_A, SERVER), (SERVER, CLIENT_A)
+    path = _pcap(
+        tmp_path / "a.pcap",
+        [
+            (10.000, *up, SYN, 0),
+            (10.001, *down, SYN | ACK, 0),
+            (10.002, *up, PSH | ACK, 100),  # request 1 (two segments)
+            (10.003, *up, PSH | ACK, 50),
+            (10.004, CLIENT_B, SERVER, PSH | ACK, 80),  # another connection, unanswered
+            (10.010, *down, ACK, 0),  # a bare ACK is no answer
+            (10.050, *down, PSH | ACK, 1000),  # answer 1 (two segments)
+            (10.052, *down, PSH | ACK, 500),
+            (10.060, *up, PSH | ACK, 100),  # request 2
+            (10.300, *down, PSH | ACK, 100),  # answer 2: the last exchange of the capture
+            (10.400, 9999, 80, PSH | ACK, 10),  # another port: not ours
+        ],
+    )
+    found = exchanges(path, SERVER)
+    assert [(e.client_port, round(e.latency_ms, 3)) for e in found] == [
+        (CLIENT_A, 50.0),
+        (CLIENT_A, 240.0),
+    ]
+
+
+def test_wrk_correction_adds_samples_the_wire_never_saw() -> None:
+    # A closed loop of 2 connections over 1 s: 10 requests, 5 per connection, so wrk's
+    # "expected interval" is 1000 / 5 = 200 ms. Only values of 2 intervals or more get
+    # synthetic companions, at value - k * 200 while above 200.
+    measured = [100.0] * 8 + [450.0, 900.0]
+    corrected = wrk_corrected(measured, runtime_s=1.0, connections=2)
+    assert sorted(corrected) == sorted(measured + [250.0, 700.0, 500.0, 300.0])
+    # The median stays, the tail moves: p90 of the wire is 450 ms, wrk's 700 ms.
+    assert percentile(measured, 90) == 450.0
+    assert percentile(corrected, 90) == 700.0
+    assert percentile(corrected, 50) == percentile(measured, 50) == 100.0
