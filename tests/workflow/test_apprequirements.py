@@ -23,6 +23,7 @@ from tuner.workflow.apprequirements import (
     classify,
     declared_requirements,
     find_app_requirements,
+    imported_modules,
     missing_module_hint,
     poetry_constraint,
     project_root,
@@ -187,6 +188,29 @@ def test_an_app_with_no_declared_requirements_gets_them_inferred(tmp_path: Path)
     assert requirements.lines == (f"flask=={version('flask')}",)
     assert requirements.source == INFERRED and requirements.inferred
     assert "inferred from imports" in requirements.describe()
+
+
+def test_the_standard_librarys_private_modules_are_not_the_apps_imports(tmp_path: Path) -> None:
+    # sysconfig loads `_sysconfigdata_*`, which sys.stdlib_module_names does not list (a
+    # database driver does this at import): it comes with Python, no requirement can bring it.
+    app = parse_app(str(write(tmp_path / "loose" / "app.py", STDLIB_APP)))
+    modules = imported_modules(app)
+    assert not [name for name in modules if name.startswith("_sysconfigdata")], modules
+    requirements = find_app_requirements(
+        app, None, server_requirements=["gunicorn==27"], home=tmp_path
+    )
+    assert requirements.lines == ()
+
+
+STDLIB_APP = """import sysconfig
+
+sysconfig.get_config_vars()
+
+
+def app(environ, start_response):
+    start_response("200 OK", [])
+    return [b"ok"]
+"""
 
 
 def fake_installed() -> Installed:

@@ -49,7 +49,10 @@ _OWN = "tuner"
 # standard library, with where each was loaded from) goes to the file named last, not to
 # stdout, which the app may print to.
 _LIST_IMPORTS = """
-import importlib, json, sys
+import importlib, json, os, sys, sysconfig
+stdlib = tuple(
+    os.path.realpath(sysconfig.get_paths()[key]) + os.sep for key in ("stdlib", "platstdlib")
+)
 sys.path.insert(0, sys.argv[1])
 before = set(sys.modules)
 importlib.import_module(sys.argv[2])
@@ -59,6 +62,16 @@ for name, module in list(sys.modules.items()):
     if name in before or module is None or top in sys.stdlib_module_names:
         continue
     where = [getattr(module, "__file__", None), *(getattr(module, "__path__", None) or [])]
+    # The standard library's private modules (`_sysconfigdata_*`, which sysconfig loads)
+    # are not in stdlib_module_names: what lives in its folders, outside site-packages, is it.
+    if any(
+        isinstance(w, str)
+        and os.path.realpath(w).startswith(stdlib)
+        and "site-packages" not in w
+        and "dist-packages" not in w
+        for w in where
+    ):
+        continue
     found.setdefault(top, set()).update(w for w in where if isinstance(w, str))
 with open(sys.argv[3], "w") as out:
     json.dump({name: sorted(places) for name, places in found.items()}, out)
