@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tuner.apps import AppRef, check_app_imports, parse_app
+from tuner.apps import AppRef, Interface, check_app_imports, parse_app
 from tuner.errors import AppBrokenError, ConfigError
 
 
@@ -69,7 +69,7 @@ def test_sample_apps_import(text: str) -> None:
         ("def broken(:\n", "app", "failed to import: SyntaxError"),
         ("raise RuntimeError('needs DATABASE_URL')\n", "app", "RuntimeError: needs DATABASE_URL"),
         ("application = None\n", "app", "has no attribute 'app'"),
-        ("app = 42\n", "app", "not a WSGI callable"),
+        ("app = 42\n", "app", "not a WSGI or ASGI callable"),
     ],
 )
 def test_broken_apps_are_app_broken(
@@ -86,3 +86,80 @@ def test_slow_import_times_out(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text("import time\ntime.sleep(10)\napp = None\n")
     with pytest.raises(AppBrokenError, match="within 0.5 s"):
         check_app_imports(parse_app("slow.py", cwd=tmp_path), timeout_s=0.5)
+
+
+# --- which interface an app speaks ----------------------------------------------------------
+
+ASGI_FUNCTION = "async def app(scope, receive, send):\n    pass\n"
+ASGI_INSTANCE = (
+    "class App:\n    async def __call__(self, scope, receive, send):\n        pass\napp = App()\n"
+)
+WSGI_INSTANCE = (
+    "class App:\n    def __call__(self, environ, start_response):\n        return []\napp = App()\n"
+)
+# Django serves both: the object its wsgi.py and asgi.py name decides.
+DJANGO = (
+    "from django.conf import settings\n"
+    "settings.configure(ROOT_URLCONF=__name__, ALLOWED_HOSTS=['*'])\n"
+    "urlpatterns = []\n"
+    "from django.core.handlers.{kind} import {handler}\n"
+    "app = {handler}()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("def app(environ, start_response):\n    return []\n", Interface.WSGI),
+        (WSGI_INSTANCE, Interface.WSGI),
+        (ASGI_FUNCTION, Interface.ASGI),
+        (ASGI_INSTANCE, Interface.ASGI),
+        ("async def app(*args):\n    pass\n", Interface.ASGI),
+        (DJANGO.format(kind="wsgi", handler="WSGIHandler"), Interface.WSGI),
+        (DJANGO.format(kind="asgi", handler="ASGIHandler"), Interface.ASGI),
+        ("from starlette.applications import Starlette\napp = Starlette()\n", Interface.ASGI),
+    ],
+    ids=[
+        "wsgi-def",
+        "wsgi-instance",
+        "asgi-def",
+        "asgi-instance",
+        "asgi-varargs",
+        "django-wsgi",
+        "django-asgi",
+        "starlette",
+    ],
+)
+def test_the_interface_is_found_by_inspecting_the_object(
+    tmp_path: Path, source: str, expected: Interface
+) -> None:
+    (tmp_path / "candidate.py").write_text(source)
+    found = check_app_imports(parse_app("candidate.py", cwd=tmp_path))
+    assert found.interface is expected
+    assert found.spec == "candidate:app"
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        (
+            "class app:\n    def __init__(self, scope):\n        self.scope = scope\n"
+            "    async def __call__(self, receive, send):\n        pass\n",
+            "ASGI 2 double callable",
+        ),
+        (
+            "def app(scope):\n    async def inner(receive, send):\n        pass\n"
+            "    return inner\n",
+            "ASGI 2 double callable",
+        ),
+        ("async def app(scope, receive):\n    pass\n", r"takes \(scope, receive, send\)"),
+    ],
+    ids=["asgi2-class", "asgi2-function", "coroutine-two-args"],
+)
+def test_an_app_no_server_here_speaks_is_refused_in_one_line(
+    tmp_path: Path, source: str, words: str
+) -> None:
+    (tmp_path / "candidate.py").write_text(source)
+    with pytest.raises(ConfigError, match=words) as caught:
+        check_app_imports(parse_app("candidate.py", cwd=tmp_path))
+    assert "\n" not in str(caught.value)

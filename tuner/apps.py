@@ -1,7 +1,8 @@
-"""Which WSGI app to serve: parse `module:callable` or `path/to/file.py:callable`, check it imports.
+"""Which app to serve: parse `module:callable` or `path/to/file.py:callable`, check that it
+imports, and find which interface it speaks (WSGI or ASGI 3) by inspecting the object.
 
-Both forms end up as (module, callable, pythonpath) because that is what gunicorn and uWSGI
-both understand: the server puts `pythonpath` on sys.path and imports `module`.
+Both forms end up as (module, callable, pythonpath) because that is what every server
+understands: the server puts `pythonpath` on sys.path and imports `module`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import keyword
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 
 from tuner.errors import AppBrokenError, ConfigError
@@ -18,9 +20,10 @@ from tuner.errors import AppBrokenError, ConfigError
 DEFAULT_CALLABLE = "app"
 
 # Runs in a fresh interpreter so a broken app (or one that calls sys.exit, or segfaults) cannot
-# take the tuner down. Exit 3/4 distinguish "attribute missing" / "not callable" from a crash.
+# take the tuner down. It prints the interface it found; exit 3/4/5 mean "attribute missing",
+# "not callable" and "not an interface any server here speaks" (ASGI 2), apart from a crash.
 _IMPORT_CHECK = """
-import importlib, sys
+import importlib, inspect, sys
 sys.path.insert(0, sys.argv[1])
 module = importlib.import_module(sys.argv[2])
 target = getattr(module, sys.argv[3], None)
@@ -28,18 +31,65 @@ if target is None:
     print(f"module {sys.argv[2]!r} has no attribute {sys.argv[3]!r}", file=sys.stderr)
     sys.exit(3)
 if not callable(target):
-    print(f"{sys.argv[3]!r} is a {type(target).__name__}, not a WSGI callable", file=sys.stderr)
+    print(f"{sys.argv[3]!r} is a {type(target).__name__}, not a WSGI or ASGI callable",
+          file=sys.stderr)
     sys.exit(4)
+
+def coroutine(obj):
+    if inspect.isclass(obj):  # calling it makes an instance, whatever its __call__ is
+        return False
+    return inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(
+        getattr(obj, "__call__", None))
+
+try:
+    params = inspect.signature(target).parameters.values()
+except (TypeError, ValueError):  # a builtin or C callable: nothing to inspect
+    params = None
+if params is None:
+    print("wsgi")
+    sys.exit(0)
+positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+if coroutine(target):
+    if len(positional) == 3 or varargs:
+        print("asgi")
+        sys.exit(0)
+    names = ", ".join(p.name for p in positional) or "nothing"
+    print(f"{sys.argv[3]!r} is a coroutine function taking ({names}): an ASGI 3 app takes "
+          "(scope, receive, send)", file=sys.stderr)
+    sys.exit(5)
+if len(positional) == 1 and not varargs:
+    print(f"{sys.argv[3]!r} takes one argument ({positional[0].name}): an ASGI 2 double "
+          "callable; the servers here run ASGI 3 apps (scope, receive, send): wrap it with "
+          "asgiref.compatibility.guarantee_single_callable", file=sys.stderr)
+    sys.exit(5)
+print("wsgi")
 """
+
+
+class Interface(str, Enum):
+    """What an app speaks to its server: WSGI (a sync `app(environ, start_response)`) or
+    ASGI 3 (a coroutine `app(scope, receive, send)`)."""
+
+    WSGI = "wsgi"
+    ASGI = "asgi"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def describe(self) -> str:
+        return "a WSGI application" if self is Interface.WSGI else "an ASGI 3 application"
 
 
 @dataclass(frozen=True)
 class AppRef:
-    """A WSGI app as the servers load it: `import module` with `pythonpath` on sys.path."""
+    """An app as the servers load it: `import module` with `pythonpath` on sys.path, and the
+    interface it speaks (WSGI until `check_app_imports` has looked)."""
 
     module: str
     callable: str
     pythonpath: str
+    interface: Interface = Interface.WSGI
 
     @property
     def spec(self) -> str:
@@ -101,8 +151,10 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no error output"
 
 
-def check_app_imports(app: AppRef, timeout_s: float = 30) -> None:
-    """Import the app once in a subprocess; AppBrokenError if it fails or is not callable.
+def check_app_imports(app: AppRef, timeout_s: float = 30) -> AppRef:
+    """Import the app once in a subprocess and return it with the interface it speaks;
+    AppBrokenError if it fails or is not callable, ConfigError if it speaks no interface that
+    a server here runs (an ASGI 2 double callable).
 
     Done once before a study so a broken app stops everything with one clear message instead
     of failing every trial.
@@ -115,8 +167,11 @@ def check_app_imports(app: AppRef, timeout_s: float = 30) -> None:
     except subprocess.TimeoutExpired:
         raise AppBrokenError(f"app {app} did not finish importing within {timeout_s:g} s") from None
     if result.returncode == 0:
-        return
+        found = result.stdout.strip().splitlines()
+        return replace(app, interface=Interface(found[-1] if found else "wsgi"))
     reason = _last_line(result.stderr)
+    if result.returncode == 5:
+        raise ConfigError(f"app {app}: {reason}")
     if result.returncode in (3, 4):
         raise AppBrokenError(f"app {app} is not usable: {reason}")
     raise AppBrokenError(f"app {app} failed to import: {reason}")

@@ -31,6 +31,9 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "wl_method.toml": '[[requests]]\nmethod = "FETCH"\npath = "/"\n',
         "wl_crlf.toml": '[[requests]]\npath = "/"\nheaders = { X-A = "1\\r\\nHost: evil" }\n',
         "wl_empty.toml": "",
+        "asgi_app.py": "async def app(scope, receive, send):\n    pass\n",
+        "asgi2_app.py": "def app(scope):\n    async def inner(receive, send):\n"
+        "        pass\n    return inner\n",
     }
     out = {}
     for name, text in made.items():
@@ -77,6 +80,20 @@ CASES = [
     (["tune", "apps/hello.py:1bad", "--server", "gunicorn"], "callable '1bad' must be"),
     (["tune", "os", "--server", "gunicorn"], "app os:app is not usable: module 'os' has no"),
     (["tune", HELLO, "--server", "nginx"], "unknown server 'nginx'; valid servers: gunicorn"),
+    # An app's interface decides which servers can run it, before any trial or file.
+    (
+        ["tune", "{tmp}/asgi_app.py", "--server", "waitress", *SHORT],
+        "waitress cannot serve an ASGI 3 application; servers that can:",
+    ),
+    (
+        ["bench", "{tmp}/asgi_app.py", "--server", "cheroot", *SHORT],
+        "cheroot cannot serve an ASGI 3 application; servers that can:",
+    ),
+    (
+        ["compare", "{tmp}/asgi_app.py", "--servers", "waitress,cheroot", *SHORT],
+        "waitress cannot serve an ASGI 3 application",
+    ),
+    (["tune", "{tmp}/asgi2_app.py", "--server", "waitress", *SHORT], "ASGI 2 double callable"),
     (["bench", HELLO, "--server", "gunicorn", "--set", "workers=abc", *SHORT], "workers='abc'"),
     (["bench", HELLO, "--server", "gunicorn", "--set", "wurkers=2", *SHORT], "setting 'wurkers'"),
     (["bench", HELLO, "--server", "gunicorn", "--set", "workers=0", *SHORT], "workers='0'"),

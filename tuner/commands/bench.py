@@ -60,14 +60,13 @@ def handle(args: argparse.Namespace) -> int:
     from tuner.measure.runner import BenchPlan, run_bench
     from tuner.report import bench_view as display
 
-    app = parse_app(args.app)
+    app = check_app_imports(parse_app(args.app))
     adapter = behind(adapter_for_app(args.server, app, args.app_settings), args.front)
     settings = adapter.resolve(parse_assignments(args.settings))
     server_cpus, load_cpus = cpu_split(args)
     limits = limits_from(args, server_cpus)
     load = load_spec_from(args, workload_from(args, args.path), load_cpus)
     adapter.check_installed()
-    check_app_imports(app)
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="tuner-bench-"))
     plan = BenchPlan(
         adapter=adapter,

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuner.apps import parse_app
+from tuner.apps import Interface, check_app_imports, parse_app
 from tuner.commands.setup import STUDY_NAME, build_setup
 from tuner.commands.tune import add_tune_options, run_tune
 from tuner.errors import ConfigError, TunerError
@@ -64,7 +64,9 @@ def handle(args: argparse.Namespace) -> int:
     from tuner.report.terminal import print_tables
     from tuner.workflow import compare
 
-    servers = parse_servers(args.servers, args.front)
+    # `all` means every server that can serve the app: its interface decides.
+    interface = check_app_imports(parse_app(args.app)).interface
+    servers = parse_servers(args.servers, args.front, interface)
     if args.compare_rounds < 1:
         raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
     name = args.name or f"{parse_app(args.app).module.rsplit('.', 1)[-1]}-compare-{args.objective}"
@@ -101,11 +103,14 @@ def handle(args: argparse.Namespace) -> int:
     return unproven[0].exit_code if unproven else 0
 
 
-def parse_servers(text: str, front: str | None = None) -> list[str]:
-    """`a,b,c`, or `all`: every registered server that is installed here (and, without a
-    front, reachable by HTTP: a FastCGI-only server is measured only behind one)."""
+def parse_servers(
+    text: str, front: str | None = None, interface: Interface = Interface.WSGI
+) -> list[str]:
+    """`a,b,c`, or `all`: every registered server that is installed here and serves apps of
+    `interface` (and, without a front, reachable by HTTP: a FastCGI-only server is measured
+    only behind one). A named server that cannot serve the app is refused by its setup."""
     if text.strip().lower() == "all":
-        return _installed(text, front)
+        return _installed(text, front, interface)
     servers: list[str] = []
     for part in text.split(","):
         name = get_adapter(part).name  # unknown names fail here, listing the valid ones
@@ -135,7 +140,7 @@ def _write(out: Path, name: str, setups: list[StudySetup], rows: list[ServerRow]
     atomic_write(out / "compare.json", (json.dumps(summary_json, indent=1) + "\n").encode())
 
 
-def _installed(text: str, front: str | None) -> list[str]:
+def _installed(text: str, front: str | None, interface: Interface) -> list[str]:
     servers = []
     for name in server_names():
         try:
@@ -143,9 +148,14 @@ def _installed(text: str, front: str | None) -> list[str]:
             adapter.check_installed()
         except TunerError:  # not installed, or refused on this Python
             continue
+        if interface not in adapter.interfaces:
+            continue
         if front is None and adapter.needs_front():
             continue
         servers.append(name)
     if len(servers) < 2:
-        raise ConfigError(f"--servers {text!r}: fewer than two servers are installed here")
+        raise ConfigError(
+            f"--servers {text!r}: fewer than two servers that serve {interface.describe()} "
+            "are installed here"
+        )
     return servers

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tuner.apps import parse_app
+from tuner.apps import check_app_imports, parse_app
 from tuner.commands.tune import add_requirement_options
 from tuner.errors import ConfigError
 from tuner.search.storage_url import DEFAULT_STORAGE
@@ -57,7 +57,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     from tuner.front import behind, front_of
 
-    app = parse_app(setup["app"])
+    app = check_app_imports(parse_app(setup["app"]))
     # A study measured behind a front (--front nginx) emits the server file bound as the
     # front reached it, and the front's block beside it.
     adapter = behind(adapter_for_app(setup["server"], app, args.app_settings), setup.get("front"))

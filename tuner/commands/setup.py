@@ -29,6 +29,8 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
     from tuner.search.front_space import with_front_space
 
     app = parse_app(args.app)
+    # The interface decides which servers can run it and how: found before the adapter.
+    app = check_app_imports(app)
     adapter = adapter_for_app(args.server, app, args.app_settings)
     server_cpus, load_cpus = cpu_split(args)
     limits = limits_from(args, server_cpus)
@@ -37,7 +39,6 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
     space = with_app_params(adapter, load_space(space_path, adapter.table, adapter.name))
     adapter, space = with_front_space(behind(adapter, args.front), space)
     adapter.check_installed()
-    check_app_imports(app)
     # A study behind a front is another study: its name says so (and so does its metadata).
     setup_name = f"{adapter.name}-{args.front}" if args.front else adapter.name
     name = args.study_name or f"{app.module.rsplit('.', 1)[-1]}-{setup_name}-{args.objective}"

@@ -1,4 +1,4 @@
-"""The WSGI servers the tuner can run, by name; adapters are imported only when asked for.
+"""The servers the tuner can run, by name; adapters are imported only when asked for.
 
 A server is one line below. Servers from elsewhere plug in the same way without a change
 here: a package declares an entry point in the `tuner.servers` group (`name =
@@ -13,6 +13,7 @@ import os
 from functools import cache
 from importlib.metadata import entry_points
 
+from tuner.apps import Interface
 from tuner.errors import ConfigError
 from tuner.servers.base import LaunchSpec, ServerAdapter
 
@@ -47,7 +48,15 @@ ENTRY_POINT_GROUP = "tuner.servers"
 ENV_VAR = "TUNER_SERVERS"
 SERVERS: tuple[str, ...] = tuple(_BUILT_IN)
 
-__all__ = ["SERVERS", "LaunchSpec", "ServerAdapter", "get_adapter", "server_names"]
+__all__ = [
+    "SERVERS",
+    "LaunchSpec",
+    "ServerAdapter",
+    "adapter_serving",
+    "get_adapter",
+    "server_names",
+    "servers_serving",
+]
 
 
 def _from_env() -> dict[str, str]:
@@ -96,3 +105,29 @@ def get_adapter(name: str) -> ServerAdapter:
     if not isinstance(adapter, ServerAdapter):
         raise ConfigError(f"server {name!r}: {target} is not a ServerAdapter")
     return adapter
+
+
+def servers_serving(interface: Interface) -> tuple[str, ...]:
+    """Every registered server whose adapter can serve apps of `interface` (installed here or
+    not: what the user could run), in registry order."""
+    names = []
+    for name in server_names():
+        try:
+            if interface in get_adapter(name).interfaces:
+                names.append(name)
+        except ConfigError:  # a plugin whose adapter does not load: it serves nothing here
+            continue
+    return tuple(names)
+
+
+def adapter_serving(name: str, interface: Interface) -> ServerAdapter:
+    """The adapter of `name` set up for apps of `interface`; a server that cannot serve it is
+    refused in one line naming the servers that can."""
+    adapter = get_adapter(name)
+    if interface not in adapter.interfaces:
+        able = ", ".join(servers_serving(interface)) or "none registered"
+        raise ConfigError(
+            f"--server {name}: {adapter.name} cannot serve {interface.describe()}; "
+            f"servers that can: {able}"
+        )
+    return adapter.serving(interface)

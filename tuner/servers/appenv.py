@@ -101,9 +101,9 @@ def with_app_settings(adapter: ServerAdapter, app_settings: AppSettings) -> Serv
 
 
 def adapter_for_app(server: str, app: AppRef, settings_file: Path | None) -> ServerAdapter:
-    """The server's adapter, with the app's own settings if it declares any (the file given,
-    else NAME.tuner.toml beside the app's module)."""
-    from tuner.servers import get_adapter
+    """The server's adapter set up for the app's interface, with the app's own settings if it
+    declares any (the file given, else NAME.tuner.toml beside the app's module)."""
+    from tuner.servers import adapter_serving
 
     declared = load_app_settings(settings_path(app, settings_file))
-    return with_app_settings(get_adapter(server), declared)
+    return with_app_settings(adapter_serving(server, app.interface), declared)

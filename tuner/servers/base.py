@@ -1,4 +1,4 @@
-"""The adapter contract: everything the tuner needs to know about one WSGI server, as data.
+"""The adapter contract: everything the tuner needs to know about one server, as data.
 
 An adapter declares its settings table, how to launch the server (argv, environment, generated
 files), its process model (does it fork workers; which setting counts processes, which threads),
@@ -29,7 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import final
 
-from tuner.apps import AppRef
+from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.logsigns import LoadSign
 from tuner.settings import SettingsTable, Value
@@ -221,7 +221,7 @@ DIRECT = Bind()
 
 
 class ServerAdapter(abc.ABC):
-    """One WSGI server, declared: settings, launch, process model, baselines, artifact, signs.
+    """One server, declared: settings, launch, process model, baselines, artifact, signs.
 
     Required: the class attributes below, `_launch`, `_render_artifact`, `_artifact_launch`,
     `version` and `concurrency_model`. The other methods have defaults that fit most servers.
@@ -265,9 +265,32 @@ class ServerAdapter(abc.ABC):
     # another protocol (for a front such as nginx) declares it here, and its hooks honour
     # `bind.path` and `bind.protocol`.
     binds: frozenset[tuple[Transport, Protocol]] = frozenset({HTTP_OVER_TCP})
+    # The app interfaces the server runs. An adapter that runs both overrides `serving` to
+    # return itself set up for one (its table's defaults and its space for that interface).
+    interfaces: frozenset[Interface] = frozenset({Interface.WSGI})
     # Settings that only mean something while the server speaks HTTP (uWSGI's `protocol`):
     # a search behind a front leaves them at their default when another protocol is drawn.
     http_only_settings: tuple[str, ...] = ()
+
+    # --- the app's interface ----------------------------------------------------------------
+
+    def serving(self, interface: Interface) -> ServerAdapter:
+        """This adapter set up for apps of `interface`, whose `interfaces` is that one alone.
+        A server that runs one interface returns itself; one that runs both (gunicorn with the
+        uvicorn worker, granian's --interface) returns a copy whose table defaults and search
+        space are that interface's. ConfigError for an interface the server cannot run."""
+        if interface not in self.interfaces:
+            raise ConfigError(f"{self.name} cannot serve {interface.describe()}")
+        return self
+
+    def check_app(self, app: AppRef) -> None:
+        """Raise ConfigError for an app whose interface this adapter is not set up to serve."""
+        if app.interface not in self.interfaces:
+            served = " or ".join(sorted(i.value.upper() for i in self.interfaces))
+            raise ConfigError(
+                f"{self.name} (as set up here) serves {served} apps; {app} is "
+                f"{app.interface.describe()}"
+            )
 
     # --- settings -------------------------------------------------------------------------
 
@@ -291,8 +314,10 @@ class ServerAdapter(abc.ABC):
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         """How to start the server bound as `bind` for one measurement; generated files go
-        under `workdir`. The bind is checked against `binds` first (`_launch` does the rest)."""
+        under `workdir`. The bind is checked against `binds` first, and the app's interface
+        against `interfaces` (`_launch` does the rest)."""
         self.check_bind(bind)
+        self.check_app(app)
         return self._launch(app, bind, values, workdir)
 
     @abc.abstractmethod
@@ -486,8 +511,10 @@ class ServerAdapter(abc.ABC):
         (tuner/appsettings.py): the file must set them in the environment the app is imported
         in, the server's own way (gunicorn `raw_env`, uWSGI `env`, `export` in a shell
         launcher, `os.environ` in a Python one), so that booting the file alone runs the app
-        as measured. The bind is checked first (`_render_artifact` does the rest)."""
+        as measured. The bind and the app's interface are checked first (`_render_artifact`
+        does the rest)."""
         self.check_bind(bind)
+        self.check_app(app)
         return self._render_artifact(app, bind, values, header, env)
 
     @abc.abstractmethod
@@ -507,8 +534,9 @@ class ServerAdapter(abc.ABC):
     ) -> LaunchSpec:
         """How to boot the artifact written at `path` (rendered for `bind`), exactly as its
         `run_hint` tells a user to: this is how the tuner proves the file works. The bind is
-        checked first (`_artifact_launch` does the rest)."""
+        checked first, and the app's interface (`_artifact_launch` does the rest)."""
         self.check_bind(bind)
+        self.check_app(app)
         return self._artifact_launch(path, app, bind, values)
 
     @abc.abstractmethod

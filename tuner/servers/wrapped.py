@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tuner.apps import AppRef
+from tuner.apps import AppRef, Interface
+from tuner.errors import ConfigError
 from tuner.servers.base import DIRECT, Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
 from tuner.settings import SettingsTable, Value
 
@@ -36,12 +37,25 @@ class WrappedAdapter(ServerAdapter):
         self.distribution = inner.distribution
         self.logging_settings = inner.logging_settings
         self.binds = inner.binds
+        self.interfaces = inner.interfaces
         self.http_only_settings = inner.http_only_settings
 
     def inner_values(self, values: Mapping[str, Value]) -> dict[str, Value]:
         """The part of a config the wrapped adapter knows: all of it, unless a wrapper adds
         settings of its own."""
         return dict(values)
+
+    # --- the app's interface ----------------------------------------------------------------
+
+    def serving(self, interface: Interface) -> ServerAdapter:
+        # A wrapper wraps an adapter already set up for one interface (adapter_for_app):
+        # it can only confirm that one.
+        if self.inner.serving(interface) is not self.inner:
+            raise ConfigError(f"{self.name}: set up the interface before wrapping the adapter")
+        return self
+
+    def check_app(self, app: AppRef) -> None:
+        self.inner.check_app(app)
 
     # --- settings -------------------------------------------------------------------------
 
