@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,14 @@ import pytest
 
 from tests.conftest import HOST, SERVER_CPU, require_adapter, unavailable
 from tests.support.cli import REPO, run_tuner
-from tuner.apps import AppRef, parse_app
+from tuner.apps import AppRef, Interface, parse_app
 from tuner.errors import ConfigError, PortInUseError, ToolMissingError
 from tuner.front import FRONTS, behind, front_of
 from tuner.front.trial import running_front
 from tuner.metrics.memory import MemorySampler
 from tuner.procs.process import ServerProcess, free_port
 from tuner.search.space import default_space_path, load_space, suggest
-from tuner.servers import server_names
+from tuner.servers import get_adapter, server_names
 from tuner.servers.base import (
     BASELINE_DEFAULT,
     DIRECT,
@@ -55,16 +56,40 @@ from tuner.workflow.emit import write_artifact
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
 
-HELLO = "apps/hello.py"
+# Each interface's smallest app, and its app that answers with its environment.
+HELLO = {Interface.WSGI: "apps/hello.py", Interface.ASGI: "apps/asgi_hello.py"}
+ENV_APP = {
+    Interface.WSGI: "tests/support/apps/env_app.py",
+    Interface.ASGI: "tests/support/apps/asgi_env_app.py",
+}
 SHORT = ("--duration", "1", "--warmup", "0.3", "--connections", "8")
 # Long enough that the tuner is surely still measuring when the test kills it.
 LONG = ("--duration", "60", "--warmup", "0")
 
 
-@pytest.fixture(params=server_names())
+def _served() -> list[tuple[str, Interface]]:
+    """Every server with each interface it serves: a server that runs WSGI and ASGI apps
+    (gunicorn with the uvicorn worker, granian) passes the contract once for each."""
+    return [
+        (name, interface)
+        for name in server_names()
+        for interface in Interface
+        if interface in get_adapter(name).interfaces
+    ]
+
+
+SERVED = _served()
+
+
+@pytest.fixture(
+    params=SERVED,
+    ids=[name if i is Interface.WSGI else f"{name}-{i}" for name, i in SERVED],
+)
 def server(request: pytest.FixtureRequest, real_servers: None) -> ServerAdapter:
-    """The adapter; behind nginx if it speaks no HTTP (as the tuner measures it)."""
-    adapter = require_adapter(request.param)
+    """The adapter set up for one interface; behind nginx if it speaks no HTTP (as the tuner
+    measures it)."""
+    name, interface = request.param
+    adapter = require_adapter(name).serving(interface)
     if not adapter.needs_front():
         return adapter
     try:
@@ -101,9 +126,25 @@ def get_root(
             return httpx.get(f"http://{front.host}:{front.port}/", timeout=5)
 
 
+def interface_of(server: ServerAdapter) -> Interface:
+    (interface,) = server.interfaces  # set up for one (`serving`)
+    return interface
+
+
+def hello(server: ServerAdapter) -> str:
+    """The smallest app of the interface the adapter is set up for."""
+    return HELLO[interface_of(server)]
+
+
+def app_for(server: ServerAdapter, text: str) -> AppRef:
+    """`text` as the server loads it, of the interface the adapter is set up for (the CLI finds
+    it by importing the app; these tests know it)."""
+    return replace(parse_app(text, cwd=REPO), interface=interface_of(server))
+
+
 @pytest.fixture
-def app() -> AppRef:
-    return parse_app(HELLO, cwd=REPO)
+def app(server: ServerAdapter) -> AppRef:
+    return app_for(server, hello(server))
 
 
 class SeededTrial:
@@ -145,7 +186,7 @@ def server_args(adapter: ServerAdapter) -> tuple[str, ...]:
 
 
 def bench_json(adapter: ServerAdapter, *extra: str) -> dict[str, Any]:
-    done = run_tuner("bench", HELLO, *server_args(adapter), "--json", *SHORT, *extra)
+    done = run_tuner("bench", hello(adapter), *server_args(adapter), "--json", *SHORT, *extra)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -377,7 +418,7 @@ def test_the_artifact_sets_the_apps_own_environment(server: ServerAdapter, tmp_p
     the server is booted from it without them in its environment, and the app reports them."""
     env = {"TUNER_TEST_APP_SETTING": "7", "TUNER_TEST_APP_WORDS": "two words"}
     assert not set(env) & set(os.environ)
-    app = parse_app("tests/support/apps/env_app.py", cwd=REPO)
+    app = app_for(server, ENV_APP[interface_of(server)])
     values = server.resolve({})
     port = free_port()
     artifact = server.render_artifact(
@@ -398,7 +439,7 @@ def test_the_artifact_sets_the_apps_own_environment(server: ServerAdapter, tmp_p
 def test_a_rejected_value_is_one_clear_line(server: ServerAdapter) -> None:
     setting = next(s for s in server.table.settings if s.minimum is not None)
     bad = f"{setting.minimum - 1:g}"
-    done = run_tuner("bench", HELLO, *server_args(server), "--set", f"{setting.name}={bad}")
+    done = run_tuner("bench", hello(server), *server_args(server), "--set", f"{setting.name}={bad}")
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -407,7 +448,7 @@ def test_a_rejected_value_is_one_clear_line(server: ServerAdapter) -> None:
 
 
 def test_an_unknown_setting_names_the_valid_ones(server: ServerAdapter) -> None:
-    done = run_tuner("bench", HELLO, *server_args(server), "--set", "no_such_knob=1")
+    done = run_tuner("bench", hello(server), *server_args(server), "--set", "no_such_knob=1")
     assert done.returncode == 2
     line = done.stderr.strip()
     assert "\n" not in line and "no_such_knob" in line
@@ -434,7 +475,7 @@ def test_a_taken_port_is_reported_as_such(
 
 def test_sigkill_of_the_tuner_leaves_no_process(server: ServerAdapter) -> None:
     tuner = subprocess.Popen(
-        [sys.executable, "-m", "tuner", "bench", HELLO, *server_args(server), *LONG],
+        [sys.executable, "-m", "tuner", "bench", hello(server), *server_args(server), *LONG],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
