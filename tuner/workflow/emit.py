@@ -126,7 +126,7 @@ def write_artifact(
             except TunerError as exc:  # did not boot there, or pip could not build it
                 if not keep_unproven:
                     raise
-                reason = exc.reason if isinstance(exc, NotProvenClean) else _first_line(exc)
+                reason = exc.reason if isinstance(exc, NotProvenClean) else first_line(exc)
                 kept = out_path.with_name(out_path.name + UNPROVEN_SUFFIX)
                 marked = adapter.render_artifact(app, deploy, settings, header=header_text(reason))
                 atomic_write(kept, marked.text.encode("utf-8"), marked.mode)
@@ -215,8 +215,8 @@ def boot_artifact(
         raise NotProvenClean(
             f"the {path.name} file needs more than its requirement line says, so it was not "
             f"written: with only `{install_command(venv.requirements)}` in a clean virtual "
-            f"environment, {_first_line(exc)}",
-            _first_line(exc),
+            f"environment, {first_line(exc)}",
+            first_line(exc),
         ) from exc
 
 
@@ -229,7 +229,8 @@ def _in_venv(adapter: ServerAdapter, spec: LaunchSpec, venv: CleanVenv) -> Launc
     return replace(moved, env={**moved.env, **venv.environ()})
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message: what a one-line reason shows."""
     return (str(exc).splitlines() or ["no reason given"])[0]
 
 

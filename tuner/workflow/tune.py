@@ -41,7 +41,13 @@ from tuner.workflow.confirm import (
     more_rounds,
     settle,
 )
-from tuner.workflow.emit import NotProvenClean, Unproven, prove_clean_boot, write_artifact
+from tuner.workflow.emit import (
+    NotProvenClean,
+    Unproven,
+    first_line,
+    prove_clean_boot,
+    write_artifact,
+)
 from tuner.workflow.provenance import header_lines, install_command
 
 
@@ -196,7 +202,7 @@ def prove_default_clean(setup: StudySetup, app_requirements: AppRequirements | N
             ready_path=setup.ready_path,
         )
     except (NotProvenClean, AppBrokenError) as exc:
-        reason = exc.reason if isinstance(exc, NotProvenClean) else _first_line(str(exc))
+        reason = exc.reason if isinstance(exc, NotProvenClean) else first_line(exc)
         if not MISSING_IMPORT.search(reason):
             # Not a requirement the list lacks (an app that refuses to load under a server,
             # a value the server refuses): the study's first trial reports it as it does here.
@@ -429,7 +435,3 @@ def noise_summary(probes: Sequence[Sequence[float]], confirmed: Sequence[Confirm
             f"(median over {len(ranges)} configs, max {max(ranges):.0%})"
         )
     return "; ".join(parts) or "not measured (too few probes or rounds)"
-
-
-def _first_line(text: str) -> str:
-    return (text.splitlines() or [""])[0]
