@@ -23,6 +23,7 @@ import pytest
 from tests.conftest import unavailable
 from tests.support.cli import read_until, wait_under_load, wait_until_stale
 from tests.support.postgres import throwaway_postgres
+from tuner.loadgen.checks import nearly_fair
 from tuner.search.study import load_records, with_postgres_driver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,7 +136,15 @@ def test_two_hosts_share_one_study(
         # saw all six measured (a trial the other host was still running counts in "trials")
         if report["completed"] == 6 and best.settings not in baselines:
             top = [c["trial"] for c in searched]
-            assert top == [best.number], (top, best.number, [(r.number, r.rps) for r in usable])
+            assert top[:1] == [best.number], (top, best.number, [(r.number, r.rps) for r in usable])
+            # Beside it (--top-k 1) only a trial its one run judged unfair by a little, which
+            # the confirmation judges again (tune's `_nearly_fair_retry`): on a busy machine a
+            # searched config can be that one (the soak's busy run found it so).
+            retried = [by_number[n] for n in top[1:]]
+            assert len(retried) <= 1, top
+            for record in retried:
+                assert record.measurement is not None and not record.feasible, record.number
+                assert nearly_fair(record.measurement), record.number
             picked.append(top[0])
     assert len(set(picked)) <= 1  # both saw the whole study: the same best trial
 
