@@ -29,6 +29,7 @@ from tuner.servers.base import (
     python_env_lines,
     worker_counts,
 )
+from tuner.servers.pylauncher import DIE_WITH_PARENT
 from tuner.settings import Setting, SettingsTable, Value
 
 LAUNCHER = "bjoern_server.py"
@@ -186,8 +187,8 @@ class BjoernAdapter(ServerAdapter):
 
 # The launcher's program, after its settings block. It runs under the user's Python and needs
 # nothing but bjoern.
-_BODY = '''
-import ctypes
+_BODY = (
+    """
 import importlib
 import os
 import signal
@@ -195,9 +196,9 @@ import sys
 import traceback
 
 import bjoern
-
-PR_SET_PDEATHSIG = 1
-
+"""
+    + DIE_WITH_PARENT
+    + '''
 
 def load_app():
     sys.path.insert(0, APP_DIR)
@@ -216,14 +217,8 @@ def serve(parent):
     # kernel's default action (terminate) it is. bjoern stops on SIGINT by itself.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    if parent is not None:
-        # The kernel SIGKILLs this process when the launcher dies, even by SIGKILL (Linux).
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass
-        if os.getppid() != parent:  # the launcher died before prctl took effect
-            os._exit(1)
+    if parent is not None and not die_with(parent, signal.SIGKILL):
+        os._exit(1)
     try:
         bjoern.run()
     except KeyboardInterrupt:
@@ -289,3 +284,4 @@ def main():
 if __name__ == "__main__":
     sys.exit(main())
 '''
+)

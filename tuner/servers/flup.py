@@ -34,6 +34,7 @@ from tuner.servers.base import (
 from tuner.servers.grids import product_grid
 from tuner.servers.pylauncher import (
     APP_IMPORT_FAILED,
+    DIE_WITH_PARENT,
     PythonLauncherAdapter,
     constant,
     py_setting,
@@ -117,7 +118,6 @@ SETTINGS = SettingsTable(
 
 # The launcher's program, after its settings block.
 _BODY = f"""
-import ctypes
 import signal
 import socket
 
@@ -126,8 +126,7 @@ if {constant("mode")} == "prefork":
 else:
     from flup.server.fcgi import WSGIServer
 
-PR_SET_PDEATHSIG = 1
-
+{DIE_WITH_PARENT}
 
 def stop(signum, frame):
     # flup's own handlers only set a flag that its loop reads after select() returns, and
@@ -156,11 +155,7 @@ class Server(WSGIServer):
         # flup gives each prefork child a process group of its own; back in the server's, a
         # signal to the group reaches it, and the kernel stops it when the master dies.
         os.setpgid(0, self.group)
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        except (OSError, AttributeError):
-            pass
-        if os.getppid() != self.master:  # the master died before prctl took effect
+        if not die_with(self.master, signal.SIGTERM):
             return
         super()._child(sock, parent)
 

@@ -41,6 +41,24 @@ SIGNS = StartupSigns(
     app_broken_exit_codes=frozenset({APP_IMPORT_FAILED}),
 )
 
+# For a forked server process that must not outlive the process that forked it (bjoern's
+# launcher, Tornado's fork_processes, flup's prefork children): the kernel signals it when that
+# parent dies, even by SIGKILL (Linux, prctl PR_SET_PDEATHSIG). Pasted into the launchers,
+# which need nothing but the standard library and their server.
+DIE_WITH_PARENT = """
+def die_with(parent, signum):
+    \"\"\"Have the kernel send `signum` to this process when `parent` dies; False if it
+    died already, before the request took effect.\"\"\"
+    import ctypes
+    import os
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signum)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    return os.getppid() == parent
+"""
+
 # Every launcher starts like this: the app is imported before the server, so an app that
 # cannot load is one clear exit code instead of a server answering 500s. `address` is where
 # it listens (`PythonLauncherAdapter.address_lines`), for a user to edit.

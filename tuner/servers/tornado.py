@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 from tuner.servers.base import ProcessModel
 from tuner.servers.grids import product_grid
-from tuner.servers.pylauncher import PythonLauncherAdapter, constant, py_setting
+from tuner.servers.pylauncher import DIE_WITH_PARENT, PythonLauncherAdapter, constant, py_setting
 from tuner.settings import SettingsTable, Value
 
 SETTINGS = SettingsTable(
@@ -103,7 +103,6 @@ SETTINGS = SettingsTable(
 _SERVER_CODE = f"""\
 import asyncio
 import concurrent.futures
-import ctypes
 import logging
 import signal
 
@@ -113,19 +112,7 @@ import tornado.process
 from tornado.httpserver import HTTPServer
 from tornado.wsgi import WSGIContainer
 
-PR_SET_PDEATHSIG = 1
-
-
-def die_with(parent):
-    # fork_processes leaves its children serving when the parent is killed: the kernel
-    # SIGTERMs this one when the parent dies, even by SIGKILL (Linux).
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
+{DIE_WITH_PARENT}
 
 def bind(reuse_port):
     return tornado.netutil.bind_sockets(
@@ -164,7 +151,9 @@ if {constant("processes")} > 1:
         for sock in sockets:  # each child binds its own
             sock.close()
     tornado.process.fork_processes({constant("processes")})  # returns in each child
-    die_with(parent)
+    # fork_processes leaves its children serving when the parent is killed.
+    if not die_with(parent, signal.SIGTERM):
+        os._exit(1)
     if reuse_port:
         sockets = bind(True)
 try:
