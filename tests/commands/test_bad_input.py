@@ -190,3 +190,18 @@ def test_uwsgi_file_refuses_values_it_cannot_write_safely() -> None:
     assert body[0] == "[uwsgi]"
     assert all(" = " in line and "\r" not in line for line in body[1:])
     assert "http-socket = 127.0.0.1:8000" in body
+
+
+def test_the_run_says_what_the_app_is_on_stdout_and_an_error_stays_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The interface found is the run's first line; it goes to stdout (where the results go),
+    so an error met once the study opens is still the only line on stderr."""
+    files(tmp_path)
+    code = main(TUNE + ["--storage", "nosuchdb://x", "--out", str(tmp_path / "out.conf.py")])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out.splitlines()[0] == f"app {HELLO}: a WSGI application"
+    assert len(captured.err.strip().splitlines()) == 1, captured.err
+    code = main(["tune", str(tmp_path / "asgi_app.py"), "--server", "waitress", *SHORT])
+    assert code == 2 and "an ASGI 3 application" in capsys.readouterr().err

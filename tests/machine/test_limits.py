@@ -142,6 +142,7 @@ def test_tune_under_limits_uses_them_for_baselines_and_says_so(tmp_path: Path) -
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
+    assert summary["interface"] == "wsgi"
     rule = [c for c in summary["confirmation"] if c["label"] == "2*cpus+1"]
     assert len(rule) == 1 and rule[0]["settings"]["workers"] == 2  # 2 x 0.5 + 1
     assert rule[0]["trial"] == 1  # the study measured the same rule as its trial 1

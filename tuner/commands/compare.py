@@ -67,6 +67,8 @@ def handle(args: argparse.Namespace) -> int:
     # `all` means every server that can serve the app: its interface decides.
     interface = check_app_imports(parse_app(args.app)).interface
     servers = parse_servers(args.servers, args.front, interface)
+    if not args.json:  # on stdout: stderr keeps an error to one line
+        print(f"app {args.app}: {interface.describe()}; servers: {', '.join(servers)}", flush=True)
     if args.compare_rounds < 1:
         raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
     name = args.name or f"{parse_app(args.app).module.rsplit('.', 1)[-1]}-compare-{args.objective}"

@@ -161,6 +161,9 @@ def handle(args: argparse.Namespace) -> int:
     from tuner.report.study_view import confirmation_table, print_json
 
     setup = build_setup(args)
+    if not args.json:
+        # On stdout, where the results go: stderr keeps an error to one line.
+        print(f"app {args.app}: {setup.app.interface.describe()}", flush=True)
     out = args.out or setup.workdir / setup.adapter.artifact_filename
     check_writable(out)  # before the study, not after minutes of measuring
     if out.resolve() == setup.workdir.resolve():
@@ -170,7 +173,14 @@ def handle(args: argparse.Namespace) -> int:
         )
     outcome = run_tune(setup, args, out)
     if args.json:
-        print_json({"study": setup.name, "storage": setup.storage_url, **outcome.to_json()})
+        print_json(
+            {
+                "study": setup.name,
+                "storage": setup.storage_url,
+                "interface": str(setup.app.interface),
+                **outcome.to_json(),
+            }
+        )
         if outcome.unproven is not None:
             return outcome.unproven.exit_code
         return 0 if outcome.verdict else 1

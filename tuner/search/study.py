@@ -128,7 +128,6 @@ class StudySetup:
 
 
 class StudyListener(Protocol):
-    def on_start(self, line: str) -> None: ...
     def on_trial_start(self, number: int, settings: dict[str, Value]) -> None: ...
     def on_phase(self, phase: str) -> None: ...
     def on_window(self, window: WindowStats) -> None: ...
@@ -140,9 +139,6 @@ class QuietListener:
     """A listener that shows nothing (tests, --json)."""
 
     ended: list[TrialRecord] = field(default_factory=list)
-
-    def on_start(self, line: str) -> None:
-        """What the study is about to measure, once its options all held (the first line)."""
 
     def on_trial_start(self, number: int, settings: dict[str, Value]) -> None:
         pass

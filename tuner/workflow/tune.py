@@ -123,7 +123,6 @@ def tune(
     check_clean_venv: bool = True,
 ) -> TuneOutcome:
     study = open_study(setup)
-    listener.on_start(f"app {setup.app_text}: {setup.app.interface.describe()}")
     if check_clean_venv:
         prove_default_clean(setup, app_requirements)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
