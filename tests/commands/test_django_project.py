@@ -113,3 +113,28 @@ def test_a_short_tune_from_its_folder_writes_a_file_that_boots_with_its_pyprojec
     assert "'django>=5.1'" in needs and "'psycopg[binary,pool]>=3.1'" in needs, needs
     assert "flask" not in needs and "sqlalchemy" not in needs, needs
     assert "booted in a clean virtual environment" in text
+
+
+def test_the_asgi_entry_point_tuned_on_uvicorn_from_its_folder(
+    database: dict[str, str], tmp_path: Path, since: float
+) -> None:
+    out = tmp_path / "uvicorn.sh"
+    result = tuner_here(
+        database,
+        "tune", "mysite/asgi.py:application", "--server", "uvicorn", "--trials", "3",
+        "--top-k", "1", "--confirm-rounds", "1", *SHORT_STUDY, "--seed", "3",
+        "--path", f"/api/products/{PRODUCTS}/",
+        "--storage", f"sqlite:///{tmp_path / 'study.db'}", "--out", str(out),
+    )  # fmt: skip
+    assert result["config_file"] == str(out), result
+    text = out.read_text()
+    assert "mysite.asgi:application" in text and f"cd {PROJECT}" in text, text
+    # The ASGI entry point's own settings file (mysite/asgi.tuner.toml): the backend's pool.
+    winner = result["verdict"]["winner"]
+    chosen = next(c for c in result["confirmation"] if c["label"] == winner)["settings"]
+    assert f"DJANGO_DB_POOL_SIZE={chosen['DJANGO_DB_POOL_SIZE']}" in text, text
+    assert "DJANGO_CONN_MAX_AGE" not in text
+    assert "the app's requirements: from pyproject.toml [project] dependencies" in text, text
+    needs = next(line for line in text.splitlines() if line.startswith("# needs: pip install"))
+    assert "uvicorn==" in needs and "'django>=5.1'" in needs, needs
+    assert "booted in a clean virtual environment" in text
