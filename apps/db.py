@@ -8,8 +8,7 @@ slow query), through a SQLAlchemy QueuePool per server process. It reads `TUNER_
 503 and logs one line the tuner reads. `python -m apps.db --init` creates the tables and the
 seed rows. How to run it, and what it shows: docs/pages/deployed/app-settings.md.
 
-(Loaded by path, apps/ goes first on sys.path: `db` shadows no standard library module and
-none of the packages the servers import.)
+(Loaded by path it is `apps.db`, as apps/ is a package: imported from the folder above it.)
 """
 
 from __future__ import annotations

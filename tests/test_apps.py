@@ -17,9 +17,14 @@ from tuner.errors import AppBrokenError, ConfigError
         ("apps.hello:app", AppRef("apps.hello", "app", str(ROOT))),
         ("apps.hello", AppRef("apps.hello", "app", str(ROOT))),
         ("apps.fib:app", AppRef("apps.fib", "app", str(ROOT))),
-        ("apps/hello.py:app", AppRef("hello", "app", str(ROOT / "apps"))),
-        ("apps/hello.py", AppRef("hello", "app", str(ROOT / "apps"))),
-        (f"{ROOT}/apps/cpu.py:app", AppRef("cpu", "app", str(ROOT / "apps"))),
+        # apps/ is a package: its files are imported by their dotted name, from above it.
+        ("apps/hello.py:app", AppRef("apps.hello", "app", str(ROOT))),
+        ("apps/hello.py", AppRef("apps.hello", "app", str(ROOT))),
+        (f"{ROOT}/apps/cpu.py:app", AppRef("apps.cpu", "app", str(ROOT))),
+        (
+            "tests/support/apps/env_app.py",
+            AppRef("env_app", "app", str(ROOT / "tests/support/apps")),
+        ),
     ],
 )
 def test_both_forms_parse(text: str, expected: AppRef) -> None:
@@ -44,6 +49,61 @@ def test_bad_references_are_config_errors_naming_the_value(text: str, words: str
     with pytest.raises(ConfigError, match=words) as caught:
         parse_app(text, cwd=ROOT)
     assert repr(text) in str(caught.value)
+
+
+def write(path: Path, text: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_a_file_inside_packages_is_imported_by_its_dotted_name(tmp_path: Path) -> None:
+    # Django's layout: project/manage.py, project/mysite/{__init__,settings,wsgi}.py; the
+    # project folder itself is no package.
+    project = tmp_path / "project"
+    write(project / "manage.py")
+    write(project / "mysite" / "__init__.py")
+    write(project / "mysite" / "wsgi.py", "application = None\n")
+    expected = AppRef("mysite.wsgi", "application", str(project))
+    assert parse_app("mysite/wsgi.py:application", cwd=project) == expected
+    assert parse_app("mysite.wsgi:application", cwd=project) == expected
+    assert parse_app("project/mysite/wsgi.py:application", cwd=tmp_path) == expected
+    assert parse_app(f"{project}/mysite/wsgi.py:application", cwd=Path("/")) == expected
+    # Packages in packages: the first folder above the last __init__.py.
+    write(project / "mysite" / "api" / "__init__.py")
+    write(project / "mysite" / "api" / "asgi.py")
+    assert parse_app("mysite/api/asgi.py", cwd=project) == AppRef(
+        "mysite.api.asgi", "app", str(project)
+    )
+    # A package's own __init__.py is the package.
+    assert parse_app("mysite/__init__.py:application", cwd=project) == AppRef(
+        "mysite", "application", str(project)
+    )
+    # A folder without __init__.py (a namespace package, or just a folder) ends the climb.
+    write(project / "scripts" / "serve.py")
+    assert parse_app("scripts/serve.py", cwd=project) == AppRef(
+        "serve", "app", str(project / "scripts")
+    )
+
+
+def test_a_folder_whose_name_no_import_can_use_ends_the_climb(tmp_path: Path) -> None:
+    write(tmp_path / "my-site" / "__init__.py")
+    write(tmp_path / "my-site" / "inner" / "__init__.py")
+    write(tmp_path / "my-site" / "inner" / "wsgi.py")
+    assert parse_app("my-site/inner/wsgi.py", cwd=tmp_path) == AppRef(
+        "inner.wsgi", "app", str(tmp_path / "my-site")
+    )
+
+
+def test_a_package_named_like_a_stdlib_module_is_refused(tmp_path: Path) -> None:
+    write(tmp_path / "email" / "__init__.py")
+    write(tmp_path / "email" / "web.py")
+    with pytest.raises(ConfigError, match="its package 'email' shadows the standard library"):
+        parse_app("email/web.py", cwd=tmp_path)
+    # Inside a package, a module may share a stdlib name: it is `site.io`, not `io`.
+    write(tmp_path / "site_pkg" / "__init__.py")
+    write(tmp_path / "site_pkg" / "io.py")
+    assert parse_app("site_pkg/io.py", cwd=tmp_path).module == "site_pkg.io"
 
 
 def test_a_file_named_like_a_stdlib_module_is_refused(tmp_path: Path) -> None:
@@ -163,3 +223,70 @@ def test_an_app_no_server_here_speaks_is_refused_in_one_line(
     with pytest.raises(ConfigError, match=words) as caught:
         check_app_imports(parse_app("candidate.py", cwd=tmp_path))
     assert "\n" not in str(caught.value)
+
+
+# --- a Django project, pointed at from its own folder ----------------------------------------
+
+DJANGO_PROJECT = ROOT / "apps" / "djangoproject"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("mysite.wsgi:application", Interface.WSGI),
+        ("mysite/wsgi.py:application", Interface.WSGI),
+        ("mysite.asgi:application", Interface.ASGI),
+        ("mysite/asgi.py:application", Interface.ASGI),
+    ],
+)
+def test_the_django_projects_entry_points_import_from_its_folder(
+    monkeypatch: pytest.MonkeyPatch, text: str, expected: Interface
+) -> None:
+    # Its settings read the database's URL; importing the app connects to nothing.
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:9/none")
+    monkeypatch.delenv("DJANGO_SETTINGS_MODULE", raising=False)
+    app = check_app_imports(parse_app(text, cwd=DJANGO_PROJECT))
+    assert app.module == text.partition(":")[0].removesuffix(".py").replace("/", ".")
+    assert app.pythonpath == str(DJANGO_PROJECT)
+    assert app.interface is expected
+
+
+def test_a_django_settings_module_that_cannot_be_imported_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("DJANGO_SETTINGS_MODULE", raising=False)
+    # The app names it (os.environ.setdefault, as startproject writes it), and it is not there.
+    write(tmp_path / "shop" / "__init__.py")
+    write(
+        tmp_path / "shop" / "wsgi.py",
+        "import os\nfrom django.core.wsgi import get_wsgi_application\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'shop.settings')\n"
+        "application = get_wsgi_application()\n",
+    )
+    app = parse_app("shop/wsgi.py:application", cwd=tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        check_app_imports(app)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("app shop.wsgi:application: Django's settings module 'shop.settings'")
+    assert "DJANGO_SETTINGS_MODULE='shop.settings', as the app sets it" in message
+    assert "No module named 'shop.settings'" in message
+    # A variable left in the shell wins over the app's setdefault: the line says it came from
+    # the environment.
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "shop.production")
+    with pytest.raises(ConfigError, match=r"'shop.production', from the environment\)"):
+        check_app_imports(app)
+
+
+def test_a_missing_import_inside_django_settings_is_not_called_missing_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "shop.settings")
+    write(tmp_path / "shop" / "__init__.py")
+    write(tmp_path / "shop" / "settings.py", "import no_such_settings_helper\n")
+    write(
+        tmp_path / "shop" / "wsgi.py",
+        "from django.core.wsgi import get_wsgi_application\napplication = get_wsgi_application()\n",
+    )
+    with pytest.raises(AppBrokenError, match="No module named 'no_such_settings_helper'"):
+        check_app_imports(parse_app("shop/wsgi.py:application", cwd=tmp_path))

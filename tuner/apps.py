@@ -21,11 +21,25 @@ DEFAULT_CALLABLE = "app"
 
 # Runs in a fresh interpreter so a broken app (or one that calls sys.exit, or segfaults) cannot
 # take the tuner down. It prints the interface it found; exit 3/4/5 mean "attribute missing",
-# "not callable" and "not an interface any server here speaks" (ASGI 2), apart from a crash.
+# "not callable" and bad input (an interface no server here speaks, ASGI 2; a Django settings
+# module that cannot be imported), apart from a crash.
 _IMPORT_CHECK = """
-import importlib, inspect, sys
+import importlib, inspect, os, sys
 sys.path.insert(0, sys.argv[1])
-module = importlib.import_module(sys.argv[2])
+given = os.environ.get("DJANGO_SETTINGS_MODULE")
+try:
+    module = importlib.import_module(sys.argv[2])
+except ImportError as exc:
+    # A Django project whose settings module does not import (a typo, a stale variable in the
+    # shell, or the project's folder not on sys.path): say which one, and who named it.
+    settings, missing = os.environ.get("DJANGO_SETTINGS_MODULE"), exc.name or ""
+    if not (settings and missing and (settings + ".").startswith(missing + ".")):
+        raise
+    who = "from the environment" if given else "as the app sets it"
+    print(f"Django's settings module {settings!r} cannot be imported from {sys.argv[1]} "
+          f"(DJANGO_SETTINGS_MODULE={settings!r}, {who}): No module named {missing!r}",
+          file=sys.stderr)
+    sys.exit(5)
 target = getattr(module, sys.argv[3], None)
 if target is None:
     print(f"module {sys.argv[2]!r} has no attribute {sys.argv[3]!r}", file=sys.stderr)
@@ -100,13 +114,33 @@ class AppRef:
         return self.spec
 
 
+def _is_name(text: str) -> bool:
+    return text.isidentifier() and not keyword.iskeyword(text)
+
+
 def _is_dotted_name(text: str) -> bool:
-    parts = text.split(".")
-    return all(part.isidentifier() and not keyword.iskeyword(part) for part in parts)
+    return all(_is_name(part) for part in text.split("."))
+
+
+def _module_of_file(path: Path) -> tuple[str, Path]:
+    """(dotted module name, folder to put on sys.path) of a .py file: a file inside packages
+    (folders holding `__init__.py`) is imported by its dotted name from the first folder above
+    them, as Python imports it; its relative imports and the names its project uses for it
+    (Django's `DJANGO_SETTINGS_MODULE = "mysite.settings"` beside `mysite/wsgi.py`) work so."""
+    parts = [] if path.stem == "__init__" else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and _is_name(folder.name):
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    if not parts:  # an __init__.py in a folder no import can name: import the file itself
+        parts, folder = [path.stem], path.parent
+    return ".".join(parts), folder
 
 
 def parse_app(text: str, cwd: Path | None = None) -> AppRef:
-    """`apps.hello:app`, `apps.hello`, `apps/hello.py:app` or `/abs/x.py` -> AppRef.
+    """`apps.hello:app`, `apps.hello`, `apps/hello.py:app` or `/abs/x.py` -> AppRef. A path
+    inside packages names the same module as the dotted form (`apps/hello.py` is `apps.hello`
+    from the folder above `apps/`, which holds an `__init__.py`).
 
     The callable must be a plain attribute name: uWSGI cannot call a factory like
     `create_app()`, and both servers must load the same thing.
@@ -126,17 +160,18 @@ def parse_app(text: str, cwd: Path | None = None) -> AppRef:
             raise ConfigError(f"app {text!r}: file {path} does not exist")
         if path.suffix != ".py":
             raise ConfigError(f"app {text!r}: {path.name} is not a .py file")
-        module = path.stem
-        if not _is_dotted_name(module) or "." in module:
+        if not _is_name(path.stem):
             raise ConfigError(f"app {text!r}: {path.name} is not importable as a module name")
-        if module in sys.stdlib_module_names:
-            # The app's directory goes first on sys.path, so this file would replace the
+        module, pythonpath = _module_of_file(path)
+        top = module.partition(".")[0]
+        if top in sys.stdlib_module_names:
+            # The app's pythonpath goes first on sys.path, so this file would replace the
             # standard library module for the server itself (apps/iowait.py tells the story).
+            what = path.name if module == top else f"its package {top!r}"
             raise ConfigError(
-                f"app {text!r}: {path.name} shadows the standard library module {module!r}; "
-                "rename the file"
+                f"app {text!r}: {what} shadows the standard library module {top!r}; rename it"
             )
-        return AppRef(module=module, callable=name, pythonpath=str(path.parent))
+        return AppRef(module=module, callable=name, pythonpath=str(pythonpath))
 
     if not _is_dotted_name(target):
         raise ConfigError(

@@ -158,6 +158,25 @@ def test_heartbeat_environment_is_checked(
     assert "TUNER_HEARTBEAT_GRACE_S" in capsys.readouterr().err
 
 
+def test_a_django_project_whose_settings_cannot_be_found_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sample project, pointed at from its own folder, with a settings module it lacks.
+    project = REPO / "apps" / "djangoproject"
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "mysite.production")
+    out = tmp_path / "gunicorn.conf.py"
+    argv = ["tune", "mysite.wsgi:application", "--server", "gunicorn", *SHORT]
+    code = main([*argv, "--out", str(out), "--storage", f"sqlite:///{tmp_path}/s.db"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "settings module 'mysite.production' cannot be imported" in lines[0]
+    assert "DJANGO_SETTINGS_MODULE='mysite.production', from the environment" in lines[0]
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
 # --- what a value could inject into an emitted file ---------------------------------------------
 
 NASTY = "x\nimport os; os.system('id')\r# ' \" \\ \u2028 %(home) $(HOME) @(/etc/passwd)"

@@ -1,6 +1,7 @@
 """apps/db.py against a real PostgreSQL: a pool that fits serves without errors, a config whose
 processes x pool passes the database's max_connections fails and the trial says why, and a
-short tune with the pool in the search space writes a file that sets the pool.
+short tune with the pool in the search space writes a file that sets the pool. Its ASGI twin,
+apps/async_db.py, on uvicorn: its pool bounds the queries a process runs at once.
 
 The cluster runs with max_connections = 20 on purpose, so that a small config passes it.
 """
@@ -142,3 +143,23 @@ def test_a_short_tune_with_the_pool_in_the_space_writes_it(
     # The header names what the app needs too; the clean-venv check booted it with only that.
     assert "psycopg" in text and "sqlalchemy" in text.lower()
     assert "booted in a clean virtual environment" in text
+
+
+def test_the_async_apps_pool_bounds_its_queries_on_uvicorn(
+    db_env: dict[str, str], since: float
+) -> None:
+    # Each request holds its connection >= 20 ms: one pooled connection serves at most 50
+    # requests a second whatever the loop does; eight overlap their waits in the one loop.
+    figures = {}
+    for pool in (1, 8):
+        result = tuner_json(
+            db_env,
+            "bench", "apps/async_db.py", "--server", "uvicorn", "--connections", "16", *SHORT,
+            "--path", "/?db_wait_ms=20", "--set", "workers=1", "--set", f"DB_POOL_SIZE={pool}",
+        )  # fmt: skip
+        assert result["settings"]["DB_POOL_SIZE"] == pool
+        assert sum(result["errors"].values()) == 0, result["errors"]
+        assert not result.get("server_log")
+        figures[pool] = result["rps"]
+    assert figures[1] <= 1000 / 20 * 1.1, figures
+    assert figures[8] > 2 * figures[1], figures

@@ -376,7 +376,7 @@ def test_uwsgi_ini_boots_and_round_trips(uwsgi: ServerAdapter, tmp_path: Path) -
             expected = "true" if value is True else str(value)
             assert section[name] == expected, name
     assert section["http"] == f"{HOST}:{port}"
-    assert section["module"] == "hello:app"
+    assert section["module"] == "apps.hello:app"
     assert {"strict", "need-app", "die-on-term"} <= set(section)
 
     spec = uwsgi.artifact_launch(path, app, Bind.tcp(HOST, port), tuned)

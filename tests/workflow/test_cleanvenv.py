@@ -121,7 +121,13 @@ def test_the_apps_own_requirements_are_named_and_installed(
     found = declared_requirements(app_folder(json_api), None)  # apps/requirements.txt
     assert found is not None
     wanted = found.lines
-    assert wanted == ("flask", "sqlalchemy>=2", "psycopg[binary]>=3.1")
+    assert wanted == (
+        "flask",
+        "starlette",
+        "sqlalchemy>=2",
+        "psycopg[binary]>=3.1",
+        "psycopg-pool>=3.1",
+    )
     out = write_artifact(
         gunicorn,
         json_api,
@@ -132,8 +138,8 @@ def test_the_apps_own_requirements_are_named_and_installed(
         app_requirements=wanted,
         check_clean_venv=True,
     )
-    needs = f"# needs: pip install gunicorn=={GUNICORN} flask 'sqlalchemy>=2' "
-    needs += "'psycopg[binary]>=3.1'"
+    needs = f"# needs: pip install gunicorn=={GUNICORN} flask starlette 'sqlalchemy>=2' "
+    needs += "'psycopg[binary]>=3.1' 'psycopg-pool>=3.1'"
     assert needs + "\n" in out.read_text(), out.read_text()[:1500]
 
 

@@ -30,6 +30,7 @@ _BUILT_IN = {
     "mod_wsgi": "tuner.servers.mod_wsgi:ModWsgiAdapter",
     "flup": "tuner.servers.flup:FlupAdapter",
     "tornado": "tuner.servers.tornado:TornadoAdapter",
+    "uvicorn": "tuner.servers.uvicorn:UvicornAdapter",
 }
 # Servers the shoot-outs name that cannot run here, and why: `--server NAME` says so.
 _REFUSED = {

@@ -1,0 +1,9 @@
+"""URL configuration for mysite."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", include("catalog.urls")),
+]
