@@ -30,6 +30,8 @@ _BUILT_IN = {
     "mod_wsgi": "tuner.servers.mod_wsgi:ModWsgiAdapter",
     "flup": "tuner.servers.flup:FlupAdapter",
     "tornado": "tuner.servers.tornado:TornadoAdapter",
+    "hypercorn": "tuner.servers.hypercorn:HypercornAdapter",
+    "daphne": "tuner.servers.daphne:DaphneAdapter",
 }
 # Servers the shoot-outs name that cannot run here, and why: `--server NAME` says so.
 _REFUSED = {
