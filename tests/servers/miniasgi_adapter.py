@@ -29,6 +29,7 @@ from tuner.servers.base import (
     comment_block,
     python_env_lines,
 )
+from tuner.servers.grids import product_grid
 from tuner.settings import Setting, SettingsTable, Value
 
 LAUNCHER = "serve_miniasgi.py"
@@ -200,6 +201,9 @@ class MiniAsgiAdapter(ServerAdapter):
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return "asyncio loop"
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        return product_grid({"backlog": (100, 1024), "keep_alive": (True, False)})
 
     def _launcher(
         self,

@@ -155,7 +155,7 @@ class DaphneAdapter(ServerAdapter):
         lines += shell_env_lines(env)
         lines.append(f"cd {shlex.quote(app.pythonpath)} || exit 1")
         argv = ["daphne", *self._argv(app, bind, resolved)]
-        lines.append("exec " + " \\\n    ".join(shlex.quote(arg) for arg in argv))
+        lines.append("exec " + " ".join(shlex.quote(arg) for arg in argv))
         return self.shell_launcher(lines)
 
     def _artifact_launch(
