@@ -565,6 +565,8 @@ def test_logging_settings_are_settings_with_a_quiet_value(server: ServerAdapter)
 
 
 def test_the_suite_runs_over_the_tests_own_adapter_too() -> None:
-    """The seam's proof: the wsgiref adapter joins through TUNER_SERVERS after other modules
-    have listed the servers (a registry cached at its first call once dropped it unseen)."""
-    assert "wsgiref" in server_names()
+    """The seam's proof: the wsgiref (WSGI) and miniasgi (ASGI) adapters join through
+    TUNER_SERVERS after other modules have listed the servers (a registry cached at its first
+    call once dropped one unseen)."""
+    assert {"wsgiref", "miniasgi"} <= set(server_names())
+    assert Interface.ASGI in get_adapter("miniasgi").interfaces

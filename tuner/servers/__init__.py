@@ -31,6 +31,8 @@ _BUILT_IN = {
     "flup": "tuner.servers.flup:FlupAdapter",
     "tornado": "tuner.servers.tornado:TornadoAdapter",
     "uvicorn": "tuner.servers.uvicorn:UvicornAdapter",
+    "hypercorn": "tuner.servers.hypercorn:HypercornAdapter",
+    "daphne": "tuner.servers.daphne:DaphneAdapter",
 }
 # Servers the shoot-outs name that cannot run here, and why: `--server NAME` says so.
 _REFUSED = {

@@ -1,0 +1,256 @@
+"""hypercorn (0.16+), ASGI apps: its tunable settings as one table, written as its config file.
+
+Read from hypercorn/run.py: the main process binds the socket, then starts `workers`
+processes with multiprocessing's spawn method (each imports the app and runs one event loop:
+asyncio, uvloop or trio, the `worker_class`) and they all accept from that one socket;
+`workers = 0` serves from the main process itself, with no worker and no multiprocessing
+resource tracker. The main process stops its workers through a multiprocessing Event on
+SIGINT/SIGTERM; a worker spawned by it ignores SIGINT and dies at once on SIGTERM, which
+the stop sends to the whole process group.
+
+The deployable file is hypercorn's own config file in its Python form (`hypercorn --config
+file:hypercorn_config.py module:app`), read by `Config.from_pyfile`: the same keys as its TOML
+form, which hypercorn's docs prefer, but a TOML file cannot set the app's own environment
+variables, and a Python one can (before any worker imports the app). A trial runs that very
+file, so the deployed file is the measured one. hypercorn takes the app on its command line
+only (the file's `application_path` is overridden by the required argument) and imports it
+from its working folder, so the file changes to the app's folder first.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import signal
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+from tuner.apps import AppRef, Interface
+from tuner.errors import ConfigError
+from tuner.servers.base import (
+    Artifact,
+    Bind,
+    LaunchSpec,
+    ProcessModel,
+    ServerAdapter,
+    StartupSigns,
+    comment_block,
+    python_env_lines,
+    worker_counts,
+)
+from tuner.servers.grids import product_grid
+from tuner.settings import Setting, SettingsTable, Value
+
+CONFIG_FILE = "hypercorn_config.py"
+# The worker classes hypercorn 0.18 runs (hypercorn/run.py), and the module each one imports
+# beyond hypercorn's own requirements (its `uvloop` and `trio` extras bring them).
+WORKER_CLASSES = ("asyncio", "uvloop", "trio")
+_EXTRA_MODULE = {"uvloop": "uvloop", "trio": "trio"}
+
+SIGNS = StartupSigns(
+    # The main process binds before any worker starts: "OSError: [Errno 98] Address already
+    # in use" and exit 1.
+    port_in_use=("Address already in use",),
+    rejected_value=("No worker of class",),
+    # Exit 1 is also a taken port; an app that cannot be imported fails inside
+    # hypercorn.utils.load_application (NoAppError, or the app's own exception), in the worker
+    # (whose exit code the main process returns) or in the one process of `workers = 0`.
+    app_broken_if_logged={1: ("in load_application",)},
+)
+
+
+def _setting(
+    name: str,
+    kind: str,
+    default: Value,
+    doc: str,
+    *,
+    key: str | None = None,
+    literal: object = None,
+    choices: tuple[str, ...] = (),
+    minimum: float | None = None,
+) -> Setting:
+    """A key of hypercorn's config file, written as a Python literal (`literal` turns the
+    table's value into the one hypercorn reads, e.g. 0 into None); no command line: the trial
+    runs the file."""
+    convert = literal if callable(literal) else (lambda value: value)
+    return Setting(
+        name,
+        kind,
+        default,
+        doc,
+        argv=lambda value: [],
+        config=lambda value: [(key or name, repr(convert(value)))],
+        choices=choices,
+        minimum=minimum,
+    )
+
+
+SETTINGS = SettingsTable(
+    "hypercorn",
+    (
+        _setting(
+            "workers",
+            "int",
+            1,
+            "worker processes, each importing the app and running one event loop; 0 = serve "
+            "from the main process itself (no worker, hypercorn's run.py)",
+            minimum=0,
+        ),
+        _setting(
+            "worker_class",
+            "choice",
+            "asyncio",
+            "each worker's event loop: asyncio (the standard library's), uvloop "
+            "(hypercorn[uvloop]) or trio (hypercorn[trio])",
+            choices=WORKER_CLASSES,
+        ),
+        _setting(
+            "backlog",
+            "int",
+            100,
+            "listen queue length (capped by net.core.somaxconn)",
+            minimum=1,
+        ),
+        _setting(
+            "keep_alive_timeout",
+            "float",
+            5.0,
+            "seconds an idle kept-alive connection stays open",
+            minimum=0.001,
+        ),
+        _setting(
+            "keep_alive_max_requests",
+            "int",
+            1000,
+            "requests on one kept-alive connection before hypercorn closes it (the client "
+            "reconnects, and may land on another worker)",
+            minimum=1,
+        ),
+        _setting(
+            "max_requests",
+            "int",
+            0,
+            "restart each worker after about this many requests; 0 = never",
+            literal=lambda value: int(value) or None,
+            minimum=0,
+        ),
+        _setting(
+            "access_log",
+            "bool",
+            False,
+            "a line per request on stdout",
+            key="accesslog",
+            literal=lambda value: "-" if value else None,
+        ),
+    ),
+)
+
+
+class HypercornAdapter(ServerAdapter):
+    name = "hypercorn"
+    artifact_filename = CONFIG_FILE
+    logging_settings = MappingProxyType({"access_log": False})
+    table = SETTINGS
+    binary = "hypercorn"
+    distribution = "hypercorn"
+    install_hint = "pip install hypercorn"
+    interfaces = frozenset({Interface.ASGI})
+    process_model = ProcessModel(
+        forks_workers=True, processes="workers", threads=None, kind_label="worker class"
+    )
+
+    def version(self) -> str:
+        return importlib.metadata.version(self.distribution)
+
+    def concurrency_model(self, values: Mapping[str, Value]) -> str:
+        return f"{values['worker_class']} loop"
+
+    def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        worker_class = str(values["worker_class"])
+        return (worker_class,) if worker_class in _EXTRA_MODULE else ()
+
+    def check_combination(self, values: Mapping[str, Value]) -> None:
+        worker_class = str(values["worker_class"])
+        module = _EXTRA_MODULE.get(worker_class)
+        if module and importlib.util.find_spec(module) is None:
+            raise ConfigError(
+                f"hypercorn worker_class={worker_class} needs {module}, which is not installed "
+                f"here; pip install 'hypercorn[{worker_class}]', or use worker_class=asyncio"
+            )
+        if int(values["workers"]) == 0 and int(values["max_requests"]):
+            raise ConfigError(
+                f"hypercorn max_requests={values['max_requests']} with workers=0: the one "
+                "process would exit after that many requests, with no main process to start "
+                "another; use workers >= 1 or max_requests=0"
+            )
+
+    def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
+        """No worker (the main process serves) and every worker count of `worker_counts`, by
+        the three event loops: 27 configs on 1 or 2 CPUs."""
+        return product_grid({"workers": (0, *worker_counts(cpus)), "worker_class": WORKER_CLASSES})
+
+    # --- running ----------------------------------------------------------------------------
+
+    def _spec(self, config: Path, app: AppRef, files: Mapping[str, str]) -> LaunchSpec:
+        return LaunchSpec(
+            argv=(self.executable(), "--config", f"file:{config}", app.spec),
+            env={"PYTHONUNBUFFERED": "1"},
+            # The file changes to the app's folder too; starting there is what a user does.
+            cwd=app.pythonpath,
+            # On SIGTERM the main process tells its workers to stop and each worker, which
+            # has no handler for it, ends at once; with workers = 0 the one process closes its
+            # connections and stops.
+            stop_signal=signal.SIGTERM,
+            stop_grace_s=5.0,
+            signs=SIGNS,
+            files=files,
+        )
+
+    def _launch(
+        self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
+    ) -> LaunchSpec:
+        config = (workdir / CONFIG_FILE).resolve()
+        text = self._render_artifact(app, bind, values).text
+        return self._spec(config, app, {str(config): text})
+
+    def _render_artifact(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> Artifact:
+        resolved = self.resolve(values)
+        run = f"hypercorn --config file:{CONFIG_FILE} {app.spec}"
+        requirement = self.install_hint
+        if extras := self.extras(resolved):
+            requirement = f"pip install 'hypercorn[{','.join(extras)}]'"
+        lines = comment_block(header, "#")
+        lines += [
+            f"# Run: {run}  (with {requirement}).",
+            "# hypercorn's config file, Python form (`--config file:`): every module-level name",
+            "# below is a hypercorn setting.",
+            "import os",
+            "",
+            "# EDIT for your deployment: the app's folder (hypercorn imports the app from its",
+            "# working folder), and where to listen (127.0.0.1 accepts connections from this",
+            "# machine only, e.g. behind nginx).",
+            f"os.chdir({app.pythonpath!r})",
+            f"bind = [{bind.address()!r}]",
+        ]
+        if env:  # set before the workers are started, so each imports the app with them
+            lines += ["", *python_env_lines(env)]
+        lines += ["", "# Tuned settings (every one listed, defaults included)."]
+        for setting in self.table.settings:
+            lines += [f"# {part}" for part in textwrap.wrap(setting.doc, 94)]
+            lines += [f"{key} = {text}" for key, text in setting.config(resolved[setting.name])]
+        return Artifact(CONFIG_FILE, "\n".join(lines) + "\n", run_hint=run)
+
+    def _artifact_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self._spec(path, app, {})
