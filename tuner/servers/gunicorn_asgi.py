@@ -181,7 +181,10 @@ class GunicornAsgiAdapter(GunicornAdapter):
         return tuple(needed)
 
     def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
-        pairs = [(loop, http) for loop in ("asyncio", UVLOOP) for http in ("h11", HTTPTOOLS)]
+        # The loops and parsers installed here (the C ones are what auto picks).
+        loops = ["asyncio", *([UVLOOP] if installed(UVLOOP) else [])]
+        parsers = ["h11", *([HTTPTOOLS] if installed(HTTPTOOLS) else [])]
+        pairs = [(loop, http) for loop in loops for http in parsers]
         return [
             {"workers": n, "loop": loop, "http": http}
             for n in worker_counts(cpus)
