@@ -32,7 +32,7 @@ from tuner.loadgen import LoadSpec, Workload  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
 from tuner.metrics.measurement import Measurement  # noqa: E402
-from tuner.servers import adapter_serving, get_adapter  # noqa: E402
+from tuner.servers import adapter_serving  # noqa: E402
 from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
 
 APPS = {
@@ -57,7 +57,9 @@ def measure(plan_for, settings: dict[str, Any], index: int) -> Measurement | Non
 
 def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path) -> dict:
     app_text, path = APPS[app_name]
-    app = check_app_imports(parse_app(app_text, ROOT))  # WSGI or ASGI, as the tuner finds it
+    # WSGI or ASGI, as the tuner finds it; the server set up for that interface (gunicorn's
+    # uvicorn worker for an ASGI app).
+    app = check_app_imports(parse_app(app_text, ROOT))
     adapter = adapter_serving(server, app.interface)
     server_cpus, load_cpus = default_split()
     load = LoadSpec(
@@ -163,7 +165,8 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
         ],
         args.final_rounds,
     )
-    return summarise(app_name, server, head_to_head, grid_s, tune_s, outcome, len(points))
+    defaults = adapter.table.defaults()
+    return summarise(app_name, server, head_to_head, grid_s, tune_s, outcome, len(points), defaults)
 
 
 def _must(metrics: Measurement | None) -> Measurement:
@@ -180,6 +183,7 @@ def summarise(
     tune_s: float,
     outcome: dict,
     grid_points: int,
+    defaults: dict[str, Any],
 ) -> dict:
     by_label = {c.candidate.label: c for c in confirmed}
 
@@ -207,9 +211,9 @@ def summarise(
         "vs_rule": tuner / rule if rule else 0.0,
         "tuner_spread": _spread(tuner_entry),
         "grid_spread": _spread(grid_entry),
-        "grid_config": _non_default(server, grid_entry.candidate.settings),
+        "grid_config": _non_default(defaults, grid_entry.candidate.settings),
         "verdict": (outcome["verdict"] or {}).get("summary", "no verdict"),
-        "tuner_config": _non_default(server, tuner_entry.candidate.settings),
+        "tuner_config": _non_default(defaults, tuner_entry.candidate.settings),
         "grid_s": grid_s,
         "tune_s": tune_s,
         "trials": outcome["trials"],
@@ -225,8 +229,7 @@ def _spread(entry: Confirmed) -> tuple[float, float] | None:
     return (entry.rps.low, entry.rps.high) if entry.rps else None
 
 
-def _non_default(server: str, settings: dict[str, Any]) -> dict[str, Any]:
-    defaults = get_adapter(server).table.defaults()
+def _non_default(defaults: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if v != defaults.get(k)}
 
 

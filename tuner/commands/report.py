@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.search.storage_url import DEFAULT_STORAGE, study_workdir
-from tuner.servers import get_adapter
 
 if TYPE_CHECKING:
     from tuner.report.data import StudyData
@@ -55,5 +54,5 @@ def changed_settings(data: StudyData) -> SettingsText:
     """In the terminal only what differs from the server's defaults; the HTML has them all."""
     from tuner.report.study_view import describe
 
-    defaults = get_adapter(data.server).table.defaults()
+    defaults = data.adapter().table.defaults()
     return lambda settings: describe(settings, defaults)

@@ -15,13 +15,14 @@ from typing import Any
 
 import optuna
 
+from tuner.apps import Interface
 from tuner.errors import ConfigError
 from tuner.search.attrs import StudyAttrs
 from tuner.search.objectives import Figures, Objective, objective_named
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
 from tuner.search.storage_url import sqlite_path
 from tuner.search.study import load_existing, storage, to_record
-from tuner.servers import get_adapter
+from tuner.servers import ServerAdapter, adapter_serving
 from tuner.workflow.confirm import PERCENTILE_KEYS, ConfirmedSummary
 
 Triple = tuple[float, float, float]  # min, median, max
@@ -94,6 +95,15 @@ class StudyData:
     @property
     def server(self) -> str:
         return str(self.setup.get("server", "?"))
+
+    @property
+    def interface(self) -> Interface:
+        """What the app speaks; a study stored before interfaces were recorded served WSGI."""
+        return Interface(str(self.setup.get("interface", Interface.WSGI.value)))
+
+    def adapter(self) -> ServerAdapter:
+        """The server's adapter as the study ran it: set up for the app's interface."""
+        return adapter_serving(self.server, self.interface)
 
     @property
     def objective(self) -> Objective:
@@ -276,8 +286,10 @@ def list_studies(storage_url: str) -> list[StudyRow]:
     return rows
 
 
-def worker_axes(server: str, settings: dict[str, Any]) -> tuple[int, str]:
+def worker_axes(
+    server: str, settings: dict[str, Any], interface: Interface = Interface.WSGI
+) -> tuple[int, str]:
     """(worker processes, concurrency model) of a config, for the workers figure."""
-    adapter = get_adapter(server)
+    adapter = adapter_serving(server, interface)
     values = {**adapter.table.defaults(), **settings}  # older records may lack new settings
     return adapter.processes(values), adapter.concurrency_model(values)

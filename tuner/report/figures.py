@@ -17,7 +17,6 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from tuner.report.data import Contender, StudyData, contenders, worker_axes
-from tuner.servers import get_adapter
 
 PERCENTILES = (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9"))
 SIZE_IN = (7.5, 4.2)
@@ -184,13 +183,13 @@ def _workers(data: StudyData) -> Chart:
     figure, ax = _figure()
     groups: dict[str, list[tuple[int, float]]] = {}
     for record in data.complete:
-        count, kind = worker_axes(data.server, record.settings)
+        count, kind = worker_axes(data.server, record.settings, data.interface)
         groups.setdefault(kind, []).append((count, record.rps))
     palette = colormaps["tab10"]
     for index, (kind, points) in enumerate(sorted(groups.items())):
         xs, ys = zip(*points, strict=True)
         ax.scatter(xs, ys, label=kind, color=palette(index % 10), s=40)
-    model = get_adapter(data.server).process_model
+    model = data.adapter().process_model
     count_name = model.processes or "processes"
     kind_name = model.kind_label
     ax.set_xlabel(f"{count_name} (worker processes)" if model.processes else "one process")

@@ -10,7 +10,6 @@ ConfigError "FILE: params.NAME: what is wrong; what is valid". Sampling goes thr
 from __future__ import annotations
 
 import ast
-import importlib.resources
 import operator
 import sys
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tuner.errors import ConfigError
+from tuner.servers.base import shipped_space
 from tuner.settings import Setting, SettingsTable, Value
 
 if sys.version_info >= (3, 11):
@@ -90,22 +90,8 @@ class TrialLike(Protocol):
 
 
 def default_space_path(server: str) -> Path:
-    """The shipped space for `server`: search_spaces/<server>.toml.
-
-    Installed (wheel or editable), that folder is the package `tuner.search_spaces`. Run from
-    a checkout, the checkout's own folder comes first: with the code on PYTHONPATH, the package
-    would resolve through whichever install exists, possibly another checkout's.
-    """
-    name = f"{server}.toml"
-    checkout = Path(__file__).resolve().parents[2] / "search_spaces"
-    if (checkout / name).is_file():
-        return checkout / name
-    try:
-        folder = importlib.resources.files("tuner.search_spaces")
-    except ModuleNotFoundError:  # a broken install; load_space names the missing file
-        return checkout / name
-    # A real folder: wheels install as files, and load_space reports paths users can open.
-    return Path(str(folder / name))
+    """The shipped space for `server`: search_spaces/<server>.toml (`shipped_space`)."""
+    return shipped_space(server)
 
 
 # --- cpu expressions ----------------------------------------------------------------------

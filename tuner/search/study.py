@@ -108,6 +108,8 @@ class StudySetup:
             "clients": self.load.clients.to_dict(),  # None: fast clients only
             # Behind a front (tuner.front), or None: figures with and without one differ.
             "front": getattr(self.adapter, "front_name", None),
+            # What the app speaks decides the server's table (gunicorn's for WSGI or ASGI).
+            "interface": self.app.interface.value,
         }
 
     def host(self) -> dict[str, Any]:

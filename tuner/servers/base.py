@@ -15,6 +15,7 @@ command line, in its environment, or from a small Python launcher the adapter wr
 from __future__ import annotations
 
 import abc
+import importlib.resources
 import os
 import re
 import shlex
@@ -574,6 +575,25 @@ def _pinned(distribution: str, extras: str = "") -> str:
         return f"{distribution}{extras}=={version(distribution)}"
     except PackageNotFoundError:
         return f"{distribution}{extras}"
+
+
+def shipped_space(stem: str) -> Path:
+    """The shipped search space search_spaces/STEM.toml: a server's own (STEM = its name), or
+    the one of a server set up for one of its interfaces (gunicorn's for ASGI apps,
+    `space_file`). Installed (wheel or editable), that folder is the package
+    `tuner.search_spaces`. Run from a checkout, the checkout's own folder comes first: with the
+    code on PYTHONPATH, the package would resolve through whichever install exists, possibly
+    another checkout's."""
+    name = f"{stem}.toml"
+    checkout = Path(__file__).resolve().parents[2] / "search_spaces"
+    if (checkout / name).is_file():
+        return checkout / name
+    try:
+        folder = importlib.resources.files("tuner.search_spaces")
+    except ModuleNotFoundError:  # a broken install; load_space names the missing file
+        return checkout / name
+    # A real folder: wheels install as files, and load_space reports paths users can open.
+    return Path(str(folder / name))
 
 
 def worker_counts(cpus: int) -> list[int]:

@@ -1,4 +1,5 @@
-"""granian (2.x), WSGI interface: its tunable settings as one table, its flags and environment.
+"""granian (2.x), WSGI interface: its tunable settings as one table, its flags and environment
+(its ASGI interface: tuner/servers/granian_asgi.py).
 
 Pre-forking: a main process spawns `workers` processes; each runs a Rust (tokio) runtime that
 does the network I/O on `runtime_threads` threads and hands requests to a pool of
@@ -12,13 +13,14 @@ with `--runtime-mode` (granian's 2.0.0 release notes), so 1.x refuses these flag
 
 from __future__ import annotations
 
+import copy
 import shlex
 import signal
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from tuner.apps import AppRef
+from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.servers.base import (
     HTTP_OVER_TCP,
@@ -175,6 +177,22 @@ class GranianAdapter(ServerAdapter):
     # `--uds PATH` / GRANIAN_UDS (granian 2.x's --help; the installed one is checked by the
     # front tests).
     binds = frozenset({HTTP_OVER_TCP, (Transport.UNIX, Protocol.HTTP)})
+    # WSGI apps as above; ASGI apps through `--interface asgi` (`serving`).
+    interfaces = frozenset({Interface.WSGI, Interface.ASGI})
+    # What `--interface` (GRANIAN_INTERFACE) says: the interface this table is for.
+    interface_flag = "wsgi"
+
+    def serving(self, interface: Interface) -> ServerAdapter:
+        if self.interfaces == {interface}:
+            return self
+        super().serving(interface)  # refuses an interface granian cannot serve here
+        if interface is Interface.ASGI:
+            from tuner.servers.granian_asgi import GranianAsgiAdapter
+
+            return GranianAsgiAdapter()
+        wsgi = copy.copy(self)  # this very table, space and launch: WSGI alone
+        wsgi.interfaces = frozenset({Interface.WSGI})
+        return wsgi
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         mode = "mt" if values["runtime_mode"] == "auto" else str(values["runtime_mode"])
@@ -211,7 +229,7 @@ class GranianAdapter(ServerAdapter):
         argv = [
             self.executable(),
             "--interface",
-            "wsgi",
+            self.interface_flag,
             *where,
             *self.table.argv(resolved),
             app.spec,
@@ -258,7 +276,7 @@ class GranianAdapter(ServerAdapter):
             "set -a  # export every variable assigned below",
             "# Where to listen. EDIT for your deployment: 127.0.0.1 accepts connections from",
             "# this machine only (e.g. behind nginx).",
-            "GRANIAN_INTERFACE=wsgi",
+            f"GRANIAN_INTERFACE={self.interface_flag}",
             *where,
             "# Tuned settings (a setting left at granian's own rule is not set).",
         ]

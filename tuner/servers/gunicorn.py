@@ -1,10 +1,12 @@
 """gunicorn: its tunable settings as one table, and how to run it or write gunicorn.conf.py.
 
-Pre-forking: a master forks `workers` processes, each sync, gthread (a thread pool) or gevent.
+Pre-forking: a master forks `workers` processes, each sync, gthread (a thread pool) or gevent
+for WSGI apps; for ASGI apps each is a uvicorn worker (tuner/servers/gunicorn_asgi.py).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import signal
 from collections.abc import Mapping
@@ -12,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 
-from tuner.apps import AppRef
+from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
 from tuner.servers.base import (
     DIRECT,
@@ -193,6 +195,20 @@ class GunicornAdapter(ServerAdapter):
     # by the HTTP parser (so http_parser is moot), and nginx keeps no uwsgi connection alive
     # (so keepalive is moot; `resolve` turns it off, see there).
     http_only_settings = ("http_parser", "keepalive")
+    # WSGI apps as above; ASGI apps through the uvicorn worker (`serving`).
+    interfaces = frozenset({Interface.WSGI, Interface.ASGI})
+
+    def serving(self, interface: Interface) -> ServerAdapter:
+        if self.interfaces == {interface}:
+            return self
+        super().serving(interface)  # refuses an interface gunicorn cannot serve
+        if interface is Interface.ASGI:
+            from tuner.servers.gunicorn_asgi import GunicornAsgiAdapter
+
+            return GunicornAsgiAdapter()
+        wsgi = copy.copy(self)  # this very table, space and launch: WSGI alone
+        wsgi.interfaces = frozenset({Interface.WSGI})
+        return wsgi
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["worker_class"])
@@ -308,8 +324,7 @@ class GunicornAdapter(ServerAdapter):
         values: Mapping[str, Value],
         bind: Bind,
     ) -> LaunchSpec:
-        worker_class = values.get("worker_class", self.table.defaults()["worker_class"])
-        stop, quick = _stop_signals(str(worker_class))
+        stop, quick = self.stop_signals(values)
         return LaunchSpec(
             argv=tuple(argv),
             env={"PYTHONUNBUFFERED": "1"},
@@ -320,6 +335,18 @@ class GunicornAdapter(ServerAdapter):
             signs=SIGNS,
             bind=bind if bind.kind != HTTP_OVER_TCP else None,
         )
+
+    def stop_signals(
+        self, values: Mapping[str, Value]
+    ) -> tuple[signal.Signals, signal.Signals | None]:
+        """The signal that stops this config, and the quicker one after it (`_stop_signals`)."""
+        worker_class = values.get("worker_class", self.table.defaults()["worker_class"])
+        return _stop_signals(str(worker_class))
+
+    def worker_lines(self, values: Mapping[str, Value]) -> list[str]:
+        """Lines of the written file that set up its worker class beyond the table's own
+        `key = value` lines (the ASGI variant's uvicorn worker); none for WSGI."""
+        return []
 
     def _render_artifact(
         self,
@@ -349,6 +376,7 @@ class GunicornAdapter(ServerAdapter):
                 "# The app's own settings, as measured (it reads them from its environment).",
             ]
             lines.append(f"raw_env = {[f'{name}={value}' for name, value in env.items()]!r}")
+        lines += self.worker_lines(resolved)
         lines += ["", "# Tuned settings (every one listed, defaults included)."]
         for setting in self.table.settings:
             for key, text in setting.config(resolved[setting.name]):
