@@ -159,7 +159,7 @@ def read_box(proc_cgroup=PROC_CGROUP, mountinfo=PROC_MOUNTINFO, affinity=None):
     cores = affinity_cpus() if affinity is None else affinity
     version, folders = cgroup_folders("cpu", proc_cgroup, mountinfo)
     quota, quota_from = cpu_quota(version, folders)
-    if quota is not None and quota < cores:
+    if quota is not None and quota <= cores:
         cpus, cpus_from = quota, f"cgroup v{version} {quota_from}"
     else:
         cpus, cpus_from = float(cores), "the affinity mask"
@@ -192,7 +192,8 @@ def size(rule, box, environ):
     cpus = box["cpus"]
     processes = count_at(rule["processes"], cpus)
     threads = count_at(rule["threads"], cpus)
-    why = ["rule {:g} x {:g} CPUs + {:g}".format(rule["processes"][0], cpus, rule["processes"][1])]
+    per_cpu, base = rule["processes"]
+    why = ["rule {:g} x {:g} CPUs{}".format(per_cpu, cpus, f" {base:+g}" if base else "")]
     low, high = rule["measured_cpus"]
     if not low <= cpus <= high:
         why.append(f"extrapolated: measured {low:g}-{high:g} CPUs")
