@@ -105,15 +105,15 @@ def memory_samples(
     model = adapter.concurrency_model(adapter.resolve(settings))
     samples = []
     for record in records:
-        if record.measurement is None or not record.measured:
+        memory = record.measurement.memory if record.measurement else None
+        if memory is None or not record.measured:
             continue
         try:
             values = adapter.resolve(record.settings)
         except Exception:  # noqa: BLE001 - a record the adapter no longer reads: not a sample
             continue
         if adapter.concurrency_model(values) == model:
-            pss = record.measurement.server_pss_mean_mb
-            samples.append((adapter.processes(values), pss))
+            samples.append((adapter.processes(values), memory.server_pss_mean_mb))
     return samples
 
 
