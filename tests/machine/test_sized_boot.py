@@ -48,7 +48,7 @@ def boot(
         spec, cpus=(SERVER_CPU,), log_path=log, host=HOST, port=port, limits=limits
     ) as server:
         line = wait_for_line(log, "sizing: found")
-        chose = int(re.search(r"chose (\d+) processes", line).group(1))  # type: ignore[union-attr]
+        chose = int(re.search(r"chose (\d+) process", line).group(1))  # type: ignore[union-attr]
         workers = wait_for_workers(server, chose)
         run_load(
             LoadSpec(
@@ -96,7 +96,7 @@ def test_the_file_starts_the_count_the_rule_gives_for_the_quota(
     workers, line, oom = boot(adapter, sizing, Limits(cpus), tmp_path)
     assert workers == expected, line
     assert f"found {cpus:g} CPUs (cgroup v1 " in line and "cpu.cfs_quota_us" in line
-    assert f"chose {expected} processes" in line and oom == 0
+    assert f"chose {expected} process" in line and oom == 0
 
 
 def test_the_file_starts_fewer_under_a_memory_limit_and_is_not_killed(

@@ -176,6 +176,12 @@ def count_at(line, cpus):
     return max(1, int(math.floor(per_cpu * cpus + base + 0.5)))
 
 
+def _plural(count, word):
+    return "{} {}{}".format(
+        count, word, "" if count == 1 else ("es" if word.endswith("s") else "s")
+    )
+
+
 def _mb(count):
     return f"{count / 2**20:,.0f}M"
 
@@ -221,9 +227,8 @@ def size(rule, box, environ):
             )
         why.append("{}={} overrides {}".format(rule["env"], int(override), processes))
         processes = int(override)
-    line = "sizing: found {}; chose {} processes x {} threads ({})".format(
-        found, processes, threads, "; ".join(why)
-    )
+    chose = "{} x {}".format(_plural(processes, "process"), _plural(threads, "thread"))
+    line = "sizing: found {}; chose {} ({})".format(found, chose, "; ".join(why))
     return {"processes": processes, "threads": threads, "line": line}
 
 

@@ -99,8 +99,8 @@ class SizingRule:
             if gives != (point.processes, point.threads):
                 off = f" (the rule gives {gives[0]} x {gives[1]})"
             lines.append(
-                f"  {point.cpus:g} CPUs: {point.processes} processes x {point.threads} threads"
-                f"{served}{off}"
+                f"  {point.cpus:g} CPUs: {bootlimits._plural(point.processes, 'process')} x "
+                f"{bootlimits._plural(point.threads, 'thread')}{served}{off}"
             )
         lines.append(
             f"Measured between {low:g} and {high:g} CPUs; on a box outside that range the counts "
