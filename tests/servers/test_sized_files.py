@@ -112,3 +112,18 @@ def test_the_boot_source_is_the_module_s_code() -> None:
     module = Path(bootlimits.__file__).read_text()
     assert source.strip() in module and "def boot_source" not in source
     assert "tuner" not in source.replace("the tuner", "")
+
+
+def test_a_python_launcher_sets_its_count_constants_before_the_server_starts() -> None:
+    adapter = get_adapter("tornado")
+    sizing = rule(str(adapter.sizing_env))
+    (script,) = adapter.render_sized(APP, BIND, {}, sizing, filename="serve.py")
+    assert script.filename == "serve.py" and script.run_hint == "python3 serve.py"
+    text = script.text
+    ast.parse(text)
+    tuned = text.index("PROCESSES = 1")  # the tuned constant, as at one measured size
+    sized = text.index('PROCESSES = SIZED["processes"]')
+    logged = text.index('print(SIZED["line"], file=sys.stderr, flush=True)')
+    server = text.index("\n".join(adapter.server_code(adapter.resolve({}))))
+    assert tuned < sized < logged < server
+    assert 'THREADS = SIZED["threads"]' in text[sized:server]
