@@ -19,6 +19,7 @@ from tuner.machine.limits import Limits
 from tuner.machine.sizing import SizePoint, SizingRule, fit_rule
 from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import Bind, ServerAdapter
+from tuner.settings import Value
 
 pytestmark = pytest.mark.usefixtures("real_servers")
 
@@ -39,10 +40,12 @@ def boot(
     app = parse_app("apps.hello:app", cwd=ROOT)
     port = free_port(HOST)
     bind = Bind.tcp(HOST, port)
-    files = adapter.render_sized(app, bind, {}, sizing, header="test")
+    # uWSGI without its master runs the first worker itself: with it, every worker is a child.
+    values: dict[str, Value] = {"master": True} if "master" in adapter.table.by_name else {}
+    files = adapter.render_sized(app, bind, values, sizing, header="test")
     for artifact in files:
         atomic_write(tmp_path / artifact.filename, artifact.text.encode(), artifact.mode)
-    spec = adapter.sized_launch(tmp_path / files[0].filename, app, bind, {})
+    spec = adapter.sized_launch(tmp_path / files[0].filename, app, bind, values)
     log = tmp_path / "server.log"
     with ServerProcess.start(
         spec, cpus=(SERVER_CPU,), log_path=log, host=HOST, port=port, limits=limits
