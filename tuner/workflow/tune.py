@@ -159,7 +159,7 @@ def tune(
             chosen=chosen,
             study_name=setup.name,
             trial_number=chosen.candidate.trial_number,
-            context=_context(setup),
+            context={**_context(setup), "sized_at_boot": sizing is not None},
             workload=describe_workload(setup),
             noise=noise,
         )
