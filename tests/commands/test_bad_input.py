@@ -76,6 +76,18 @@ CASES = [
         TUNE + ["--space", "search_spaces/uwsgi.toml"],
         "server = 'uwsgi'; expected server = 'gunicorn'",
     ),
+    # --for-cpus: two sizes or more, each one the server's pinned CPUs can give.
+    (TUNE + ["--for-cpus", "0.5,999"], "--for-cpus '0.5,999': 999 is above the"),
+    (TUNE + ["--for-cpus", "0,1"], "--for-cpus '0,1': '0' is not a CPU limit"),
+    (TUNE + ["--for-cpus=-0.5,1"], "--for-cpus '-0.5,1': '-0.5' is not a CPU limit"),
+    (TUNE + ["--for-cpus", "0.5,many"], "'many' is not a CPU limit"),
+    (TUNE + ["--for-cpus", "0.5,0.5"], "--for-cpus '0.5,0.5': 0.5 is given twice"),
+    (TUNE + ["--for-cpus", "1"], "one size; a rule needs two at least (for one CPU limit, use"),
+    (TUNE + ["--for-cpus", "0.5,1", "--cpu-limit", "1"], "each size is its own CPU limit"),
+    (
+        ["tune", HELLO, "--server", "waitress", "--for-cpus", "0.5,1", *SHORT],
+        "--for-cpus: waitress writes no file sized at boot yet; servers that do: gunicorn",
+    ),
     (["tune", "apps/nope.py", "--server", "gunicorn"], "nope.py does not exist"),
     (["tune", "apps/hello.py:1bad", "--server", "gunicorn"], "callable '1bad' must be"),
     (["tune", "os", "--server", "gunicorn"], "app os:app is not usable: module 'os' has no"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -151,6 +152,48 @@ def limits_from(args: argparse.Namespace, server_cpus: tuple[int, ...]) -> Limit
     if limits:
         check_cgroups(limits)
     return limits
+
+
+def add_for_cpus_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--for-cpus",
+        metavar="LIST",
+        help="size the written file for boxes of several CPU limits, e.g. 0.5,1,2: the best "
+        "counts are measured at each (a cgroup CPU quota, as --cpu-limit), and the file "
+        "computes its process and thread counts at boot from the box's own limits",
+    )
+
+
+def parse_for_cpus(text: str, server_cpus: tuple[int, ...]) -> tuple[float, ...]:
+    """`"0.5,1,2"` -> (0.5, 1.0, 2.0): two sizes or more, each a CPU quota the server's pinned
+    CPUs can give (from 0.01 to their count), none twice."""
+    sizes = []
+    for part in text.split(","):
+        try:
+            cpus = float(part)
+        except ValueError:
+            cpus = math.nan
+        if not cpus > 0 or math.isinf(cpus):
+            raise ConfigError(
+                f"--for-cpus {text!r}: {part.strip()!r} is not a CPU limit; expected CPU "
+                "limits above 0 like 0.5,1,2"
+            )
+        if cpus < 0.01:
+            raise ConfigError(f"--for-cpus {text!r}: {part.strip()} is below 0.01 CPU")
+        if cpus > len(server_cpus):
+            raise ConfigError(
+                f"--for-cpus {text!r}: {cpus:g} is above the {len(server_cpus)} CPU(s) the "
+                "server is pinned to; give more --server-cpus or smaller sizes"
+            )
+        if cpus in sizes:
+            raise ConfigError(f"--for-cpus {text!r}: {cpus:g} is given twice")
+        sizes.append(cpus)
+    if len(sizes) < 2:
+        raise ConfigError(
+            f"--for-cpus {text!r}: one size; a rule needs two at least (for one CPU limit, "
+            f"use --cpu-limit {text.strip()})"
+        )
+    return tuple(sorted(sizes))
 
 
 def cpu_split(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -5,10 +5,18 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuner.commands.options import add_front_option, add_load_options, add_server_cpu_option
+from tuner.commands.options import (
+    add_for_cpus_option,
+    add_front_option,
+    add_load_options,
+    add_server_cpu_option,
+    cpu_split,
+    parse_for_cpus,
+)
 from tuner.commands.setup import build_setup
 from tuner.errors import ConfigError
 from tuner.front import front_of
@@ -42,6 +50,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="config file to write (default studies/STUDY/<server config name>)",
     )
     add_tune_options(parser)
+    add_for_cpus_option(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -160,7 +169,10 @@ def handle(args: argparse.Namespace) -> int:
 
     from tuner.report.study_view import confirmation_table, print_json
 
+    sizes = for_cpus(args)
     setup = build_setup(args)
+    if sizes:
+        setup = sized_setup(setup, args, sizes)
     if not args.json:
         # On stdout, where the results go: stderr keeps an error to one line.
         print(f"app {args.app}: {setup.app.interface.describe()}", flush=True)
@@ -171,7 +183,7 @@ def handle(args: argparse.Namespace) -> int:
             f"--out {str(out)!r} is the study's own folder (its trial logs go there); give a "
             f"file name such as {out / setup.adapter.artifact_filename}"
         )
-    outcome = run_tune(setup, args, out)
+    outcome = run_tune(setup, args, out, sizes)
     if args.json:
         print_json(
             {
@@ -205,6 +217,9 @@ def handle(args: argparse.Namespace) -> int:
         print_unproven(console, outcome.unproven, setup, out)
         return outcome.unproven.exit_code
     console.print(f"wrote {outcome.out_path}", highlight=False)
+    if outcome.sizing is not None:
+        for line in ["sized at boot:", *outcome.sizing.describe_lines()]:
+            console.print(line, markup=False, highlight=False)
     if outcome.requirements is not None:
         shown = " ".join(outcome.requirements.lines) or "none"
         console.print(f"{outcome.requirements.describe()}: {shown}", markup=False, highlight=False)
@@ -247,7 +262,46 @@ def check_writable(out: Path) -> None:
         raise ConfigError(f"--out {str(out)!r}: {str(folder)!r} is not writable")
 
 
-def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutcome:
+def for_cpus(args: argparse.Namespace) -> tuple[float, ...]:
+    """The --for-cpus sizes, checked before anything is measured (empty without it)."""
+    if getattr(args, "for_cpus", None) is None:
+        return ()
+    if args.cpu_limit is not None:
+        raise ConfigError(
+            f"--for-cpus {args.for_cpus} with --cpu-limit {args.cpu_limit}: each size is its "
+            "own CPU limit; give one or the other"
+        )
+    server_cpus, _ = cpu_split(args)
+    return parse_for_cpus(args.for_cpus, server_cpus)
+
+
+def sized_setup(
+    setup: StudySetup, args: argparse.Namespace, sizes: tuple[float, ...]
+) -> StudySetup:
+    """The reference study of --for-cpus: at the largest size, named apart from a study of
+    the server at no limit (`-sized`); the server must write files sized at boot."""
+    from dataclasses import replace
+
+    from tuner.machine.limits import Limits, check_cgroups
+    from tuner.search.storage_url import study_workdir
+    from tuner.servers import get_adapter
+
+    if setup.adapter.sizing_env is None:
+        able = [name for name in SERVERS if get_adapter(name).sizing_env]
+        raise ConfigError(
+            f"--for-cpus: {setup.adapter.name} writes no file sized at boot yet; servers "
+            f"that do: {', '.join(able)} (or tune one size with --cpu-limit)"
+        )
+    limits = Limits(max(sizes), setup.limits.memory_bytes)
+    check_cgroups(limits)
+    name = args.study_name or f"{setup.name}-sized"
+    workdir = study_workdir(args.storage, name)
+    return replace(setup, name=name, workdir=workdir, limits=limits)
+
+
+def run_tune(
+    setup: StudySetup, args: argparse.Namespace, out: Path, sizes: tuple[float, ...] = ()
+) -> TuneOutcome:
     """Run one study with live progress (plain lines off a terminal or with --json)."""
     from rich.console import Console
 
@@ -265,8 +319,8 @@ def run_tune(setup: StudySetup, args: argparse.Namespace, out: Path) -> TuneOutc
     try:
         if isinstance(listener, LiveListener):
             with listener:
-                return _tune(setup, args, out, listener, requirements)
-        return _tune(setup, args, out, listener, requirements)
+                return _tune(setup, args, out, listener, requirements, sizes)
+        return _tune(setup, args, out, listener, requirements, sizes)
     except KeyboardInterrupt:
         _print_best_so_far(console, setup)
         raise
@@ -278,9 +332,17 @@ def _tune(
     out: Path,
     listener: PlainListener,
     requirements: AppRequirements,
+    sizes: tuple[float, ...] = (),
 ) -> TuneOutcome:
-    from tuner.workflow.tune import tune
+    from tuner.workflow.sizes import measure_sizes
+    from tuner.workflow.tune import SizingFor, tune
 
+    # --for-cpus: the other sizes are measured once the reference study has its winner.
+    sizing_for: SizingFor | None = (
+        partial(measure_sizes, setup, sizes, n_trials=args.trials, listener=listener)
+        if sizes
+        else None
+    )
     return tune(
         setup,
         n_trials=args.trials,
@@ -292,6 +354,7 @@ def _tune(
         on_confirm_run=listener.on_confirm_run,
         app_requirements=requirements,
         check_clean_venv=args.clean_venv_check,
+        sizing_for=sizing_for,
     )
 
 

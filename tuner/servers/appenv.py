@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.appsettings import AppSettings, load_app_settings, settings_path
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import DIRECT, Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
 from tuner.servers.wrapped import WrappedAdapter
 from tuner.settings import SettingsTable, Value
@@ -93,6 +94,19 @@ class WithAppSettings(WrappedAdapter):
     ) -> Artifact:
         environment = {**self.environment(values), **(env or {})}
         return super()._render_artifact(app, bind, values, header, environment)
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        environment = {**self.environment(values), **(env or {})}
+        return super()._render_sized(app, bind, values, rule, header, environment, filename)
 
 
 def with_app_settings(adapter: ServerAdapter, app_settings: AppSettings) -> ServerAdapter:

@@ -33,6 +33,8 @@ from typing import final
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.logsigns import LoadSign
+from tuner.machine.bootlimits import boot_source
+from tuner.machine.sizing import SizingRule
 from tuner.settings import SettingsTable, Value
 
 # Programs of the system, not of a Python environment: a launcher run by one finds the server
@@ -272,6 +274,10 @@ class ServerAdapter(abc.ABC):
     # Settings that only mean something while the server speaks HTTP (uWSGI's `protocol`):
     # a search behind a front leaves them at their default when another protocol is drawn.
     http_only_settings: tuple[str, ...] = ()
+    # The environment variable that overrides the process count a file sized at boot computes
+    # (the server's own convention: WEB_CONCURRENCY for gunicorn); None: this server writes
+    # no such file yet (`render_sized`).
+    sizing_env: str | None = None
 
     # --- the app's interface ----------------------------------------------------------------
 
@@ -547,6 +553,67 @@ class ServerAdapter(abc.ABC):
         """`artifact_launch` for a bind already checked (a spec naming the bind as
         `_launch`'s does)."""
 
+    # --- a file sized at boot -------------------------------------------------------------
+
+    @final
+    def render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str = "",
+        env: Mapping[str, str] | None = None,
+        filename: str | None = None,
+    ) -> tuple[Artifact, ...]:
+        """The files that compute their process and thread counts at boot from `rule` and the
+        box's own limits (tuner/machine/bootlimits.py), the one to run first: the config file
+        itself where its format computes (gunicorn.conf.py), else a launcher beside it that
+        computes and starts the server with the counts. `values` are the other settings (and
+        the counts of one measured size, which the file keeps where it cannot compute).
+        `filename`: the config file's name, if not `artifact_filename` (a launcher names it).
+        The rule, its points and its range go in the header."""
+        self.check_bind(bind)
+        self.check_app(app)
+        if self.sizing_env is None:
+            raise ConfigError(
+                f"{self.name} writes no file sized at boot yet; size it per box with "
+                "--cpu-limit, one study per size"
+            )
+        described = "\n".join(["Sized at boot:", *rule.describe_lines()])
+        full = f"{header}\n{described}" if header else described
+        return self._render_sized(
+            app, bind, values, rule, full, env, filename or self.artifact_filename
+        )
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """`render_sized` for a bind already checked, by an adapter with `sizing_env`."""
+        raise NotImplementedError
+
+    @final
+    def sized_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        """How to boot the sized files whose first (`render_sized`) is at `path`, as its
+        run_hint says. By default as the artifact: a config file that computes boots as any."""
+        self.check_bind(bind)
+        self.check_app(app)
+        return self._sized_launch(path, app, bind, values)
+
+    def _sized_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self._artifact_launch(path, app, bind, values)
+
     def shell_launcher(self, lines: list[str]) -> Artifact:
         """The artifact as a shell script, run as `sh FILE` (granian, waitress, mod_wsgi)."""
         return Artifact(
@@ -619,6 +686,21 @@ def python_env_lines(env: Mapping[str, str] | None) -> list[str]:
         return []
     lines = ["# The app's own settings, as measured (it reads them from its environment)."]
     return lines + [f"os.environ[{name!r}] = {value!r}" for name, value in env.items()]
+
+
+def sizing_code(rule: SizingRule) -> list[str]:
+    """The lines a sized Python file runs at boot: the limit reader (stdlib only, copied from
+    tuner/machine/bootlimits.py) and the rule, then `SIZED = size(...)` with the counts and
+    the log line. What follows uses `SIZED["processes"]`, `SIZED["threads"]`, `SIZED["line"]`."""
+    return [
+        "# --- Sized at boot: reads this box's CPU quota, affinity mask and memory limit (code",
+        "# copied from the tuner, standard library only) and applies the rule in the header.",
+        *boot_source().splitlines(),
+        "",
+        "",
+        f"SIZING_RULE = {rule.literal()!r}",
+        "SIZED = size(SIZING_RULE, read_box(), os.environ)",
+    ]
 
 
 def comment_block(header: str, prefix: str) -> list[str]:

@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     DIRECT,
     HTTP_OVER_TCP,
@@ -29,6 +30,7 @@ from tuner.servers.base import (
     Transport,
     comment_block,
     first_version_number,
+    sizing_code,
     worker_counts,
 )
 from tuner.settings import Setting, SettingsTable, Value
@@ -180,6 +182,7 @@ class GunicornAdapter(ServerAdapter):
     install_hint = "pip install gunicorn"
     distribution = "gunicorn"
     logging_settings = MappingProxyType({"accesslog": False})
+    sizing_env = "WEB_CONCURRENCY"
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="threads", kind_label="worker_class"
     )
@@ -356,7 +359,55 @@ class GunicornAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
+        lines = self._file_lines(app, bind, self.resolve(values, bind=bind), header, env)
+        return Artifact(
+            self.artifact_filename,
+            "\n".join(lines) + "\n",
+            run_hint=f"gunicorn --config {self.artifact_filename}",
+        )
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """gunicorn.conf.py is Python: it reads the box's limits and sets `workers` (and
+        `threads`, for gthread) from the rule itself, and logs the `sizing:` line from gunicorn's
+        on_starting hook, in gunicorn's own log. WEB_CONCURRENCY overrides the count (gunicorn's
+        convention: its own default for `workers` reads it)."""
         resolved = self.resolve(values, bind=bind)
+        threaded = resolved["worker_class"] == "gthread"
+        computed = ("workers", "threads") if threaded else ("workers",)
+        lines = self._file_lines(app, bind, resolved, header, env, computed)
+        lines += ["", *sizing_code(rule), 'workers = SIZED["processes"]']
+        if threaded:
+            lines.append('threads = SIZED["threads"]')
+        lines += [
+            "",
+            "",
+            "def on_starting(server):",
+            '    server.log.info(SIZED["line"])',
+        ]
+        return (
+            Artifact(filename, "\n".join(lines) + "\n", run_hint=f"gunicorn --config {filename}"),
+        )
+
+    def _file_lines(
+        self,
+        app: AppRef,
+        bind: Bind,
+        resolved: Mapping[str, Value],
+        header: str,
+        env: Mapping[str, str] | None,
+        computed: tuple[str, ...] = (),
+    ) -> list[str]:
+        """The file's lines: header, wiring, the app's settings, the tuned settings (those in
+        `computed` are left to the sizing code that follows)."""
         lines = comment_block(header, "#")
         if lines:
             lines.append("")
@@ -379,13 +430,12 @@ class GunicornAdapter(ServerAdapter):
         lines += self.worker_lines(resolved)
         lines += ["", "# Tuned settings (every one listed, defaults included)."]
         for setting in self.table.settings:
+            if setting.name in computed:
+                lines.append(f"# {setting.name}: sized at boot, below  # {setting.doc}")
+                continue
             for key, text in setting.config(resolved[setting.name]):
                 lines.append(f"{key} = {text}  # {setting.doc}")
-        return Artifact(
-            self.artifact_filename,
-            "\n".join(lines) + "\n",
-            run_hint=f"gunicorn --config {self.artifact_filename}",
-        )
+        return lines
 
     def _file_argv(self, path: Path, app: AppRef) -> list[str]:
         # -c always: without it gunicorn reads ./gunicorn.conf.py from its working folder.

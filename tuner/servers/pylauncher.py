@@ -16,10 +16,12 @@ import signal
 import sys
 import textwrap
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
@@ -30,6 +32,7 @@ from tuner.servers.base import (
     StartupSigns,
     comment_block,
     python_env_lines,
+    sizing_code,
 )
 from tuner.settings import Setting, Value
 
@@ -194,6 +197,32 @@ class PythonLauncherAdapter(ServerAdapter):
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
         return self._spec(path, app, {}, bind)
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """The launcher with its count constants computed at boot: the sizing code goes after
+        the tuned constants and sets them from the rule, then prints the `sizing:` line,
+        before the server's own lines (which read the constants)."""
+        artifact = self._render_artifact(app, bind, values, header, env)
+        start = "\n".join(self.server_code(self.resolve(values, bind=bind)))
+        at = artifact.text.rindex(start)
+        model = self.process_model
+        sized = sizing_code(rule)
+        if model.processes:
+            sized.append(f'{constant(model.processes)} = SIZED["processes"]')
+        if model.threads:
+            sized.append(f'{constant(model.threads)} = SIZED["threads"]')
+        sized.append('print(SIZED["line"], file=sys.stderr, flush=True)')
+        text = artifact.text[:at] + "\n".join(sized) + "\n\n" + artifact.text[at:]
+        return (replace(artifact, filename=filename, text=text, run_hint=f"python3 {filename}"),)
 
 
 def constant(name: str) -> str:

@@ -174,6 +174,8 @@ class TornadoAdapter(PythonLauncherAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="executor"
     )
+    # Tornado has no convention of its own; WEB_CONCURRENCY is gunicorn's and uvicorn's.
+    sizing_env = "WEB_CONCURRENCY"
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return "thread pool" if int(values["threads"]) else "I/O loop"

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 import signal
+import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     DIRECT,
     HTTP_OVER_TCP,
@@ -27,6 +30,7 @@ from tuner.servers.base import (
     Transport,
     comment_block,
     first_version_number,
+    sizing_code,
     worker_counts,
 )
 from tuner.settings import Setting, SettingsTable, Value
@@ -54,6 +58,22 @@ ALWAYS_ON = (
 _SAFE_INI_VALUE = re.compile(r"[A-Za-z0-9_./:\[\]+,-]+")
 # An app's environment value may also hold single spaces (uWSGI trims only the ends).
 _SAFE_ENV_VALUE = re.compile(r"[A-Za-z0-9_./:\[\]+,-]+( [A-Za-z0-9_./:\[\]+,-]+)*")
+
+# The launcher beside a sized uwsgi.ini; its sizing code (`sizing_code`) goes after the first
+# line, and `# threads` marks where the thread count goes (threaded modes only).
+SIZED_LAUNCHER_NAME = "uwsgi_sized.py"
+SIZED_LAUNCHER = """# Starts uWSGI with {ini} (beside this file), its counts sized for this box.
+import shutil
+import sys
+
+print(SIZED["line"], file=sys.stderr, flush=True)
+# The uwsgi installed with this Python first (an un-activated virtualenv), else from PATH.
+uwsgi = shutil.which("uwsgi", path=os.path.dirname(sys.executable)) or "uwsgi"
+ini = os.path.join(os.path.dirname(os.path.abspath(__file__)), {ini!r})
+argv = [uwsgi, "--ini", ini, "--processes", str(SIZED["processes"])]
+# threads
+os.execvp(uwsgi, argv)
+"""
 
 
 def _int_setting(
@@ -237,6 +257,7 @@ class UwsgiAdapter(ServerAdapter):
     # The prebuilt wheel, with the gevent loop built in (distribution builds need a plugin).
     distribution = "pyuwsgi"
     logging_settings = MappingProxyType({"disable-logging": True})
+    sizing_env = "UWSGI_PROCESSES"
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="protocol / mode"
     )
@@ -401,6 +422,49 @@ class UwsgiAdapter(ServerAdapter):
             "\n".join(lines) + "\n",
             run_hint=f"uwsgi --ini {self.artifact_filename}",
         )
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """uwsgi.ini cannot compute, so a launcher beside it does: it reads the box's limits,
+        prints the `sizing:` line (the first line of uWSGI's log) and execs uWSGI with the ini
+        and the counts, which the command line sets over the ini's (the ini alone runs one
+        measured size). UWSGI_PROCESSES overrides the count: uWSGI's own convention, every
+        option as UWSGI_<NAME>, so uWSGI reads the same value itself."""
+        resolved = self.resolve(values, bind=bind)
+        ini = self._render_artifact(app, bind, values, header, env)
+        launcher = SIZED_LAUNCHER.format(ini=filename).splitlines()
+        threaded = int(resolved["gevent"]) == 0
+        lines = [
+            "#!/usr/bin/env python3",
+            *comment_block(header, "#"),
+            *launcher[:1],
+            *sizing_code(rule),
+            *launcher[1:],
+        ]
+        if threaded:
+            lines.insert(lines.index("# threads"), 'argv += ["--threads", str(SIZED["threads"])]')
+            lines.insert(lines.index("# threads"), 'argv += ["--enable-threads"]')
+        lines.remove("# threads")
+        script = Artifact(
+            SIZED_LAUNCHER_NAME,
+            "\n".join(lines) + "\n",
+            run_hint=f"python {SIZED_LAUNCHER_NAME}",
+            mode=0o755,
+        )
+        return (script, replace(ini, filename=filename))
+
+    def _sized_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self._spec([sys.executable, str(path)], app, bind)
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

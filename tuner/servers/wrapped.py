@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import DIRECT, Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
 from tuner.settings import SettingsTable, Value
 
@@ -39,6 +40,7 @@ class WrappedAdapter(ServerAdapter):
         self.binds = inner.binds
         self.interfaces = inner.interfaces
         self.http_only_settings = inner.http_only_settings
+        self.sizing_env = inner.sizing_env
 
     def inner_values(self, values: Mapping[str, Value]) -> dict[str, Value]:
         """The part of a config the wrapped adapter knows: all of it, unless a wrapper adds
@@ -145,6 +147,24 @@ class WrappedAdapter(ServerAdapter):
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
         return self.inner._artifact_launch(path, app, bind, self.inner_values(values))
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        inner = self.inner_values(values)
+        return self.inner._render_sized(app, bind, inner, rule, header, env, filename)
+
+    def _sized_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self.inner._sized_launch(path, app, bind, self.inner_values(values))
 
     def shell_launcher(self, lines: list[str]) -> Artifact:
         return self.inner.shell_launcher(lines)

@@ -29,8 +29,9 @@ from pathlib import Path
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, TrialError, TunerError
 from tuner.files import atomic_write
+from tuner.machine.sizing import SizingRule
 from tuner.procs.process import LOOPBACK, ServerProcess, free_port
-from tuner.servers.base import Bind, LaunchSpec, ServerAdapter
+from tuner.servers.base import Artifact, Bind, LaunchSpec, ServerAdapter
 from tuner.settings import Value
 from tuner.workflow.cleanvenv import CleanVenv, clean_venv
 from tuner.workflow.provenance import install_command, install_lines
@@ -75,8 +76,13 @@ def write_artifact(
     check_clean_venv: bool = False,
     keep_unproven: bool = False,
     venv_cache: Path | None = None,
+    sizing: SizingRule | None = None,
 ) -> Path:
     """Render, validate by booting, and atomically write the artifact; returns its path.
+
+    With `sizing`, the files that compute their counts at boot (`render_sized`: the config
+    file, and a launcher beside it where the format cannot compute) are written instead, all
+    in `out_path`'s folder, and booted as the first one's run_hint says.
 
     The booted copy differs from the written file only in its port (a free one, so validation
     never collides with a server already on the deploy port). `check_clean_venv` also boots it
@@ -102,14 +108,35 @@ def write_artifact(
 
     text = header_text()
     deploy = Bind.tcp(deploy_host, deploy_port)
-    artifact = adapter.render_artifact(app, deploy, settings, header=text)
+
+    def render(bind: Bind, header: str) -> tuple[Artifact, ...]:
+        if sizing is None:
+            return (adapter.render_artifact(app, bind, settings, header=header),)
+        return adapter.render_sized(
+            app, bind, settings, sizing, header=header, filename=out_path.name
+        )
+
+    def named(artifact: Artifact) -> str:
+        main = artifact.filename in (adapter.artifact_filename, out_path.name)
+        return out_path.name if main else artifact.filename
+
+    artifacts = render(deploy, text)
     port = free_port(LOOPBACK)
-    boot = adapter.render_artifact(app, Bind.tcp(LOOPBACK, port), settings, header=text)
+    boots = render(Bind.tcp(LOOPBACK, port), text)
     with tempfile.TemporaryDirectory(prefix=".tuner-check-", dir=out_path.parent) as check_dir:
-        boot_path = Path(check_dir) / out_path.name
-        atomic_write(boot_path, boot.text.encode("utf-8"), boot.mode)
+        for boot in boots:
+            atomic_write(Path(check_dir) / named(boot), boot.text.encode("utf-8"), boot.mode)
+        boot_path = Path(check_dir) / named(boots[0])
+        sized = sizing is not None
         boot_artifact(
-            adapter, app, settings, boot_path, port, server_cpus=server_cpus, ready_path=ready_path
+            adapter,
+            app,
+            settings,
+            boot_path,
+            port,
+            server_cpus=server_cpus,
+            ready_path=ready_path,
+            sized=sized,
         )
         if check_clean_venv:
             try:
@@ -122,16 +149,21 @@ def write_artifact(
                     server_cpus=server_cpus,
                     ready_path=ready_path,
                     venv=clean_venv(requirements, venv_cache),
+                    sized=sized,
                 )
             except TunerError as exc:  # did not boot there, or pip could not build it
                 if not keep_unproven:
                     raise
                 reason = exc.reason if isinstance(exc, NotProvenClean) else first_line(exc)
                 kept = out_path.with_name(out_path.name + UNPROVEN_SUFFIX)
-                marked = adapter.render_artifact(app, deploy, settings, header=header_text(reason))
-                atomic_write(kept, marked.text.encode("utf-8"), marked.mode)
+                for marked in render(deploy, header_text(reason)):
+                    name = named(marked)
+                    target = kept if name == out_path.name else out_path.with_name(name)
+                    atomic_write(target, marked.text.encode("utf-8"), marked.mode)
                 raise Unproven(kept, reason) from exc
-        atomic_write(out_path, artifact.text.encode("utf-8"), artifact.mode)
+        for artifact in artifacts:
+            target = out_path.with_name(named(artifact))
+            atomic_write(target, artifact.text.encode("utf-8"), artifact.mode)
     return out_path
 
 
@@ -179,13 +211,18 @@ def boot_artifact(
     server_cpus: tuple[int, ...],
     ready_path: str = "/",
     venv: CleanVenv | None = None,
+    sized: bool = False,
 ) -> None:
     """Boot the server from the artifact at `path` (rendered for `port`) and check that it
     answers 2xx; raises TunerError saying why it did not. With `venv`, the server and its
     check run from that environment, and its log stays there (the artifact's folder is
-    temporary)."""
+    temporary). `sized`: `path` is the first of `render_sized`'s files."""
     env: Mapping[str, str] = venv.environ() if venv else {}
-    spec = adapter.artifact_launch(path, app, Bind.tcp(LOOPBACK, port), settings)
+    bind = Bind.tcp(LOOPBACK, port)
+    if sized:
+        spec = adapter.sized_launch(path, app, bind, settings)
+    else:
+        spec = adapter.artifact_launch(path, app, bind, settings)
     log_path = path.with_name(path.name + ".boot.log")
     if venv is not None:
         spec = _in_venv(adapter, spec, venv)

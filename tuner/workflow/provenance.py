@@ -133,6 +133,11 @@ def _limits_line(context: Mapping[str, Any]) -> list[str]:
     limits = Limits.from_dict(context.get("limits"))
     if not limits:
         return []
+    if context.get("sized_at_boot"):  # --for-cpus: the reference study's limits
+        return [
+            f"measured under {limits.describe()} (the largest size), then at the other sizes: "
+            "the counts are sized at boot for the box (below)"
+        ]
     return [f"tuned for a container limited to {limits.describe()}: deploy it with the same"]
 
 

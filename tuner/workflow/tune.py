@@ -13,6 +13,7 @@ from tuner.errors import AppBrokenError, ConfigError
 from tuner.front import front_of
 from tuner.loadgen.checks import nearly_fair
 from tuner.loadgen.engine import keep_workers
+from tuner.machine.sizing import SizingRule
 from tuner.measure.runner import limits_context, run_bench, run_context
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
@@ -60,6 +61,7 @@ class TuneOutcome:
     noise: str
     unproven: Unproven | None = None  # written as FILE.unproven instead: see emit.py
     requirements: AppRequirements | None = None  # the app's, named in the file
+    sizing: SizingRule | None = None  # --for-cpus: the rule the file computes its counts by
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +90,7 @@ class TuneOutcome:
             if self.requirements
             else None,
             "noise": self.noise,
+            "sizing": self.sizing.literal() if self.sizing else None,
             "distinct_configs": self.distinct_configs,
             "repeats_not_measured": sum(r.duplicate_of is not None for r in self.records),
         }
@@ -108,6 +111,10 @@ class TuneOutcome:
         return line + (f" ({'; '.join(notes)})" if notes else "")
 
 
+# The counts at the other sizes, given the winner's settings, its req/s and the study's trials.
+SizingFor = Callable[[Mapping[str, Value], float | None, Sequence[TrialRecord]], SizingRule]
+
+
 @keep_workers()  # one set of load workers for the search and the confirmation rounds
 def tune(
     setup: StudySetup,
@@ -121,7 +128,11 @@ def tune(
     on_confirm_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
     app_requirements: AppRequirements | None = None,
     check_clean_venv: bool = True,
+    sizing_for: SizingFor | None = None,
 ) -> TuneOutcome:
+    """One study at `setup`'s CPUs; with `sizing_for` (--for-cpus), the winner's counts are
+    measured at the other sizes too (tuner/workflow/sizes.py) and the file computes its counts
+    at boot from the rule through them."""
     study = open_study(setup)
     if check_clean_venv:
         prove_default_clean(setup, app_requirements)
@@ -142,15 +153,18 @@ def tune(
         ),
     )
     noise = noise_summary(StudyAttrs.read(study.user_attrs).cpu_probe_ms or [], confirmed)
-    written = unproven = None
+    written = unproven = sizing = None
     if verdict is not None:
         chosen = verdict.winner
+        if sizing_for is not None:
+            rps = chosen.rps.median if chosen.rps else None
+            sizing = sizing_for(chosen.candidate.settings, rps, records)
         header = header_lines(
             verdict=verdict,
             chosen=chosen,
             study_name=setup.name,
             trial_number=chosen.candidate.trial_number,
-            context=_context(setup),
+            context={**_context(setup), "sized_at_boot": sizing is not None},
             workload=describe_workload(setup),
             noise=noise,
         )
@@ -170,12 +184,15 @@ def tune(
                 requirements_source=app_requirements.describe() if app_requirements else "",
                 check_clean_venv=check_clean_venv,
                 keep_unproven=True,
+                sizing=sizing,
             )
         except Unproven as exc:
             unproven = exc
         else:
             _write_front_block(setup, chosen.candidate.settings, header, written)
-    outcome = TuneOutcome(records, confirmed, verdict, written, noise, unproven, app_requirements)
+    outcome = TuneOutcome(
+        records, confirmed, verdict, written, noise, unproven, app_requirements, sizing
+    )
     save_result(study, outcome.to_json())
     return outcome
 

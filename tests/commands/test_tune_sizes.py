@@ -1,0 +1,60 @@
+"""`tune --for-cpus`: a short real run measures the reference size and a count-only study at the
+other, and writes a gunicorn.conf.py whose counts are computed at boot from the fitted rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.support.cli import SHORT, run_tuner
+
+pytestmark = pytest.mark.usefixtures("real_servers")
+
+
+def test_for_cpus_measures_each_size_and_writes_a_file_sized_at_boot(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path}/s.db"
+    out = tmp_path / "gunicorn.conf.py"
+    done = run_tuner(
+        "tune",
+        "apps/hello.py",
+        "--server",
+        "gunicorn",
+        "--for-cpus",
+        "0.5,1",
+        "--trials",
+        "3",
+        "--top-k",
+        "1",
+        "--confirm-rounds",
+        "1",
+        "--no-clean-venv-check",
+        "--storage",
+        storage,
+        "--out",
+        str(out),
+        "--json",
+        *SHORT,
+        timeout=400,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    sizing = result["sizing"]
+    assert sizing["measured_cpus"] == [0.5, 1.0] and sizing["env"] == "WEB_CONCURRENCY"
+    assert sizing["master_mb"] > 0 and sizing["process_mb"] > 0
+    text = out.read_text()
+    assert f"SIZING_RULE = {sizing!r}" in text
+    assert "# Sized at boot:" in text and "#   0.5 CPUs: " in text and "#   1 CPUs: " in text
+    assert "deploy it with the same" not in text  # the reference's limit is not the box's
+    # The other size's own study, with the counts only: the winner's other settings pinned.
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    assert names == {result["study"], f"{result['study']}-0.5cpus"}
+    small = optuna.load_study(study_name=f"{result['study']}-0.5cpus", storage=storage)
+    searched = [t for t in small.trials if t.state.name == "COMPLETE" and t.params]
+    others = {
+        tuple(sorted((k, v) for k, v in t.params.items() if k not in ("workers", "threads")))
+        for t in searched
+    }
+    assert searched and len(others) == 1, others

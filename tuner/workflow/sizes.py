@@ -1,0 +1,157 @@
+"""`tune --for-cpus 0.5,1,2`: the best counts at each CPU limit, and the rule through them.
+
+The design: one whole study at the largest size (the reference: the full search, the
+confirmation rounds and the verdict, as `tune` runs at one `--cpu-limit`), then, for each other
+size, a small study that searches only the counts (processes and threads) with every other
+setting pinned to the reference winner's, warm-started with the winner's counts scaled by the
+size ratio. What the reference learnt (the concurrency model, keep-alive, logging, the parser)
+carries over, and it is what a file sized at boot can hold: one config whose counts vary. Each
+other size costs `size_trials` trials instead of a whole study, and no confirmation rounds:
+its best trial is its point (one run each, so its req/s carries the noise of one run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from tuner.errors import TunerError
+from tuner.machine.limits import Limits
+from tuner.machine.sizing import SizePoint, SizingRule, fit_rule
+from tuner.search.records import TrialRecord
+from tuner.search.space import Param, SearchSpace
+from tuner.search.study import (
+    StudyListener,
+    StudySetup,
+    open_study,
+    run_search,
+    to_record,
+)
+from tuner.settings import Value
+
+
+def size_trials(n_trials: int) -> int:
+    """Trials per size past the reference: a third of the reference's, at least 6."""
+    return max(6, n_trials // 3)
+
+
+def count_space(setup: StudySetup, settings: Mapping[str, Value]) -> SearchSpace:
+    """The reference space with every param but the counts pinned to `settings` (a choice of
+    one value); the counts keep their ranges, and their conditions (threads only for gthread)
+    see the pinned values."""
+    model = setup.adapter.process_model
+    counts = {model.processes, model.threads} - {None}
+    params: list[Param] = []
+    for param in setup.space.params:
+        if param.setting in counts:
+            params.append(param)
+        elif param.setting in settings:
+            pinned = (settings[param.setting],)
+            params.append(replace(param, type="categorical", choices=pinned, low=None, high=None))
+    return replace(setup.space, params=tuple(params), source=f"{setup.space.source} (counts)")
+
+
+def size_setup(setup: StudySetup, cpus: float, settings: Mapping[str, Value]) -> StudySetup:
+    """The study of one other size: its own name, folder and CPU quota, the counts only."""
+    label = f"{cpus:g}cpus"
+    return replace(
+        setup,
+        name=f"{setup.name}-{label}",
+        workdir=setup.workdir / label,
+        limits=Limits(cpus, setup.limits.memory_bytes),
+        space=count_space(setup, settings),
+        branch_starts=False,
+    )
+
+
+def scaled_start(
+    setup: StudySetup, settings: Mapping[str, Value], ratio: float
+) -> dict[str, Value]:
+    """The reference winner's params with its process count scaled by `ratio` (at least 1),
+    as the space names them: the first trial of a smaller (or larger) size."""
+    model = setup.adapter.process_model
+    start: dict[str, Value] = {}
+    for param in setup.space.params:
+        if param.setting not in settings:
+            continue
+        value = settings[param.setting]
+        if param.setting == model.processes:
+            value = max(1, round(int(value) * ratio))
+        start[param.name] = value
+    return start
+
+
+def best_point(setup: StudySetup, cpus: float, records: Sequence[TrialRecord]) -> SizePoint:
+    """The best usable trial of one size's study, as a point (its counts and req/s)."""
+    # The baselines run the server's defaults, not the reference's other settings: not points.
+    usable = [r for r in records if r.measured and r.feasible and not r.baseline]
+    if not usable:
+        raise NoPoint(f"no config at {cpus:g} CPUs passed the SLOs; no rule can be fitted")
+    best = setup.objective.rank(usable, lambda r: r.figures)[0]
+    values = setup.adapter.resolve(best.settings)
+    return SizePoint(cpus, setup.adapter.processes(values), setup.adapter.threads(values), best.rps)
+
+
+class NoPoint(TunerError):
+    """A size whose study has no usable trial (exit 1, as a study with no winner)."""
+
+
+def memory_samples(
+    setup: StudySetup, settings: Mapping[str, Value], records: Sequence[TrialRecord]
+) -> list[tuple[int, float]]:
+    """(processes, the server tree's PSS in MB) of every measured trial of the winner's
+    concurrency model: the points the master's and each process's memory are fitted from."""
+    adapter = setup.adapter
+    model = adapter.concurrency_model(adapter.resolve(settings))
+    samples = []
+    for record in records:
+        memory = record.measurement.memory if record.measurement else None
+        if memory is None or not record.measured:
+            continue
+        try:
+            values = adapter.resolve(record.settings)
+        except Exception:  # noqa: BLE001 - a record the adapter no longer reads: not a sample
+            continue
+        if adapter.concurrency_model(values) == model:
+            samples.append((adapter.processes(values), memory.server_pss_mean_mb))
+    return samples
+
+
+def measure_sizes(
+    setup: StudySetup,
+    sizes: Sequence[float],
+    winner: Mapping[str, Value],
+    winner_rps: float | None,
+    reference_records: Sequence[TrialRecord],
+    *,
+    n_trials: int,
+    listener: StudyListener,
+) -> SizingRule:
+    """The rule through the reference winner's counts and the best counts of a count-only
+    study at each other size (`setup` is the reference's, at the largest size)."""
+    env = setup.adapter.sizing_env
+    assert env is not None, "checked with the options"
+    reference = setup.limits.cpus or setup.cpus
+    resolved = setup.adapter.resolve(winner)
+    points = [
+        SizePoint(
+            reference,
+            setup.adapter.processes(resolved),
+            setup.adapter.threads(resolved),
+            winner_rps,
+        )
+    ]
+    records = list(reference_records)
+    for cpus in sizes:
+        if cpus == reference:
+            continue
+        sized = size_setup(setup, cpus, resolved)
+        study = open_study(sized)
+        start = scaled_start(sized, resolved, cpus / reference)
+        study.enqueue_trial(start, skip_if_exists=True)  # a resumed study has it already
+        listener.on_start(f"size {cpus:g} CPUs: the counts only, the rest as at {reference:g}")
+        run_search(sized, study, n_trials=size_trials(n_trials), timeout_s=None, listener=listener)
+        found = [to_record(t) for t in study.get_trials(deepcopy=False)]
+        points.append(best_point(sized, cpus, found))
+        records += found
+    return fit_rule(points, memory_samples(setup, winner, records), env)
