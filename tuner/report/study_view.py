@@ -54,6 +54,10 @@ class PlainListener(QuietListener):
         self.defaults = defaults
         self.quiet = quiet
 
+    def on_start(self, line: str) -> None:
+        if not self.quiet:
+            print(line, file=sys.stderr, flush=True)
+
     def on_trial_end(self, record: TrialRecord) -> None:
         if not self.quiet:
             print(record_line(record, self.defaults), file=sys.stderr, flush=True)
@@ -95,6 +99,9 @@ class LiveListener(PlainListener):
         )
         self.task = self.progress.add_task("study", total=n_trials, phase="")
         self.live = Live(self._view(), console=console, refresh_per_second=4)
+
+    def on_start(self, line: str) -> None:
+        self.console.print(line, markup=False, highlight=False)
 
     def __enter__(self) -> LiveListener:
         self.live.__enter__()

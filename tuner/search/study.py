@@ -42,6 +42,7 @@ from tuner.metrics.measurement import Measurement
 from tuner.search import objectives
 from tuner.search.attrs import StudyAttrs, TrialAttrs
 from tuner.search.branches import branch_starts
+from tuner.search.carryover import carried_starts
 from tuner.search.covering import covering_config, space_limits
 from tuner.search.objectives import Figures, Objective, Slo
 from tuner.search.pruning import NoiseAwarePruner
@@ -50,6 +51,9 @@ from tuner.search.space import SearchSpace, suggest
 from tuner.search.storage_url import redact, sqlite_path
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
+
+# The study's type, for the layers above, which do not import optuna.
+Study = optuna.Study
 
 # Configs queued per study because a config starved connections it had no thread for.
 MAX_COVERING_TRIES = 2
@@ -84,6 +88,9 @@ class StudySetup:
     # One start per concurrency model before the sampler takes over (tuner.search.branches).
     branch_starts: bool = True
     limits: Limits = Limits()
+    # Requests to hold at once, learnt from servers raced before (tuner.search.carryover):
+    # the study's starts are queued at that concurrency instead of as drawn. None: unknown.
+    start_concurrency: int | None = None
 
     @property
     def cpus(self) -> float:
@@ -130,6 +137,7 @@ class StudySetup:
 
 
 class StudyListener(Protocol):
+    def on_start(self, line: str) -> None: ...
     def on_trial_start(self, number: int, settings: dict[str, Value]) -> None: ...
     def on_phase(self, phase: str) -> None: ...
     def on_window(self, window: WindowStats) -> None: ...
@@ -141,6 +149,9 @@ class QuietListener:
     """A listener that shows nothing (tests, --json)."""
 
     ended: list[TrialRecord] = field(default_factory=list)
+
+    def on_start(self, line: str) -> None:
+        """A line of progress before trials (a race's rung, a --for-cpus size): shown as it is."""
 
     def on_trial_start(self, number: int, settings: dict[str, Value]) -> None:
         pass
@@ -296,12 +307,22 @@ def open_study(setup: StudySetup) -> optuna.Study:
 
 
 def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list[str]) -> None:
-    """One start per concurrency model the baselines do not cover (see tuner.search.branches)."""
-    for params in branch_starts(
+    """One start per concurrency model the baselines do not cover (see tuner.search.branches),
+    and with a known concurrency (`start_concurrency`), the default's model too, each at it."""
+    starts = branch_starts(
         setup.space, setup.adapter, setup.space_cpus, seed=setup.seed, covered=covered
-    ):
-        queued = TrialAttrs(branch_start=True).stored()
-        study.enqueue_trial(params, user_attrs=queued, skip_if_exists=False)
+    )
+    target = setup.start_concurrency
+    queued = [(params, False) for params in starts]
+    if target is not None:
+        default = {p.name: setup.adapter.resolve({})[p.setting] for p in setup.space.params}
+        known = default if _expressible(setup, default) else None
+        queued = carried_starts(
+            setup.space, setup.adapter, setup.space_cpus, known, starts, target, covered
+        )
+    for params, moved in queued:
+        attrs = TrialAttrs(branch_start=True, carried=target if moved else None).stored()
+        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
 
 
 def _wait_for_setup(study: optuna.Study) -> dict[str, Any] | None:
@@ -590,6 +611,7 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
         covers_for=stored.covers_for,
         duplicate_of=stored.duplicate_of,
         branch_start=bool(stored.branch_start),
+        carried=stored.carried,
     )
 
 

@@ -8,7 +8,7 @@ default, uwsgi tuned, and again), so drift of the machine hits every server alik
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,8 @@ from tuner.metrics.measurement import Measurement
 from tuner.search.records import BASELINE_DEFAULT
 from tuner.search.study import StudySetup
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, confirm
+from tuner.workflow.race import MIN_FINALISTS, gap
+from tuner.workflow.racing import FinalResult, RaceResult
 from tuner.workflow.tune import TuneOutcome
 
 OnRun = Callable[[Candidate, int, Measurement | None], None]
@@ -35,9 +37,18 @@ class ServerRow:
     config_file: str | None
     verdict: str
     one_process: bool = False  # the server runs Python in one process (no processes setting)
+    # A raced compare: the trials its study drew; why it stopped drawing them early ("" if
+    # it did not); whether it reached the final rounds (if not, `tuned` is its best config as
+    # the race's rounds measured it, and no file is written).
+    trials: int | None = None
+    stopped: str = ""
+    finalist: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "trials": self.trials,
+            "stopped": self.stopped,
+            "finalist": self.finalist,
             "server": self.server,
             "study": self.study,
             "default": self.default.to_json(),
@@ -111,3 +122,74 @@ def rows(
             )
         )
     return result
+
+
+def race_rows(race: RaceResult, final: FinalResult) -> list[ServerRow]:
+    """The rows of a raced compare: each server's default from the final rounds; a finalist's
+    tuned config from them too, with its verdict and file; another server's best config from
+    the race's rounds, with why it is not in the final."""
+    by_server: dict[str, list[Confirmed]] = {}
+    for entry in final.confirmed:
+        by_server.setdefault(entry.candidate.server, []).append(entry)
+    rows = []
+    for lane in race.lanes:
+        server = lane.server
+        entries = {entry.candidate.label: entry for entry in by_server.get(server, [])}
+        default = entries[BASELINE_DEFAULT].summary()
+        base = ServerRow(
+            server=server,
+            study=lane.setup.name,
+            default=default,
+            tuned=None,
+            tuned_is_default=False,
+            config_file=None,
+            verdict="",
+            one_process=lane.setup.adapter.process_model.processes is None,
+            trials=lane.trials(),
+            stopped=lane.stopped,
+        )
+        outcome = final.outcomes.get(server)
+        if outcome is not None:
+            verdict = outcome.verdict
+            winner = verdict.winner if verdict else None
+            kept = winner is not None and winner.candidate.label == BASELINE_DEFAULT
+            rows.append(
+                replace(
+                    base,
+                    tuned=default if kept else (winner.summary() if winner else None),
+                    tuned_is_default=kept,
+                    config_file=str(outcome.out_path) if outcome.out_path else None,
+                    verdict=verdict.summary
+                    if verdict
+                    else "no config passed the SLOs; no file written",
+                )
+            )
+            continue
+        best = lane.best()
+        rows.append(
+            replace(
+                base,
+                tuned=lane.entry(best).summary() if best is not None else None,
+                verdict=f"not in the final rounds: {_out_of_final(race, server)}; no file "
+                f"written (`tuner tune --study-name {lane.setup.name}` resumes its study)",
+                finalist=False,
+            )
+        )
+    return rows
+
+
+def _out_of_final(race: RaceResult, server: str) -> str:
+    """Why a server is not a finalist: behind the leader beyond the noise, outside the top."""
+    standing = race.standings.get(server)
+    leader = race.finalists[0] if race.finalists else None
+    if standing is None or leader is None:
+        return "no config that could win"
+    times = gap(
+        race.standings[leader].confirmed,
+        standing.confirmed,
+        higher_is_better=race.lanes[0].setup.objective.headlines[0].higher_is_better,
+    )
+    return (
+        f"behind {leader} by x{times:.1f}, beyond the noise ({race.noise:.0%}), outside the "
+        f"top {MIN_FINALISTS}"
+    )
