@@ -118,7 +118,7 @@ def test_the_stock_worker_classes_are_named_and_others_defined_in_the_file() -> 
     assert isinstance(worker, type) and issubclass(worker, UvicornWorker)
     assert worker.__name__ == TUNED_WORKER
     assert worker.CONFIG_KWARGS == {"loop": "uvloop", "http": "h11", "limit_concurrency": 40}
-    assert (config["wsgi_app"], config["workers"]) == ("async_wait:app", 3)
+    assert (config["wsgi_app"], config["workers"]) == (asgi_app().spec, 3)
 
 
 def test_a_gunicorn_asgi_trial_sets_its_worker_class_as_the_file_does(tmp_path: Path) -> None:
