@@ -129,7 +129,7 @@ def test_a_gunicorn_asgi_trial_sets_its_worker_class_as_the_file_does(tmp_path: 
     assert spec.argv[spec.argv.index("--config") + 1] == worker_file
     config = _config(spec.files[worker_file])
     assert config["worker_class"].CONFIG_KWARGS == {"loop": "asyncio", "http": "httptools"}
-    assert "--worker-class" not in spec.argv and spec.argv[-1] == "async_wait:app"
+    assert "--worker-class" not in spec.argv and spec.argv[-1] == asgi_app().spec
 
 
 def test_gunicorn_asgi_requirements_name_what_the_config_runs() -> None:
