@@ -16,7 +16,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "study_
 # The stored keys are a file format: renaming one loses it in every existing study.
 TRIAL_KEYS = {
     "settings", "host", "metrics", "context", "constraints", "fail_reason", "fail_detail",
-    "baseline", "baseline_settings", "covers_for", "duplicate_of", "branch_start",
+    "baseline", "baseline_settings", "covers_for", "duplicate_of", "branch_start", "carried",
 }  # fmt: skip
 STUDY_KEYS = {"setup", "hardware", "created", "cpu_probe_ms", "result", "pick"}
 

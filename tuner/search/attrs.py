@@ -54,6 +54,8 @@ class TrialAttrs(_Stored):
     covers_for: int | None = None  # queued with a thread per connection after that trial
     duplicate_of: int | None = None  # the same config as that trial: its result reused
     branch_start: bool | None = None  # queued at the start to measure one concurrency model
+    # A start queued at this many requests at once, learnt from servers raced before it.
+    carried: int | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ class TrialRecord:
     covers_for: int | None = None  # queued with a thread per connection after that trial starved
     duplicate_of: int | None = None  # the same config as that trial: its result, not measured
     branch_start: bool = False  # queued at the start to measure one concurrency model
+    carried: int | None = None  # a start at this concurrency, learnt from servers raced before
 
     @property
     def origin(self) -> str:
@@ -38,6 +39,8 @@ class TrialRecord:
             return f"a thread per connection, after trial {self.covers_for}"
         if self.duplicate_of is not None:
             return f"same config as trial {self.duplicate_of}, not measured again"
+        if self.branch_start and self.carried is not None:
+            return f"a start at {self.carried} requests at once, carried over from the race"
         if self.branch_start:
             return "a start in its concurrency model"
         return ""

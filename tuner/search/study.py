@@ -42,6 +42,7 @@ from tuner.metrics.measurement import Measurement
 from tuner.search import objectives
 from tuner.search.attrs import StudyAttrs, TrialAttrs
 from tuner.search.branches import branch_starts
+from tuner.search.carryover import carried_starts
 from tuner.search.covering import covering_config, space_limits
 from tuner.search.objectives import Figures, Objective, Slo
 from tuner.search.pruning import NoiseAwarePruner
@@ -50,6 +51,9 @@ from tuner.search.space import SearchSpace, suggest
 from tuner.search.storage_url import redact, sqlite_path
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
+
+# The study's type, for the layers above, which do not import optuna.
+Study = optuna.Study
 
 # Configs queued per study because a config starved connections it had no thread for.
 MAX_COVERING_TRIES = 2
@@ -84,6 +88,9 @@ class StudySetup:
     # One start per concurrency model before the sampler takes over (tuner.search.branches).
     branch_starts: bool = True
     limits: Limits = Limits()
+    # Requests to hold at once, learnt from servers raced before (tuner.search.carryover):
+    # the study's starts are queued at that concurrency instead of as drawn. None: unknown.
+    start_concurrency: int | None = None
 
     @property
     def cpus(self) -> float:
@@ -294,11 +301,18 @@ def open_study(setup: StudySetup) -> optuna.Study:
 
 
 def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list[str]) -> None:
-    """One start per concurrency model the baselines do not cover (see tuner.search.branches)."""
-    for params in branch_starts(
+    """One start per concurrency model the baselines do not cover (see tuner.search.branches),
+    and with a known concurrency (`start_concurrency`), the default's model too, each at it."""
+    starts = branch_starts(
         setup.space, setup.adapter, setup.space_cpus, seed=setup.seed, covered=covered
-    ):
-        queued = TrialAttrs(branch_start=True).stored()
+    )
+    target = setup.start_concurrency
+    if target is not None:
+        default = {p.name: setup.adapter.resolve({})[p.setting] for p in setup.space.params}
+        known = default if _expressible(setup, default) else None
+        starts = carried_starts(setup.space, setup.adapter, setup.space_cpus, known, starts, target)
+    for params in starts:
+        queued = TrialAttrs(branch_start=True, carried=target).stored()
         study.enqueue_trial(params, user_attrs=queued, skip_if_exists=False)
 
 
@@ -588,6 +602,7 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
         covers_for=stored.covers_for,
         duplicate_of=stored.duplicate_of,
         branch_start=bool(stored.branch_start),
+        carried=stored.carried,
     )
 
 

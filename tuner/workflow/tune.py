@@ -21,6 +21,7 @@ from tuner.search.attrs import StudyAttrs
 from tuner.search.objectives import Figures
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.study import (
+    Study,
     StudyListener,
     StudySetup,
     open_study,
@@ -122,25 +123,59 @@ def tune(
     app_requirements: AppRequirements | None = None,
     check_clean_venv: bool = True,
 ) -> TuneOutcome:
-    study = open_study(setup)
-    if check_clean_venv:
-        prove_default_clean(setup, app_requirements)
+    study = start(setup, listener, app_requirements, check_clean_venv)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
-    # Queued trials not yet run (branch starts past a small --trials) are the plan, not results.
-    records = [to_record(t) for t in study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
-    pareto = pareto_numbers(study)
-    candidates = pick_candidates(setup, records, top_k, pareto=pareto)
-    measure = _measurer(setup)
+    records = ended_records(study)
+    candidates = pick_candidates(setup, records, top_k, pareto=pareto_numbers(study))
+    measure = measurer(setup)
     confirmed = confirm(candidates, confirm_rounds, measure, on_confirm_run)
-    verdict = settle(
+    return conclude(
+        setup,
+        study,
+        records,
         confirmed,
-        setup.objective,
-        setup.slo,
-        setup.adapter.resolve({}),
         more=lambda pair: more_rounds(
             pair, range(confirm_rounds, confirm_rounds + EXTRA_ROUNDS), measure, on_confirm_run
         ),
+        out_path=out_path,
+        app_requirements=app_requirements,
+        check_clean_venv=check_clean_venv,
     )
+
+
+def start(
+    setup: StudySetup,
+    listener: StudyListener,
+    app_requirements: AppRequirements | None,
+    check_clean_venv: bool,
+) -> Study:
+    """Open (or resume) the study, say what it measures, and prove the default boots clean."""
+    study = open_study(setup)
+    if check_clean_venv:
+        prove_default_clean(setup, app_requirements)
+    return study
+
+
+def ended_records(study: Study) -> list[TrialRecord]:
+    """The study's trials, but queued ones not yet run (branch starts past a small --trials):
+    those are the plan, not results."""
+    return [to_record(t) for t in study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
+
+
+def conclude(
+    setup: StudySetup,
+    study: Study,
+    records: list[TrialRecord],
+    confirmed: list[Confirmed],
+    *,
+    more: Callable[[Sequence[Confirmed]], None],
+    out_path: Path,
+    app_requirements: AppRequirements | None = None,
+    check_clean_venv: bool = True,
+) -> TuneOutcome:
+    """Decide from the confirmation rounds (`more` measures a close call's pair again), and
+    write the winner's file with its evidence."""
+    verdict = settle(confirmed, setup.objective, setup.slo, setup.adapter.resolve({}), more=more)
     noise = noise_summary(StudyAttrs.read(study.user_attrs).cpu_probe_ms or [], confirmed)
     written = unproven = None
     if verdict is not None:
@@ -389,7 +424,7 @@ def _write_front_block(
     )
 
 
-def _measurer(setup: StudySetup) -> Callable[[Candidate, int], Measurement]:
+def measurer(setup: StudySetup) -> Callable[[Candidate, int], Measurement]:
     def measure(candidate: Candidate, round_index: int) -> Measurement:
         slug = candidate.label.replace(" ", "-").replace("*", "x")
         plan = setup.plan(

@@ -1,0 +1,199 @@
+"""Which servers of a raced `compare` keep drawing trials: the race's decisions, as pure logic.
+
+The race follows F-race (Birattari et al. 2002) inside the rungs of successive halving
+(Jamieson & Talwalkar 2016; Hyperband, Li et al. 2017): every server gets a rung of trials,
+each server's best config so far is re-measured beside the others' in interleaved rounds, and a
+server whose best is behind the leader's beyond the noise stops drawing trials; the budget goes
+to the rest, rung after rung. What is changed, and why (docs/pages/commands/compare.md, "The
+race"):
+
+- F-race drops a candidate on a Friedman test over many instances; a compare has one app and
+  two or three runs per config, too few for a rank test, so "behind beyond the noise" is the
+  tuner's own test: every run of the server's best below every run of the leader's (the
+  interleaved rounds' non-overlap, as `confirm` judges configs), and the gap of their medians
+  wider than the largest noise the race measured (`race_noise`).
+- A server is a whole search space, not one config, and its best can still move. So it stops
+  only when the gap also exceeds what its untried space could plausibly add: its best trial's
+  gain over the last rung, compounded over every rung the budget could still give it (an
+  optimistic bound: a best-so-far curve gains less each rung, not more).
+- Successive halving drops a fixed fraction each rung; here nobody is dropped for rank alone,
+  the top MIN_FINALISTS are never stopped, and servers inside the noise never stop each other.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tuner.metrics.stats import Spread, clearly_better
+
+# Never stopped, and always in the final rounds: the best this many by their confirmed medians.
+MIN_FINALISTS = 3
+# The smallest relative gap called "beyond the noise", however quiet the race's repeats were.
+MIN_NOISE = 0.10
+# Trials a server draws in each rung (the first holds its baselines and queued starts).
+RUNG_TRIALS = 6
+# The fewest a first rung may shrink to when the budget is tight: the baselines and a start.
+MIN_FIRST_RUNG = 3
+# Interleaved rounds of the servers' best configs after each rung.
+RACE_ROUNDS = 2
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One server after a rung: its best config's runs, re-measured beside the others'."""
+
+    server: str
+    trials: int  # trials it has drawn
+    confirmed: Spread  # the objective's headline over its best config's interleaved runs
+    gain: float  # relative gain of its best trial over the last rung (0 = none)
+    done: bool = False  # drew all it may (its trial cap, or its space measured): not stopped
+
+
+@dataclass(frozen=True)
+class Call:
+    """What the race decided for one server after a rung."""
+
+    server: str
+    stop: bool
+    reason: str = ""  # why it stopped: "behind granian by x3.1 after 6 trials, beyond ..."
+
+
+def race_noise(probe_ms: Sequence[float], repeats: Sequence[Spread]) -> float:
+    """The largest relative noise the race measured: the CPU probe's range over its repeats
+    (machine drift), and the median range of repeats of one config in the race's rounds."""
+    parts = [MIN_NOISE]
+    if len(probe_ms) >= 2 and statistics.median(probe_ms) > 0:
+        parts.append(Spread.of(probe_ms).relative_range)
+    ranges = [spread.relative_range for spread in repeats if len(spread.samples) >= 2]
+    if ranges:
+        parts.append(statistics.median(ranges))
+    return max(parts)
+
+
+def gap(leader: Spread, other: Spread, *, higher_is_better: bool) -> float:
+    """How many times better the leader's median is than `other`'s (1.0 = level)."""
+    mine, theirs = (leader.median, other.median)
+    if not higher_is_better:
+        mine, theirs = theirs, mine
+    if theirs <= 0:
+        return math.inf
+    return mine / theirs
+
+
+def ranked(standings: Sequence[Standing], *, higher_is_better: bool) -> list[Standing]:
+    """Best confirmed median first (ties keep their order)."""
+    sign = -1.0 if higher_is_better else 1.0
+    return sorted(standings, key=lambda s: sign * s.confirmed.median)
+
+
+def judge(
+    standings: Sequence[Standing],
+    *,
+    noise: float,
+    rungs_left: int,
+    higher_is_better: bool,
+) -> list[Call]:
+    """Stop each server whose best is behind the leader's beyond the noise, by more than its
+    untried space could add in `rungs_left` more rungs; the others go on. The top
+    MIN_FINALISTS are never stopped, nor a server whose runs overlap the leader's."""
+    order = ranked(standings, higher_is_better=higher_is_better)
+    if not order:
+        return []
+    leader = order[0]
+    protected = {s.server for s in order[:MIN_FINALISTS]}
+    calls = []
+    for standing in standings:
+        if standing.server in protected:
+            calls.append(Call(standing.server, False))
+            continue
+        times = gap(leader.confirmed, standing.confirmed, higher_is_better=higher_is_better)
+        apart = clearly_better(
+            leader.confirmed, standing.confirmed, higher_is_better=higher_is_better
+        )
+        reach = (1.0 + max(0.0, standing.gain)) ** max(0, rungs_left)
+        if apart and times > (1.0 + noise) * reach:
+            calls.append(Call(standing.server, True, _reason(leader, standing, times, noise)))
+        else:
+            calls.append(Call(standing.server, False))
+    return calls
+
+
+def _reason(leader: Standing, standing: Standing, times: float, noise: float) -> str:
+    gained = (
+        f"its last rung gained {standing.gain:.0%}"
+        if standing.gain > 0
+        else "its last rung gained nothing"
+    )
+    return (
+        f"behind {leader.server} by x{times:.1f} after {standing.trials} trials, beyond the "
+        f"noise ({noise:.0%}) and what its untried configs could add ({gained})"
+    )
+
+
+def finalists(standings: Sequence[Standing], *, noise: float, higher_is_better: bool) -> list[str]:
+    """The servers measured in the final rounds besides every server's default: the top
+    MIN_FINALISTS and every server the noise cannot separate from the leader (its runs overlap
+    the leader's, or the gap is inside the noise), best first."""
+    order = ranked(standings, higher_is_better=higher_is_better)
+    if not order:
+        return []
+    leader = order[0].confirmed
+    chosen = []
+    for index, standing in enumerate(order):
+        times = gap(leader, standing.confirmed, higher_is_better=higher_is_better)
+        apart = clearly_better(leader, standing.confirmed, higher_is_better=higher_is_better)
+        if index < MIN_FINALISTS or not apart or times <= 1.0 + noise:
+            chosen.append(standing.server)
+    return chosen
+
+
+def gain_over(before: float | None, after: float, *, higher_is_better: bool) -> float:
+    """The relative gain of a best figure from `before` to `after` (0 when none, or no
+    `before`: a first rung is judged against its default baseline by the caller)."""
+    if before is None or before <= 0 or after <= 0:
+        return 0.0
+    better = after / before if higher_is_better else before / after
+    return max(0.0, better - 1.0)
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """What the race's time goes to, in runs of one config (a trial, or a round's run)."""
+
+    budget_s: float
+    servers: int
+    final_candidates: int  # configs each finalist brings to the final rounds
+    final_rounds: int
+
+    def final_runs(self, finalists: int | None = None) -> int:
+        """The final rounds: each finalist's candidates and every other server's default."""
+        count = min(self.servers, MIN_FINALISTS) if finalists is None else finalists
+        return (count * self.final_candidates + (self.servers - count)) * self.final_rounds
+
+    def first_rung(self, run_s: float) -> int:
+        """Trials per server in the first rung: RUNG_TRIALS, fewer (down to MIN_FIRST_RUNG)
+        when the budget, less the final rounds, cannot hold them at `run_s` a run."""
+        left = self.budget_s / run_s - self.final_runs()
+        fit = math.floor(left / self.servers) - RACE_ROUNDS
+        return max(MIN_FIRST_RUNG, min(RUNG_TRIALS, fit))
+
+    def rung_fits(self, spent_s: float, run_s: float, alive: int, finalists: int) -> bool:
+        """Whether another rung of `alive` servers (its trials and its rounds) and then the
+        final rounds fit in what the budget leaves after `spent_s`."""
+        rung = alive * (RUNG_TRIALS + RACE_ROUNDS)
+        return spent_s + (rung + self.final_runs(finalists)) * run_s <= self.budget_s
+
+    def rungs_left(self, spent_s: float, run_s: float, alive: int) -> int:
+        """How many more rungs of `alive` servers the budget could still hold (0 or more): the
+        horizon of a server's optimistic bound."""
+        rung_s = max(1, alive) * (RUNG_TRIALS + RACE_ROUNDS) * run_s
+        free = self.budget_s - spent_s - self.final_runs() * run_s
+        return max(0, math.floor(free / rung_s)) if rung_s > 0 else 0
+
+    def fixed_s(self, run_s: float) -> float:
+        """What the first rung, its rounds and the final rounds take at `run_s` a run: a
+        budget below it still runs them (every server gets its baselines)."""
+        return (self.servers * (MIN_FIRST_RUNG + RACE_ROUNDS) + self.final_runs()) * run_s
