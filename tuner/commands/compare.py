@@ -1,24 +1,32 @@
 """`tuner compare APP --servers A,B`: tune each server, then measure them side by side.
 
 Each server gets its own study (named COMPARE-SERVER) with exactly the options of `tuner tune`;
-the config files, compare.html, compare.png and compare.json go to one folder.
+the config files, compare.html, compare.png and compare.json go to one folder. By default the
+studies race (tuner/workflow/racing.py) within `--budget` minutes; `--full` runs each one whole.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.apps import Interface, check_app_imports, parse_app
 from tuner.commands.setup import STUDY_NAME, build_setup
-from tuner.commands.tune import add_tune_options, run_tune
+from tuner.commands.tune import add_tune_options, app_requirements, run_tune
 from tuner.errors import ConfigError, TunerError
 from tuner.search.storage_url import study_workdir
 from tuner.servers import SERVERS, get_adapter, server_names
 
+# The default --budget: a raced `--servers all` (the ten WSGI servers) on one app fits in it on
+# a 2-CPU machine at the default windows (docs/pages/commands/compare.md, "The budget").
+DEFAULT_BUDGET_MIN = 14.0
+
 if TYPE_CHECKING:
+    from tuner.report.study_view import PlainListener
     from tuner.search.study import StudySetup
     from tuner.workflow.compare import ServerRow
     from tuner.workflow.tune import TuneOutcome
@@ -43,6 +51,18 @@ def register(commands: argparse._SubParsersAction) -> None:
         type=int,
         default=3,
         help="interleaved side-by-side rounds of all servers (default 3)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help=f"minutes for the whole raced comparison (default {DEFAULT_BUDGET_MIN:g})",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="a full study per server (--trials each), no race: every server's own optimum",
     )
     parser.add_argument(
         "--out",
@@ -71,6 +91,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"app {args.app}: {interface.describe()}; servers: {', '.join(servers)}", flush=True)
     if args.compare_rounds < 1:
         raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
+    budget_s = budget_seconds(args.budget, args.full)
     name = args.name or f"{parse_app(args.app).module.rsplit('.', 1)[-1]}-compare-{args.objective}"
     if not STUDY_NAME.match(name):
         raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
@@ -81,19 +102,30 @@ def handle(args: argparse.Namespace) -> int:
         for s in servers
     }
     setups = [build_setup(per_server[s]) for s in servers]
-    outcomes: dict[str, TuneOutcome] = {}
-    for setup in setups:
-        server = setup.adapter.name
-        artifact = out / setup.adapter.artifact_filename
-        outcomes[server] = run_tune(setup, per_server[server], artifact)
     listener = PlainListener({}, quiet=args.json)
-    confirmed = compare.side_by_side(
-        setups, outcomes, args.compare_rounds, out / "confirm", listener.on_confirm_run
-    )
-    rows = compare.rows(setups, outcomes, confirmed)
+    if args.full:
+        outcomes: dict[str, TuneOutcome] = {}
+        for setup in setups:
+            server = setup.adapter.name
+            artifact = out / setup.adapter.artifact_filename
+            outcomes[server] = run_tune(setup, per_server[server], artifact)
+        confirmed = compare.side_by_side(
+            setups, outcomes, args.compare_rounds, out / "confirm", listener.on_confirm_run
+        )
+        rows = compare.rows(setups, outcomes, confirmed)
+        race_json: dict[str, object] | None = None
+    else:
+        outcomes, rows, race_json = _race(setups, per_server, budget_s, args, out, listener)
     _write(out, name, setups, rows)
     if args.json:
-        print_json({"compare": name, "folder": str(out), "servers": [r.to_json() for r in rows]})
+        print_json(
+            {
+                "compare": name,
+                "folder": str(out),
+                "race": race_json,
+                "servers": [r.to_json() for r in rows],
+            }
+        )
     else:
         print_tables(stdout_console(), [compare_table(rows)])
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
@@ -103,6 +135,62 @@ def handle(args: argparse.Namespace) -> int:
             str(kept), style="red", markup=False, highlight=False, soft_wrap=True
         )
     return unproven[0].exit_code if unproven else 0
+
+
+def budget_seconds(minutes: float | None, full: bool) -> float:
+    """--budget in seconds (the default without it); refused with --full, which has none."""
+    if minutes is None:
+        return DEFAULT_BUDGET_MIN * 60
+    if full:
+        raise ConfigError(
+            f"--budget {minutes:g} with --full: a full compare runs --trials per server and has "
+            "no budget; drop one of them"
+        )
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise ConfigError(f"--budget {minutes:g}: expected minutes > 0, e.g. --budget 10")
+    return minutes * 60
+
+
+def _race(
+    setups: list[StudySetup],
+    per_server: dict[str, argparse.Namespace],
+    budget_s: float,
+    args: argparse.Namespace,
+    out: Path,
+    listener: PlainListener,
+) -> tuple[dict[str, TuneOutcome], list[ServerRow], dict[str, object]]:
+    """The raced comparison: the race, its final rounds, the rows."""
+    from tuner.report.study_view import PlainListener
+    from tuner.workflow import compare, racing
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(line, file=sys.stderr, flush=True)
+
+    options = racing.RaceOptions(
+        budget_s=budget_s,
+        max_trials=args.trials,
+        top_k=args.top_k,
+        final_rounds=args.compare_rounds,
+        app_requirements={
+            s.adapter.name: app_requirements(s, per_server[s.adapter.name]) for s in setups
+        },
+        check_clean_venv=args.clean_venv_check,
+    )
+    listeners = {
+        s.adapter.name: PlainListener(s.adapter.table.defaults(), quiet=args.json) for s in setups
+    }
+    result = racing.run_race(setups, listeners, options, say, listener.on_confirm_run)
+    say("race: final rounds: " + ", ".join(result.finalists) + " and every server's default")
+    final = racing.run_final(result, options, out, listener.on_confirm_run)
+    summary = {
+        "budget_s": budget_s,
+        "rungs": result.rungs,
+        "noise": result.noise,
+        "finalists": result.finalists,
+        "left_race": {lane.server: lane.stopped for lane in result.lanes if lane.stopped},
+    }
+    return final.outcomes, compare.race_rows(result, final), summary
 
 
 def parse_servers(

@@ -32,11 +32,10 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
             if entry is None:
                 lines.append((row.server, name, "n/a", "n/a", "n/a", "", "", "", "", "no winner"))
                 continue
-            kept = name == "tuned" and row.tuned_is_default
             lines.append(
                 (
                     row.server,
-                    "tuned (= default)" if kept else name,
+                    config_label(row, name),
                     rps_text(entry),
                     spread_text(entry.p99_ms, "{:.2f}"),
                     spread_text(entry.pss_mb, "{:.1f}"),
@@ -62,10 +61,15 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
             "config file",
         ),
         lines,
-        [f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}" for row in rows]
+        race_lines(rows)
+        + [
+            f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}"
+            for row in rows
+            if not row.left_race
+        ]
         + [line for row in rows if (line := cpu_bound_line(row))]
         + client_bound_lines(rows)
-        + [best_line(rows)],
+        + [best_line([row for row in rows if not row.left_race])],
     )
 
 
@@ -102,6 +106,31 @@ def client_bound_lines(rows: Sequence[ServerRow]) -> list[str]:
         and entry.client_bound
         and not (name == "tuned" and row.tuned_is_default)
     ]
+
+
+def config_label(row: ServerRow, name: str) -> str:
+    """The config column: "default", "tuned", "tuned (= default)", or for a server that left
+    a race, its best config as the race's rounds measured it and after how many trials."""
+    if name == "default":
+        return name
+    if row.left_race:
+        return f"best of {row.trials} trials (race rounds; left the race)"
+    return "tuned (= default)" if row.tuned_is_default else name
+
+
+def race_lines(rows: Sequence[ServerRow]) -> list[str]:
+    """A raced compare: which servers reached the final rounds, and which left the race,
+    after how many trials and why (empty for a full compare)."""
+    if all(row.trials is None for row in rows):
+        return []
+    final = [f"{row.server} ({row.trials} trials)" for row in rows if not row.left_race]
+    lines = ["raced: in the final rounds: " + ", ".join(final)]
+    lines += [
+        f"{row.server}: stopped early after {row.trials} trials: {row.left_race}"
+        for row in rows
+        if row.left_race
+    ]
+    return lines
 
 
 def cpu_text(entry: ConfirmedSummary) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tuner.errors import ConfigError
@@ -101,18 +101,27 @@ def with_concurrency(
     cpus: int,
     params: Mapping[str, Value],
     target: int,
+    slot_models: Collection[str],
 ) -> dict[str, Value] | None:
     """`params` (a start, by param name) with its process and thread counts set for `target`
     requests at once: where the server forks and has threads, a process per CPU and the
     threads to make up `target`; with only one of them, that one; each within the space's
-    range. None when the space tunes neither for this config, or nothing changes, or the
-    change leaves the config's concurrency model."""
+    range. Only where those counts are what serves requests at once: a config that draws a
+    thread count, or one in `slot_models` (the baselines' models: a process or a thread per
+    request); a greenlet or event-loop config serves more than its counts, and stays. None
+    when nothing changes, or the change leaves the config's concurrency model."""
     model = adapter.process_model
     drawn = suggest(space, Replay(dict(params), RandomDraw(random.Random(0))), cpus)
     limits = space_limits(space, cpus)
     name_of = {p.setting: p.name for p in space.params}
     workers_key = model.processes if model.processes in drawn else None
     threads_key = model.threads if model.threads in drawn else None
+    try:
+        before = adapter.concurrency_model(adapter.resolve(drawn))
+    except ConfigError:
+        return None
+    if threads_key is None and before not in slot_models:
+        return None
     if workers_key is None and threads_key is None:
         return None
     counts: dict[str, int] = {}
@@ -127,7 +136,6 @@ def with_concurrency(
         counts[threads_key] = _within(limits.get(threads_key), target)
     changed = {**params, **{name_of[key]: count for key, count in counts.items()}}
     try:
-        before = adapter.concurrency_model(adapter.resolve(drawn))
         settings = suggest(space, Replay(changed, RandomDraw(random.Random(0))), cpus)
         if adapter.concurrency_model(adapter.resolve(settings)) != before:
             return None
@@ -145,16 +153,19 @@ def carried_starts(
     default: Mapping[str, Value] | None,
     starts: Sequence[Mapping[str, Value]],
     target: int,
+    slot_models: Collection[str],
 ) -> list[dict[str, Value]]:
     """The starts a study queues when the app's concurrency is known: the server's default
     (its params, when the space can express it) moved to `target` requests at once, where
     that changes it, then each branch start moved there too (or as it was, where the space
     cannot move it). A start that lands on another's config is queued once."""
     moved: list[dict[str, Value]] = []
-    carried = None if default is None else with_concurrency(space, adapter, cpus, default, target)
-    for start in [carried] + [
-        with_concurrency(space, adapter, cpus, params, target) or dict(params) for params in starts
-    ]:
+
+    def move(params: Mapping[str, Value]) -> dict[str, Value] | None:
+        return with_concurrency(space, adapter, cpus, params, target, slot_models)
+
+    carried = None if default is None else move(default)
+    for start in [carried] + [move(params) or dict(params) for params in starts]:
         if start is not None and start not in moved:
             moved.append(start)
     return moved

@@ -18,6 +18,8 @@ from tuner.metrics.measurement import Measurement
 from tuner.search.records import BASELINE_DEFAULT
 from tuner.search.study import StudySetup
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, confirm
+from tuner.workflow.race import MIN_FINALISTS, gap
+from tuner.workflow.racing import FinalResult, RaceResult
 from tuner.workflow.tune import TuneOutcome
 
 OnRun = Callable[[Candidate, int, Measurement | None], None]
@@ -35,9 +37,15 @@ class ServerRow:
     config_file: str | None
     verdict: str
     one_process: bool = False  # the server runs Python in one process (no processes setting)
+    # A raced compare: the trials its study drew, and why it did not reach the final rounds
+    # ("" for a finalist): its `tuned` figures are then its best config's race rounds.
+    trials: int | None = None
+    left_race: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "trials": self.trials,
+            "left_race": self.left_race,
             "server": self.server,
             "study": self.study,
             "default": self.default.to_json(),
@@ -111,3 +119,77 @@ def rows(
             )
         )
     return result
+
+
+def race_rows(race: RaceResult, final: FinalResult) -> list[ServerRow]:
+    """The rows of a raced compare: each server's default from the final rounds; a finalist's
+    tuned config from them too, with its verdict and file; another server's best config from
+    the race's rounds, with why it left the race."""
+    by_server: dict[str, list[Confirmed]] = {}
+    for entry in final.confirmed:
+        by_server.setdefault(entry.candidate.server, []).append(entry)
+    rows = []
+    for lane in race.lanes:
+        server = lane.server
+        entries = {entry.candidate.label: entry for entry in by_server.get(server, [])}
+        default = entries[BASELINE_DEFAULT].summary()
+        trials = len(lane.records())
+        one_process = lane.setup.adapter.process_model.processes is None
+        outcome = final.outcomes.get(server)
+        if outcome is not None:
+            verdict = outcome.verdict
+            winner = verdict.winner if verdict else None
+            kept = winner is not None and winner.candidate.label == BASELINE_DEFAULT
+            rows.append(
+                ServerRow(
+                    server=server,
+                    study=lane.setup.name,
+                    default=default,
+                    tuned=default if kept else (winner.summary() if winner else None),
+                    tuned_is_default=kept,
+                    config_file=str(outcome.out_path) if outcome.out_path else None,
+                    verdict=verdict.summary
+                    if verdict
+                    else "no config passed the SLOs; no file written",
+                    one_process=one_process,
+                    trials=trials,
+                )
+            )
+            continue
+        best = lane.best()
+        reached = lane.entry(best).summary() if best is not None else None
+        why = lane.stopped or _out_of_final(race, server)
+        rows.append(
+            ServerRow(
+                server=server,
+                study=lane.setup.name,
+                default=default,
+                tuned=reached,
+                tuned_is_default=False,
+                config_file=None,
+                verdict=f"left the race after {trials} trials: {why}; no file written "
+                f"(`tuner tune --study-name {lane.setup.name}` resumes its study)",
+                one_process=one_process,
+                trials=trials,
+                left_race=why,
+            )
+        )
+    return rows
+
+
+def _out_of_final(race: RaceResult, server: str) -> str:
+    """Why a server that was never stopped is not a finalist: the budget ended the race with
+    it outside the top and beyond the noise of the leader."""
+    standing = race.standings.get(server)
+    leader = race.finalists[0] if race.finalists else None
+    if standing is None or leader is None:
+        return "no config that could win"
+    times = gap(
+        race.standings[leader].confirmed,
+        standing.confirmed,
+        higher_is_better=race.lanes[0].setup.objective.headlines[0].higher_is_better,
+    )
+    return (
+        f"the budget ended the race with it behind {leader} by x{times:.1f}, beyond the noise "
+        f"({race.noise:.0%}), outside the top {MIN_FINALISTS}"
+    )

@@ -160,8 +160,17 @@ def gain_over(before: float | None, after: float, *, higher_is_better: bool) -> 
 
 
 @dataclass(frozen=True)
+class RunCost:
+    """Seconds one run of one config takes, start to stop: in a rung (short windows) and in
+    the final rounds (the user's windows). Estimated before the first run, then measured."""
+
+    rung_s: float
+    final_s: float
+
+
+@dataclass(frozen=True)
 class BudgetPlan:
-    """What the race's time goes to, in runs of one config (a trial, or a round's run)."""
+    """What the race's time goes to: rungs of trials and rounds, then the final rounds."""
 
     budget_s: float
     servers: int
@@ -169,31 +178,34 @@ class BudgetPlan:
     final_rounds: int
 
     def final_runs(self, finalists: int | None = None) -> int:
-        """The final rounds: each finalist's candidates and every other server's default."""
+        """The final rounds' runs: each finalist's candidates and every other server's default."""
         count = min(self.servers, MIN_FINALISTS) if finalists is None else finalists
         return (count * self.final_candidates + (self.servers - count)) * self.final_rounds
 
-    def first_rung(self, run_s: float) -> int:
+    def first_rung(self, cost: RunCost) -> int:
         """Trials per server in the first rung: RUNG_TRIALS, fewer (down to MIN_FIRST_RUNG)
-        when the budget, less the final rounds, cannot hold them at `run_s` a run."""
-        left = self.budget_s / run_s - self.final_runs()
-        fit = math.floor(left / self.servers) - RACE_ROUNDS
+        when the budget, less the final rounds, cannot hold them."""
+        left_s = self.budget_s - self.final_runs() * cost.final_s
+        fit = math.floor(left_s / (self.servers * cost.rung_s)) - RACE_ROUNDS
         return max(MIN_FIRST_RUNG, min(RUNG_TRIALS, fit))
 
-    def rung_fits(self, spent_s: float, run_s: float, alive: int, finalists: int) -> bool:
-        """Whether another rung of `alive` servers (its trials and its rounds) and then the
-        final rounds fit in what the budget leaves after `spent_s`."""
-        rung = alive * (RUNG_TRIALS + RACE_ROUNDS)
-        return spent_s + (rung + self.final_runs(finalists)) * run_s <= self.budget_s
+    def rung_s(self, alive: int, cost: RunCost) -> float:
+        return alive * (RUNG_TRIALS + RACE_ROUNDS) * cost.rung_s
 
-    def rungs_left(self, spent_s: float, run_s: float, alive: int) -> int:
-        """How many more rungs of `alive` servers the budget could still hold (0 or more): the
+    def rung_fits(self, spent_s: float, cost: RunCost, alive: int, finalists: int) -> bool:
+        """Whether another rung of `alive` servers (its trials and rounds) and then the final
+        rounds fit in what the budget leaves after `spent_s`."""
+        final_s = self.final_runs(finalists) * cost.final_s
+        return spent_s + self.rung_s(alive, cost) + final_s <= self.budget_s
+
+    def rungs_left(self, spent_s: float, cost: RunCost, alive: int) -> int:
+        """How many more rungs of `alive` servers the budget could hold (0 or more): the
         horizon of a server's optimistic bound."""
-        rung_s = max(1, alive) * (RUNG_TRIALS + RACE_ROUNDS) * run_s
-        free = self.budget_s - spent_s - self.final_runs() * run_s
-        return max(0, math.floor(free / rung_s)) if rung_s > 0 else 0
+        free_s = self.budget_s - spent_s - self.final_runs() * cost.final_s
+        return max(0, math.floor(free_s / self.rung_s(max(1, alive), cost)))
 
-    def fixed_s(self, run_s: float) -> float:
-        """What the first rung, its rounds and the final rounds take at `run_s` a run: a
-        budget below it still runs them (every server gets its baselines)."""
-        return (self.servers * (MIN_FIRST_RUNG + RACE_ROUNDS) + self.final_runs()) * run_s
+    def fixed_s(self, cost: RunCost) -> float:
+        """What the smallest first rung, its rounds and the final rounds take: a budget below
+        it still runs them (every server gets its baselines and a start)."""
+        rung = self.servers * (MIN_FIRST_RUNG + RACE_ROUNDS) * cost.rung_s
+        return rung + self.final_runs() * cost.final_s

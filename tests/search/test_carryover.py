@@ -1,0 +1,144 @@
+"""What one server's runs say about the app's concurrency, and the starts it gives the next
+server (tuner/search/carryover.py): pure logic on constructed measurements."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+
+import pytest
+
+from tests.support.measurements import measurement
+from tuner.metrics.measurement import Measurement, ServerCpu
+from tuner.search.branches import RandomDraw, Replay
+from tuner.search.carryover import (
+    RequestShape,
+    Sample,
+    carried_starts,
+    shape_of,
+    with_concurrency,
+)
+from tuner.search.space import SearchSpace, default_space_path, load_space, suggest
+from tuner.servers import get_adapter
+from tuner.servers.base import ServerAdapter
+from tuner.settings import Value
+
+
+def run(rps: float, busy: float, mean_ms: float, of_cpus: float = 1.0) -> Measurement:
+    m = measurement(rps, server_cpu=ServerCpu(busy, of_cpus))
+    return replace(m, latency=replace(m.latency, mean_ms=mean_ms))
+
+
+def test_a_cpu_bound_app_wants_a_request_per_cpu() -> None:
+    """One worker, its CPU busy all the time, 100 req/s: 10 ms of CPU per request, and the
+    request holds its worker 10 ms (Little's law), though 64 clients queue 640 ms for it."""
+    shape = shape_of([Sample(run(100, 1.0, 640.0), slots=1, connections=64)])
+    assert shape is not None
+    assert shape.cpu_s == pytest.approx(0.010) and shape.held_s == pytest.approx(0.010)
+    assert shape.waiting == pytest.approx(0.0)
+    assert shape.concurrency(1, 64) == 1
+    assert shape.concurrency(2, 64) == 2
+
+
+def test_a_waiting_app_wants_as_many_as_it_waits_for() -> None:
+    """50 ms of waiting for 0.5 ms of CPU: a hundred requests at once keep a CPU busy, and no
+    more than the load's connections are ever in flight."""
+    shape = shape_of([Sample(run(20, 0.01, 3200.0), slots=1, connections=64)])
+    assert shape is not None
+    assert shape.held_s == pytest.approx(0.050) and shape.waiting == pytest.approx(0.99)
+    assert shape.concurrency(1, 1000) == 100
+    assert shape.concurrency(1, 64) == 64
+
+
+def test_the_least_queued_run_gives_the_estimate() -> None:
+    """Sixteen threads sharing one CPU hold each request longer (53 ms) than the app's own
+    50 ms; the run with the shortest hold is the one least inflated by queueing for the CPU.
+    A run with errors (fast failures) or without the server's CPU is not read."""
+    samples = [
+        Sample(run(300, 0.2, 210.0), slots=16, connections=64),
+        Sample(run(20, 0.01, 3200.0), slots=1, connections=64),
+        Sample(replace(run(900, 0.05, 1.0), error_rate=0.5), slots=1, connections=64),
+        Sample(replace(run(900, 0.05, 1.0), server_cpu=None), slots=1, connections=64),
+    ]
+    shape = shape_of(samples)
+    assert shape is not None and shape.held_s == pytest.approx(0.050)
+    assert shape_of(samples[2:]) is None
+
+
+def test_the_measured_latency_caps_the_hold_where_slots_outnumber_clients() -> None:
+    """64 threads for 16 connections: only 16 requests are ever in flight."""
+    shape = shape_of([Sample(run(320, 0.1, 50.0), slots=64, connections=16)])
+    assert shape is not None and shape.held_s == pytest.approx(0.050)
+
+
+def test_a_request_never_holds_a_slot_shorter_than_its_cpu_time() -> None:
+    shape = RequestShape(cpu_s=0.01, held_s=0.01)
+    assert shape.waiting == 0.0 and shape.concurrency(4, 64) == 4
+
+
+def _space(server: str) -> tuple[ServerAdapter, SearchSpace]:
+    """The server's adapter and its shipped space."""
+    adapter = get_adapter(server)
+    return adapter, load_space(default_space_path(server), adapter.table, server)
+
+
+def _settings(space: SearchSpace, params: Mapping[str, Value]) -> dict[str, Value]:
+    """What a start (params by name) runs, as settings."""
+    return suggest(space, Replay(dict(params), RandomDraw(random.Random(0))), 2)
+
+
+def test_a_forking_threaded_start_gets_a_process_per_cpu_and_the_threads_for_the_rest() -> None:
+    adapter, space = _space("gunicorn")
+    gthread = {"worker_class": "gthread", "workers": 5, "threads": 2}
+    moved = with_concurrency(space, adapter, 2, gthread, 40, slot_models={"sync"})
+    assert moved is not None
+    settings = _settings(space, moved)
+    assert settings["workers"] == 2 and settings["threads"] == 20
+    assert adapter.concurrency_model(adapter.resolve(settings)) == "gthread"
+
+
+def test_a_process_per_request_default_gets_its_processes_within_the_space() -> None:
+    """gunicorn's sync default on 2 CPUs, for 64 requests at once: its space stops at
+    4 x cpus + 1 = 9 workers. For a CPU-bound app (2 at once), 2 workers."""
+    adapter, space = _space("gunicorn")
+    default = {p.name: adapter.resolve({})[p.setting] for p in space.params}
+    for target, workers in ((64, 9), (2, 2)):
+        moved = with_concurrency(space, adapter, 2, default, target, slot_models={"sync"})
+        assert moved is not None and _settings(space, moved)["workers"] == workers
+
+
+def test_a_greenlet_start_is_left_as_drawn() -> None:
+    """gevent serves more requests than its processes: its worker count is not a concurrency."""
+    adapter, space = _space("gunicorn")
+    gevent = {"worker_class": "gevent", "workers": 3, "worker_connections": 500}
+    assert with_concurrency(space, adapter, 2, gevent, 64, slot_models={"sync"}) is None
+
+
+def test_a_one_process_threaded_server_gets_threads() -> None:
+    adapter, space = _space("waitress")
+    default = {p.name: adapter.resolve({})[p.setting] for p in space.params}
+    models = {adapter.concurrency_model(b.values) for b in adapter.baselines(2)}
+    moved = with_concurrency(space, adapter, 2, default, 24, slot_models=models)
+    assert moved is not None
+    assert adapter.threads(adapter.resolve(_settings(space, moved))) == 24
+
+
+def test_the_starts_carry_the_default_and_every_branch_once() -> None:
+    adapter, space = _space("gunicorn")
+    default = {p.name: adapter.resolve({})[p.setting] for p in space.params}
+    starts = [
+        {"worker_class": "gthread", "workers": 1, "threads": 16},
+        {"worker_class": "gevent", "workers": 1, "worker_connections": 1000},
+    ]
+    carried = carried_starts(space, adapter, 2, default, starts, 2, slot_models={"sync"})
+    models = [adapter.concurrency_model(adapter.resolve(_settings(space, p))) for p in carried]
+    assert models == ["sync", "gthread", "gevent"]
+    assert _settings(space, carried[1])["threads"] == 2  # 2 workers x 2 threads: the lowest
+    assert carried[2] == starts[1]
+    # The default already at the target: not queued again (it is the baseline).
+    one = carried_starts(space, adapter, 1, default, starts, 1, slot_models={"sync"})
+    assert [adapter.concurrency_model(adapter.resolve(_settings(space, p))) for p in one] == [
+        "gthread",
+        "gevent",
+    ]

@@ -1,0 +1,131 @@
+"""The race's decisions (tuner/workflow/race.py) on constructed standings: pure logic."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.metrics.stats import Spread
+from tuner.workflow import race
+from tuner.workflow.race import BudgetPlan, RunCost, Standing
+
+
+def standing(server: str, *runs: float, trials: int = 6, gain: float = 0.0) -> Standing:
+    return Standing(server, trials, Spread.of(runs), gain)
+
+
+def calls(standings: list[Standing], noise: float = 0.1, rungs_left: int = 2) -> dict[str, str]:
+    """server -> its reason if stopped, "" if it goes on."""
+    judged = race.judge(standings, noise=noise, rungs_left=rungs_left, higher_is_better=True)
+    assert [c.server for c in judged] == [s.server for s in standings]
+    return {c.server: c.reason if c.stop else "" for c in judged}
+
+
+FIELD = [
+    standing("granian", 3100, 3150),
+    standing("gunicorn", 3000, 3080),
+    standing("uwsgi", 2950, 3050),
+    standing("waitress", 1500, 1560),
+    standing("werkzeug", 1000, 1010),
+]
+
+
+def test_a_clear_loser_stops_after_the_first_rung_with_its_reason() -> None:
+    decided = calls(FIELD)
+    assert decided["werkzeug"].startswith("behind granian by x3.1 after 6 trials, beyond the noise")
+    assert decided["waitress"].startswith("behind granian by x2.0 after 6 trials")
+    assert decided["granian"] == decided["gunicorn"] == decided["uwsgi"] == ""
+
+
+def test_servers_inside_the_noise_never_stop_each_other() -> None:
+    """Five servers whose runs overlap the leader's, or trail it by less than the noise: none
+    stops, whatever their rank."""
+    close = [
+        standing("a", 1000, 1100),
+        standing("b", 990, 1090),
+        standing("c", 980, 1000),
+        standing("d", 920, 980),  # apart from a's runs, but x1.11 on medians: inside 12%
+        standing("e", 1040, 1060),
+    ]
+    assert set(calls(close, noise=0.12).values()) == {""}
+
+
+def test_a_gap_beyond_the_noise_is_not_enough_when_the_last_rung_gained_as_much() -> None:
+    """x2.0 behind, but its best doubled over its last rung: two more such rungs could close it."""
+    climbing = [*FIELD[:3], standing("waitress", 1500, 1560, gain=1.0)]
+    assert calls(climbing)["waitress"] == ""
+    assert calls(climbing, rungs_left=0)["waitress"].startswith("behind granian by x2.0")
+
+
+def test_the_top_three_are_never_stopped_however_far_behind() -> None:
+    three = [standing("a", 3000, 3010), standing("b", 100, 101), standing("c", 10, 11)]
+    assert set(calls(three).values()) == {""}
+
+
+def test_a_lower_is_better_headline_is_judged_the_other_way() -> None:
+    p99 = [
+        standing("a", 5.0, 5.2),
+        standing("b", 5.1, 5.3),
+        standing("c", 5.0, 5.4),
+        standing("d", 20.0, 21.0),
+    ]
+    judged = race.judge(p99, noise=0.1, rungs_left=1, higher_is_better=False)
+    stopped = {c.server: c.reason for c in judged if c.stop}
+    assert list(stopped) == ["d"] and stopped["d"].startswith("behind a by x4.0")
+
+
+def test_the_final_takes_the_top_three_and_all_the_noise_cannot_separate() -> None:
+    field = [
+        standing("granian", 3100, 3150),
+        standing("gunicorn", 2850, 2950),  # fourth, but x1.08 behind: inside 10%
+        standing("bjoern", 2900, 3000),
+        standing("waitress", 1500, 1560),
+        standing("uwsgi", 2950, 3000),
+        standing("cheroot", 2500, 3200),  # far behind on medians, but its runs overlap
+    ]
+    chosen = race.finalists(field, noise=0.1, higher_is_better=True)
+    assert chosen == ["granian", "uwsgi", "bjoern", "gunicorn", "cheroot"]
+
+
+def test_two_servers_both_reach_the_final() -> None:
+    assert race.finalists(FIELD[3:], noise=0.1, higher_is_better=True) == ["waitress", "werkzeug"]
+
+
+@pytest.mark.parametrize(
+    ("probes", "repeats", "expected"),
+    [
+        ([], [], race.MIN_NOISE),
+        ([10.0, 13.0, 10.0], [], 0.3),  # the CPU probe's range
+        # the median of the repeats' ranges (20%, 33%, 22%)
+        (
+            [10.0, 10.1],
+            [Spread.of([90, 110]), Spread.of([100, 140]), Spread.of([100, 125])],
+            0.2222,
+        ),
+    ],
+)
+def test_the_noise_is_the_largest_measured_spread(
+    probes: list[float], repeats: list[Spread], expected: float
+) -> None:
+    assert race.race_noise(probes, repeats) == pytest.approx(expected, abs=1e-4)
+
+
+def test_the_gain_of_a_rung() -> None:
+    assert race.gain_over(1000, 1500, higher_is_better=True) == pytest.approx(0.5)
+    assert race.gain_over(10.0, 5.0, higher_is_better=False) == pytest.approx(1.0)
+    assert race.gain_over(1000, 900, higher_is_better=True) == 0.0
+    assert race.gain_over(None, 900, higher_is_better=True) == 0.0
+
+
+def test_the_budget_shrinks_the_first_rung_and_ends_the_race_before_the_final() -> None:
+    plan = BudgetPlan(budget_s=14 * 60, servers=10, final_candidates=6, final_rounds=3)
+    cost = RunCost(rung_s=4.0, final_s=7.5)
+    # final: (3 x 6 + 7) x 3 = 75 runs = 562 s; 278 s left for 10 servers at 4 s: 6 runs each
+    assert plan.final_runs() == 75
+    assert plan.first_rung(cost) == 4  # 6 runs each, less the 2 race rounds
+    assert plan.first_rung(RunCost(40.0, 75.0)) == race.MIN_FIRST_RUNG  # never below
+    assert plan.first_rung(RunCost(1.0, 1.0)) == race.RUNG_TRIALS  # never above
+    # after 10 minutes, a rung of 3 servers (24 runs, 96 s) and the final (562 s) do not fit
+    assert not plan.rung_fits(600.0, cost, alive=3, finalists=3)
+    assert plan.rung_fits(100.0, cost, alive=3, finalists=3)
+    assert plan.rungs_left(100.0, cost, alive=3) == 1  # (840 - 100 - 562) / 96
+    assert plan.fixed_s(cost) == pytest.approx(10 * 5 * 4.0 + 75 * 7.5)

@@ -1,0 +1,392 @@
+"""`compare` as a race: rungs of trials per server, each server's best re-measured beside the
+others', the servers behind beyond the noise stopped (the rule: tuner/workflow/race.py), then
+one set of interleaved final rounds for the finalists' candidates and every server's default.
+
+The rungs measure with short windows (RUNG_DURATION_S after RUNG_WARMUP_S, or the user's if
+shorter), as successive halving spends little on each config early; the final rounds use the
+user's windows. Each server's study is a plain study (NAME-SERVER) that `tuner tune` can resume.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tuner.loadgen.engine import keep_workers
+from tuner.measure.runner import run_bench
+from tuner.metrics.measurement import Measurement
+from tuner.search.attrs import StudyAttrs
+from tuner.search.carryover import Sample, shape_of, slots
+from tuner.search.records import BASELINE_DEFAULT, TrialRecord
+from tuner.search.study import Study, StudyListener, StudySetup, pareto_numbers, run_search
+from tuner.workflow import race
+from tuner.workflow.apprequirements import AppRequirements
+from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, confirm, more_rounds
+from tuner.workflow.race import BudgetPlan, RunCost, Standing
+from tuner.workflow.tune import (
+    TuneOutcome,
+    conclude,
+    ended_records,
+    measurer,
+    pick_candidates,
+    start,
+)
+
+# A rung's measurement windows: Hyperband's cheap early evaluations (the final is full length).
+RUNG_DURATION_S = 2.0
+RUNG_WARMUP_S = 0.5
+# Seconds a run takes besides its windows (the server's start and stop), until measured.
+OVERHEAD_ESTIMATE_S = 1.5
+# Configs a finalist brings to the final rounds besides its --top-k: its baselines and a variant.
+FINAL_EXTRA_CANDIDATES = 3
+
+OnRun = Callable[[Candidate, int, Measurement | None], None]
+
+
+@dataclass
+class Lane:
+    """One server in the race."""
+
+    setup: StudySetup  # the user's windows: the final rounds and the written file
+    rung_setup: StudySetup  # the rungs' short windows
+    listener: StudyListener
+    study: Study | None = None
+    stopped: str = ""  # why it stopped drawing trials early ("" while it races)
+    done: bool = False  # drew every trial it may
+    gain: float = 0.0  # its best trial's gain over the last rung
+    best_value: float | None = None  # its best trial's headline figure after the last rung
+    entries: dict[str, Confirmed] = field(default_factory=dict)  # race runs, by config
+
+    @property
+    def server(self) -> str:
+        return self.setup.adapter.name
+
+    def records(self) -> list[TrialRecord]:
+        return ended_records(self.study) if self.study is not None else []
+
+    def best(self) -> TrialRecord | None:
+        """Its best measured config that could win (fair, within the SLOs), baselines included."""
+        usable = [r for r in self.records() if r.measured and r.feasible]
+        ranked = self.setup.objective.rank(usable, lambda r: r.figures)
+        return ranked[0] if ranked else None
+
+    def entry(self, record: TrialRecord) -> Confirmed:
+        """The race's runs of `record`'s config (kept across rungs while it stays the best)."""
+        key = repr(sorted(record.settings.items()))
+        if key not in self.entries:
+            label = f"{self.server} {record.label}"
+            self.entries[key] = Confirmed(
+                Candidate(label, record.number, dict(record.settings), self.server)
+            )
+        return self.entries[key]
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    lanes: list[Lane]
+    finalists: list[str]
+    standings: dict[str, Standing]
+    noise: float
+    rungs: int
+
+
+@dataclass(frozen=True)
+class RaceOptions:
+    budget_s: float
+    max_trials: int  # --trials: the most one server draws
+    top_k: int
+    final_rounds: int
+    app_requirements: Mapping[str, AppRequirements | None]
+    check_clean_venv: bool
+
+
+def rung_setup(setup: StudySetup) -> StudySetup:
+    """`setup` with the rungs' short windows (never longer than the user's)."""
+    load = replace(
+        setup.load,
+        duration_s=min(setup.load.duration_s, RUNG_DURATION_S),
+        warmup_s=min(setup.load.warmup_s, RUNG_WARMUP_S),
+    )
+    return replace(setup, load=load)
+
+
+class _Clock:
+    """Time spent and runs made, for the budget: a run's cost is measured, not assumed."""
+
+    def __init__(self, now: Callable[[], float], first: StudySetup) -> None:
+        self.now = now
+        self.started = now()
+        self.rung_runs = self.final_runs = 0
+        self.rung_spent = 0.0
+        windows = first.load.duration_s + first.load.warmup_s
+        short = rung_setup(first).load
+        self.short_windows = short.duration_s + short.warmup_s
+        self.final_windows = windows
+
+    @property
+    def spent_s(self) -> float:
+        return self.now() - self.started
+
+    def cost(self) -> RunCost:
+        overhead = OVERHEAD_ESTIMATE_S
+        if self.rung_runs:
+            overhead = max(0.0, self.rung_spent / self.rung_runs - self.short_windows)
+        return RunCost(self.short_windows + overhead, self.final_windows + overhead)
+
+
+@keep_workers()  # one set of load workers for every rung, round and server
+def run_race(
+    setups: Sequence[StudySetup],
+    listeners: Mapping[str, StudyListener],
+    options: RaceOptions,
+    say: Callable[[str], None],
+    on_run: OnRun | None = None,
+    now: Callable[[], float] = time.monotonic,
+) -> RaceResult:
+    """Race the servers' studies until the budget leaves only the final rounds (or no server
+    may draw more); the rungs and every stop are reported through `say`."""
+    lanes = [Lane(s, rung_setup(s), listeners[s.adapter.name]) for s in setups]
+    headline = setups[0].objective.headlines[0]
+    clock = _Clock(now, setups[0])
+    plan = BudgetPlan(
+        options.budget_s, len(lanes), options.top_k + FINAL_EXTRA_CANDIDATES, options.final_rounds
+    )
+    fixed_s = plan.fixed_s(clock.cost())
+    if fixed_s > options.budget_s:
+        say(
+            f"race: the budget ({options.budget_s / 60:g} min) is below what the first rung "
+            f"and the final rounds take at these windows (about {fixed_s / 60:.0f} min): they "
+            "run anyway, and no further rung"
+        )
+    first = min(plan.first_rung(clock.cost()), options.max_trials)
+    say(f"race: rung 1: {len(lanes)} servers, {first} trials each")
+    for lane in lanes:
+        _first_rung(lane, lanes, first, options, clock)
+    standings: dict[str, Standing] = {}
+    rungs, next_round = 1, 0
+    while True:
+        racing = [lane for lane in lanes if not lane.stopped]
+        for lane, entry in _race_rounds(racing, next_round, clock, on_run, say):
+            spread = entry.spread(headline)
+            if spread is not None:
+                trials = len(lane.records())
+                standings[lane.server] = Standing(lane.server, trials, spread, lane.gain, lane.done)
+        next_round += race.RACE_ROUNDS
+        noise = _noise(lanes)
+        judged = [standings[lane.server] for lane in racing if lane.server in standings]
+        calls = race.judge(
+            judged,
+            noise=noise,
+            rungs_left=plan.rungs_left(clock.spent_s, clock.cost(), len(judged)),
+            higher_is_better=headline.higher_is_better,
+        )
+        for call in (c for c in calls if c.stop):
+            lane = next(lane for lane in lanes if lane.server == call.server)
+            lane.stopped = call.reason
+            say(f"race: {lane.server} stops drawing trials: {call.reason}")
+        finalists = race.finalists(
+            [
+                standings[lane.server]
+                for lane in lanes
+                if not lane.stopped and lane.server in standings
+            ],
+            noise=noise,
+            higher_is_better=headline.higher_is_better,
+        )
+        drawing = [lane for lane in lanes if not lane.stopped and not lane.done]
+        if not drawing or not plan.rung_fits(
+            clock.spent_s, clock.cost(), len(drawing), len(finalists)
+        ):
+            break
+        rungs += 1
+        say(f"race: rung {rungs}: " + ", ".join(lane.server for lane in drawing))
+        for lane in drawing:
+            _rung(lane, race.RUNG_TRIALS, options, clock)
+    return RaceResult(lanes, finalists, standings, noise, rungs)
+
+
+def _first_rung(
+    lane: Lane, lanes: Sequence[Lane], trials: int, options: RaceOptions, clock: _Clock
+) -> None:
+    """Open the server's study with its starts at the concurrency the servers before it
+    measured (tuner.search.carryover), and draw its first rung."""
+    samples = [sample for other in lanes if other.study is not None for sample in _samples(other)]
+    shape = shape_of(samples)
+    if shape is not None:
+        target = shape.concurrency(lane.setup.cpus, lane.setup.load.connections)
+        lane.setup = replace(lane.setup, start_concurrency=target)
+        lane.rung_setup = replace(lane.rung_setup, start_concurrency=target)
+        lane.listener.on_start(
+            f"{lane.server}: starts at {target} requests at once, from the servers raced "
+            f"before ({shape.describe()})"
+        )
+    lane.study = start(
+        lane.rung_setup,
+        lane.listener,
+        options.app_requirements.get(lane.server),
+        options.check_clean_venv,
+    )
+    default = next((r for r in lane.records() if r.baseline == BASELINE_DEFAULT), None)
+    _rung(lane, trials, options, clock)
+    # The first rung's gain is over the server's default: what its space added so far.
+    if default is not None and default.measured and lane.best_value is not None:
+        headline = lane.setup.objective.headlines[0]
+        lane.gain = race.gain_over(
+            headline.value(default.figures),
+            lane.best_value,
+            higher_is_better=headline.higher_is_better,
+        )
+
+
+def _rung(lane: Lane, trials: int, options: RaceOptions, clock: _Clock) -> None:
+    """Draw up to `trials` more trials (never past --trials); note the gain of its best."""
+    assert lane.study is not None
+    before = lane.records()
+    wanted = min(trials, options.max_trials - len(before))
+    if wanted > 0:
+        started = clock.now()
+        run_search(
+            lane.rung_setup, lane.study, n_trials=wanted, timeout_s=None, listener=lane.listener
+        )
+        after = lane.records()
+        measured = [r for r in after[len(before) :] if r.duplicate_of is None]
+        clock.rung_runs += len(measured)
+        clock.rung_spent += clock.now() - started
+        if not measured:
+            lane.done = True  # every draw repeated a measured config: its space is measured
+    after = lane.records()
+    lane.done = lane.done or len(after) >= options.max_trials
+    best = lane.best()
+    if best is None:
+        return
+    headline = lane.setup.objective.headlines[0]
+    value = headline.value(best.figures)
+    lane.gain = race.gain_over(lane.best_value, value, higher_is_better=headline.higher_is_better)
+    lane.best_value = value
+
+
+def _race_rounds(
+    lanes: Sequence[Lane],
+    first_round: int,
+    clock: _Clock,
+    on_run: OnRun | None,
+    say: Callable[[str], None],
+) -> list[tuple[Lane, Confirmed]]:
+    """Each racing server's best config, measured RACE_ROUNDS more times side by side."""
+    chosen: list[tuple[Lane, Confirmed]] = []
+    for lane in lanes:
+        best = lane.best()
+        if best is None:
+            lane.stopped = f"no config that could win in {len(lane.records())} trials"
+            say(f"race: {lane.server} stops drawing trials: {lane.stopped}")
+            continue
+        chosen.append((lane, lane.entry(best)))
+    by_server = {lane.server: lane for lane, _ in chosen}
+
+    def measure(candidate: Candidate, round_index: int) -> Measurement:
+        setup = by_server[candidate.server].rung_setup
+        slug = candidate.label.replace(" ", "-").replace("*", "x")
+        log = setup.workdir / "race" / f"{slug}-round{round_index}.log"
+        return run_bench(setup.plan(candidate.settings, log)).measurement
+
+    started = clock.now()
+    entries = [entry for _, entry in chosen]
+    more_rounds(entries, range(first_round, first_round + race.RACE_ROUNDS), measure, on_run)
+    clock.rung_runs += len(entries) * race.RACE_ROUNDS
+    clock.rung_spent += clock.now() - started
+    return chosen
+
+
+def _samples(lane: Lane) -> list[Sample]:
+    """The runs of `lane` whose slots its process model counts: configs in its baselines'
+    concurrency models (tuner.search.carryover says why)."""
+    adapter = lane.setup.adapter
+    models = {adapter.concurrency_model(b.values) for b in adapter.baselines(lane.setup.cpus)}
+    samples = []
+    for record in lane.records():
+        if not record.measured or record.measurement is None:
+            continue
+        if adapter.concurrency_model(record.settings) not in models:
+            continue
+        count = slots(adapter, record.settings)
+        samples.append(Sample(record.measurement, count, lane.setup.load.connections))
+    return samples
+
+
+def _noise(lanes: Sequence[Lane]) -> float:
+    """race_noise over every study's CPU probes and every config's race runs."""
+    probes = [
+        float(ms)
+        for lane in lanes
+        if lane.study is not None
+        for _trial, ms in StudyAttrs.read(lane.study.user_attrs).cpu_probe_ms or []
+    ]
+    repeats = [
+        spread
+        for lane in lanes
+        for entry in lane.entries.values()
+        if (spread := entry.spread(lane.setup.objective.headlines[0])) is not None
+    ]
+    return race.race_noise(probes, repeats)
+
+
+@dataclass(frozen=True)
+class FinalResult:
+    confirmed: list[Confirmed]  # every final round's entries, all servers
+    outcomes: dict[str, TuneOutcome]  # each finalist's verdict and written file
+
+
+@keep_workers()
+def run_final(
+    result: RaceResult,
+    options: RaceOptions,
+    out: Path,
+    on_run: OnRun | None = None,
+) -> FinalResult:
+    """One set of interleaved rounds: each finalist's candidates (as `tune` picks them: its
+    baselines, its --top-k best, their variants) and every other server's default; then
+    each finalist's verdict from its own entries, and its file written."""
+    chosen: list[Candidate] = []
+    for lane in result.lanes:
+        if lane.server in result.finalists and lane.study is not None:
+            picks = pick_candidates(
+                lane.setup, lane.records(), options.top_k, pareto=pareto_numbers(lane.study)
+            )
+        else:
+            default = lane.setup.adapter.baselines(lane.setup.cpus)[0]
+            trial0 = next((r.number for r in lane.records() if r.baseline == default.label), None)
+            picks = [Candidate(default.label, trial0, dict(default.values))]
+        chosen += [replace(candidate, server=lane.server) for candidate in picks]
+    measurers = {lane.server: measurer(lane.setup) for lane in result.lanes}
+
+    def measure(candidate: Candidate, round_index: int) -> Measurement:
+        return measurers[candidate.server](candidate, round_index)
+
+    def named(candidate: Candidate, round_index: int, run: Measurement | None) -> None:
+        if on_run is not None:
+            on_run(
+                replace(candidate, label=f"{candidate.server} {candidate.label}"), round_index, run
+            )
+
+    rounds = options.final_rounds
+    confirmed = confirm(chosen, rounds, measure, named)
+    outcomes: dict[str, TuneOutcome] = {}
+    for lane in result.lanes:
+        if lane.server not in result.finalists or lane.study is None:
+            continue
+        mine = [entry for entry in confirmed if entry.candidate.server == lane.server]
+        outcomes[lane.server] = conclude(
+            lane.setup,
+            lane.study,
+            lane.records(),
+            mine,
+            more=lambda pair: more_rounds(
+                pair, range(rounds, rounds + EXTRA_ROUNDS), measure, named
+            ),
+            out_path=out / lane.setup.adapter.artifact_filename,
+            app_requirements=options.app_requirements.get(lane.server),
+            check_clean_venv=options.check_clean_venv,
+        )
+    return FinalResult(confirmed, outcomes)
