@@ -85,6 +85,7 @@ def compared(
         "apps/hello.py",
         "--servers",
         ",".join(COMPARED_SERVERS),
+        "--full",  # a study of --trials per server: the race has its own test
         "--trials",
         "3",
         "--top-k",

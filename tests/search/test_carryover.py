@@ -6,11 +6,15 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from tests.support.measurements import measurement
+from tuner.cli import build_parser
+from tuner.commands.setup import build_setup
 from tuner.metrics.measurement import Measurement, ServerCpu
+from tuner.search.attrs import TrialAttrs
 from tuner.search.branches import RandomDraw, Replay
 from tuner.search.carryover import (
     RequestShape,
@@ -20,6 +24,7 @@ from tuner.search.carryover import (
     with_concurrency,
 )
 from tuner.search.space import SearchSpace, default_space_path, load_space, suggest
+from tuner.search.study import open_study
 from tuner.servers import get_adapter
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
@@ -142,3 +147,23 @@ def test_the_starts_carry_the_default_and_every_branch_once() -> None:
         "gthread",
         "gevent",
     ]
+
+
+def test_a_study_with_a_known_concurrency_queues_its_starts_there(tmp_path: Path) -> None:
+    """A study opened with `start_concurrency` (no server started): its queued starts, after
+    the baselines, are the default's model and each branch at that many requests at once."""
+    args = build_parser().parse_args(
+        ["tune", "apps/hello.py", "--server", "gunicorn", "--server-cpus", "0",
+         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study-name", "carried"]
+    )  # fmt: skip
+    setup = replace(build_setup(args), start_concurrency=12)
+    study = open_study(setup)
+    queued = [
+        t for t in study.get_trials(deepcopy=False) if TrialAttrs.read(t.user_attrs).branch_start
+    ]
+    assert {TrialAttrs.read(t.user_attrs).carried for t in queued} == {12}
+    settings = [_settings(setup.space, t.system_attrs["fixed_params"]) for t in queued]
+    models = [setup.adapter.concurrency_model(setup.adapter.resolve(s)) for s in settings]
+    assert models == ["sync", "gthread", "gevent"]
+    assert settings[0]["workers"] == 5  # 4 x cpus + 1: the space's most, short of 12
+    assert settings[1]["workers"] == 1 and settings[1]["threads"] == 12

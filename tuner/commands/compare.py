@@ -188,7 +188,7 @@ def _race(
         "rungs": result.rungs,
         "noise": result.noise,
         "finalists": result.finalists,
-        "left_race": {lane.server: lane.stopped for lane in result.lanes if lane.stopped},
+        "stopped": {lane.server: lane.stopped for lane in result.lanes if lane.stopped},
     }
     return final.outcomes, compare.race_rows(result, final), summary
 

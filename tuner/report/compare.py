@@ -62,14 +62,10 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
         ),
         lines,
         race_lines(rows)
-        + [
-            f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}"
-            for row in rows
-            if not row.left_race
-        ]
+        + [f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}" for row in rows]
         + [line for row in rows if (line := cpu_bound_line(row))]
         + client_bound_lines(rows)
-        + [best_line([row for row in rows if not row.left_race])],
+        + [best_line([row for row in rows if row.finalist])],
     )
 
 
@@ -109,26 +105,30 @@ def client_bound_lines(rows: Sequence[ServerRow]) -> list[str]:
 
 
 def config_label(row: ServerRow, name: str) -> str:
-    """The config column: "default", "tuned", "tuned (= default)", or for a server that left
-    a race, its best config as the race's rounds measured it and after how many trials."""
+    """The config column: "default", "tuned", "tuned (= default)", or for a server that did
+    not reach a race's final rounds, its best config as the race's rounds measured it."""
     if name == "default":
         return name
-    if row.left_race:
-        return f"best of {row.trials} trials (race rounds; left the race)"
+    if not row.finalist:
+        return f"best of {row.trials} trials (race rounds)"
     return "tuned (= default)" if row.tuned_is_default else name
 
 
 def race_lines(rows: Sequence[ServerRow]) -> list[str]:
-    """A raced compare: which servers reached the final rounds, and which left the race,
-    after how many trials and why (empty for a full compare)."""
+    """A raced compare: which servers reached the final rounds, which stopped drawing trials
+    early, after how many and why (nothing for a full compare)."""
     if all(row.trials is None for row in rows):
         return []
-    final = [f"{row.server} ({row.trials} trials)" for row in rows if not row.left_race]
+    final = [
+        f"{row.server} ({row.trials} trials{', stopped early' if row.stopped else ''})"
+        for row in rows
+        if row.finalist
+    ]
     lines = ["raced: in the final rounds: " + ", ".join(final)]
     lines += [
-        f"{row.server}: stopped early after {row.trials} trials: {row.left_race}"
+        f"{row.server}: stopped early after {row.trials} trials: {row.stopped}"
         for row in rows
-        if row.left_race
+        if row.stopped
     ]
     return lines
 

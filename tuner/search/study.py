@@ -310,7 +310,9 @@ def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list
     if target is not None:
         default = {p.name: setup.adapter.resolve({})[p.setting] for p in setup.space.params}
         known = default if _expressible(setup, default) else None
-        starts = carried_starts(setup.space, setup.adapter, setup.space_cpus, known, starts, target)
+        starts = carried_starts(
+            setup.space, setup.adapter, setup.space_cpus, known, starts, target, covered
+        )
     for params in starts:
         queued = TrialAttrs(branch_start=True, carried=target).stored()
         study.enqueue_trial(params, user_attrs=queued, skip_if_exists=False)

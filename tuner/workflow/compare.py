@@ -8,7 +8,7 @@ default, uwsgi tuned, and again), so drift of the machine hits every server alik
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +37,18 @@ class ServerRow:
     config_file: str | None
     verdict: str
     one_process: bool = False  # the server runs Python in one process (no processes setting)
-    # A raced compare: the trials its study drew, and why it did not reach the final rounds
-    # ("" for a finalist): its `tuned` figures are then its best config's race rounds.
+    # A raced compare: the trials its study drew; why it stopped drawing them early ("" if
+    # it did not); whether it reached the final rounds (if not, `tuned` is its best config as
+    # the race's rounds measured it, and no file is written).
     trials: int | None = None
-    left_race: str = ""
+    stopped: str = ""
+    finalist: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
             "trials": self.trials,
-            "left_race": self.left_race,
+            "stopped": self.stopped,
+            "finalist": self.finalist,
             "server": self.server,
             "study": self.study,
             "default": self.default.to_json(),
@@ -124,7 +127,7 @@ def rows(
 def race_rows(race: RaceResult, final: FinalResult) -> list[ServerRow]:
     """The rows of a raced compare: each server's default from the final rounds; a finalist's
     tuned config from them too, with its verdict and file; another server's best config from
-    the race's rounds, with why it left the race."""
+    the race's rounds, with why it is not in the final."""
     by_server: dict[str, list[Confirmed]] = {}
     for entry in final.confirmed:
         by_server.setdefault(entry.candidate.server, []).append(entry)
@@ -133,53 +136,50 @@ def race_rows(race: RaceResult, final: FinalResult) -> list[ServerRow]:
         server = lane.server
         entries = {entry.candidate.label: entry for entry in by_server.get(server, [])}
         default = entries[BASELINE_DEFAULT].summary()
-        trials = len(lane.records())
-        one_process = lane.setup.adapter.process_model.processes is None
+        base = ServerRow(
+            server=server,
+            study=lane.setup.name,
+            default=default,
+            tuned=None,
+            tuned_is_default=False,
+            config_file=None,
+            verdict="",
+            one_process=lane.setup.adapter.process_model.processes is None,
+            trials=len(lane.records()),
+            stopped=lane.stopped,
+        )
         outcome = final.outcomes.get(server)
         if outcome is not None:
             verdict = outcome.verdict
             winner = verdict.winner if verdict else None
             kept = winner is not None and winner.candidate.label == BASELINE_DEFAULT
             rows.append(
-                ServerRow(
-                    server=server,
-                    study=lane.setup.name,
-                    default=default,
+                replace(
+                    base,
                     tuned=default if kept else (winner.summary() if winner else None),
                     tuned_is_default=kept,
                     config_file=str(outcome.out_path) if outcome.out_path else None,
                     verdict=verdict.summary
                     if verdict
                     else "no config passed the SLOs; no file written",
-                    one_process=one_process,
-                    trials=trials,
                 )
             )
             continue
         best = lane.best()
-        reached = lane.entry(best).summary() if best is not None else None
-        why = lane.stopped or _out_of_final(race, server)
         rows.append(
-            ServerRow(
-                server=server,
-                study=lane.setup.name,
-                default=default,
-                tuned=reached,
-                tuned_is_default=False,
-                config_file=None,
-                verdict=f"left the race after {trials} trials: {why}; no file written "
-                f"(`tuner tune --study-name {lane.setup.name}` resumes its study)",
-                one_process=one_process,
-                trials=trials,
-                left_race=why,
+            replace(
+                base,
+                tuned=lane.entry(best).summary() if best is not None else None,
+                verdict=f"not in the final rounds: {_out_of_final(race, server)}; no file "
+                f"written (`tuner tune --study-name {lane.setup.name}` resumes its study)",
+                finalist=False,
             )
         )
     return rows
 
 
 def _out_of_final(race: RaceResult, server: str) -> str:
-    """Why a server that was never stopped is not a finalist: the budget ended the race with
-    it outside the top and beyond the noise of the leader."""
+    """Why a server is not a finalist: behind the leader beyond the noise, outside the top."""
     standing = race.standings.get(server)
     leader = race.finalists[0] if race.finalists else None
     if standing is None or leader is None:
@@ -190,6 +190,6 @@ def _out_of_final(race: RaceResult, server: str) -> str:
         higher_is_better=race.lanes[0].setup.objective.headlines[0].higher_is_better,
     )
     return (
-        f"the budget ended the race with it behind {leader} by x{times:.1f}, beyond the noise "
-        f"({race.noise:.0%}), outside the top {MIN_FINALISTS}"
+        f"behind {leader} by x{times:.1f}, beyond the noise ({race.noise:.0%}), outside the "
+        f"top {MIN_FINALISTS}"
     )

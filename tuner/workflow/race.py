@@ -17,7 +17,9 @@ race"):
   gain over the last rung, compounded over every rung the budget could still give it (an
   optimistic bound: a best-so-far curve gains less each rung, not more).
 - Successive halving drops a fixed fraction each rung; here nobody is dropped for rank alone,
-  the top MIN_FINALISTS are never stopped, and servers inside the noise never stop each other.
+  servers inside the noise never stop each other, and a stopped server stops drawing trials
+  but keeps its place: the final rounds take the top MIN_FINALISTS, stopped or not, and every
+  server the noise cannot separate from the leader.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from tuner.metrics.stats import Spread, clearly_better
 
-# Never stopped, and always in the final rounds: the best this many by their confirmed medians.
+# Always in the final rounds: the best this many by their confirmed medians.
 MIN_FINALISTS = 3
 # The smallest relative gap called "beyond the noise", however quiet the race's repeats were.
 MIN_NOISE = 0.10
@@ -97,23 +99,23 @@ def judge(
     higher_is_better: bool,
 ) -> list[Call]:
     """Stop each server whose best is behind the leader's beyond the noise, by more than its
-    untried space could add in `rungs_left` more rungs; the others go on. The top
-    MIN_FINALISTS are never stopped, nor a server whose runs overlap the leader's."""
+    untried space could add in `rungs_left` more rungs; the others go on. A server whose runs
+    overlap the leader's is never stopped. Stopping ends a server's trials, not its place in
+    the final rounds (`finalists`): a third server far behind the leader stops drawing, and
+    its best so far is still measured there."""
     order = ranked(standings, higher_is_better=higher_is_better)
     if not order:
         return []
     leader = order[0]
-    protected = {s.server for s in order[:MIN_FINALISTS]}
     calls = []
     for standing in standings:
-        if standing.server in protected:
-            calls.append(Call(standing.server, False))
-            continue
         times = gap(leader.confirmed, standing.confirmed, higher_is_better=higher_is_better)
         apart = clearly_better(
             leader.confirmed, standing.confirmed, higher_is_better=higher_is_better
         )
-        reach = (1.0 + max(0.0, standing.gain)) ** max(0, rungs_left)
+        # A server that drew all it may has no untried configs left to count on.
+        ahead = 0 if standing.done else max(0, rungs_left)
+        reach = (1.0 + max(0.0, standing.gain)) ** ahead
         if apart and times > (1.0 + noise) * reach:
             calls.append(Call(standing.server, True, _reason(leader, standing, times, noise)))
         else:

@@ -187,11 +187,7 @@ def run_race(
             lane.stopped = call.reason
             say(f"race: {lane.server} stops drawing trials: {call.reason}")
         finalists = race.finalists(
-            [
-                standings[lane.server]
-                for lane in lanes
-                if not lane.stopped and lane.server in standings
-            ],
+            list(standings.values()),
             noise=noise,
             higher_is_better=headline.higher_is_better,
         )

@@ -1,0 +1,69 @@
+"""`tuner compare` races by default: a short real race of three servers on apps/fib.py, one of
+them werkzeug's dev server, far behind granian on a CPU-bound app (x5 on fib's medians in
+docs/pages/benchmarks.md, "Every server, side by side": a gap no slower machine closes, as
+both run the same app on the same CPU). Its structure is tested, not its figures."""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+
+import pytest
+
+from tests.support.cli import SHORT
+from tests.support.cli import run_tuner as tuner
+from tests.support.serverwatch import wait_none_left
+
+pytestmark = pytest.mark.usefixtures("real_servers")
+
+SERVERS = ("granian", "waitress", "werkzeug")
+
+
+def test_the_server_far_behind_stops_early_and_the_page_says_why(tmp_path) -> None:
+    """A one-minute budget leaves room for the first rung (its smallest, 3 trials a server)
+    and the final rounds only: werkzeug, x5 behind granian with no rung left to catch up,
+    stops drawing trials with its reason; with three servers all three reach the final."""
+    started = time.time()
+    done = tuner(
+        "compare",
+        "apps/fib.py",
+        "--servers",
+        ",".join(SERVERS),
+        "--budget",
+        "1",
+        "--trials",
+        "6",
+        "--top-k",
+        "1",
+        "--compare-rounds",
+        "1",
+        "--seed",
+        "1",
+        "--name",
+        "race",
+        "--no-clean-venv-check",  # the written files' boot is checked in test_tune.py
+        "--storage",
+        f"sqlite:///{tmp_path}/s.db",
+        *SHORT,
+        timeout=400,
+    )
+    assert done.returncode == 0, done.stderr
+    assert wait_none_left(started) == []
+    assert "race: rung 1: 3 servers, 3 trials each" in done.stderr
+    assert "race: werkzeug stops drawing trials: behind granian by x" in done.stderr
+    summary = json.loads((tmp_path / "race" / "compare.json").read_text())
+    rows = {row["server"]: row for row in summary["servers"]}
+    assert rows["werkzeug"]["stopped"].startswith("behind granian by x")
+    assert "after 3 trials, beyond the noise" in rows["werkzeug"]["stopped"]
+    assert rows["granian"]["stopped"] == ""
+    assert all(row["finalist"] for row in rows.values())
+    assert rows["werkzeug"]["trials"] == 3
+    for row in rows.values():  # every server's default and tuned config in the final rounds
+        assert row["default"]["runs"] + len(row["default"]["failures"]) == 1
+        assert row["tuned"] is not None
+    page = " ".join(html.unescape((tmp_path / "race" / "compare.html").read_text()).split())
+    assert "werkzeug: stopped early after 3 trials: behind granian by x" in page
+    assert "raced: in the final rounds: granian (" in page
+    terminal = " ".join(done.stdout.split())
+    assert "werkzeug: stopped early after 3 trials" in terminal
