@@ -77,6 +77,26 @@ def test_the_measured_latency_caps_the_hold_where_slots_outnumber_clients() -> N
     assert shape is not None and shape.held_s == pytest.approx(0.050)
 
 
+def test_a_run_that_kept_its_cpus_busy_caps_the_estimate() -> None:
+    """Four threads of one process on a CPU-bound app: each request holds its thread 4x its
+    CPU time, queued for the GIL, which looks like waiting (x4 on 1 CPU). The same run kept its
+    CPU busy, so four per CPU were enough; one process per request, busy too, says one."""
+    threads = Sample(run(400, 0.97, 160.0), slots=4, connections=64, processes=1)
+    shape = shape_of([threads])
+    assert shape is not None and shape.waiting == pytest.approx(0.75, abs=0.01)
+    assert shape.busy_at == 4 and shape.concurrency(2, 64) == 8
+    one = Sample(run(100, 1.0, 640.0), slots=1, connections=64, processes=1)
+    shape = shape_of([threads, one])
+    assert shape is not None and shape.busy_at == 1 and shape.concurrency(2, 64) == 2
+
+
+def test_a_run_that_left_its_cpus_idle_caps_nothing() -> None:
+    """The waiting app's run: 64 threads, a fifth of a CPU busy."""
+    shape = shape_of([Sample(run(1240, 0.2, 52.0), slots=64, connections=64, processes=1)])
+    assert shape is not None and shape.busy_at is None
+    assert shape.concurrency(1, 64) == 64
+
+
 def test_a_request_never_holds_a_slot_shorter_than_its_cpu_time() -> None:
     shape = RequestShape(cpu_s=0.01, held_s=0.01)
     assert shape.waiting == 0.0 and shape.concurrency(4, 64) == 4

@@ -12,8 +12,11 @@ slots that keep the CPUs busy are cpus x S / C (Goetz et al., Java Concurrency i
 
 Only configs whose slots the process model counts are read: the baselines' concurrency models
 (a process, or a thread, per request). A greenlet or event-loop config serves more requests
-than its processes x threads, so its S would look too short. The least S measured is the one
-least inflated by queueing for a CPU, so that run gives the estimate. Pure logic.
+than its processes x threads, so its S would look too short. S is an upper bound: a request
+also holds its slot while it queues for a CPU (or, among one process's threads, for the GIL),
+which looks like waiting. So the least S measured gives the estimate, and a run that kept its
+CPUs busy caps it: it had enough slots for them, so no more than its slots per busy CPU are
+wanted. Pure logic.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tuner.errors import ConfigError
 from tuner.metrics.measurement import Measurement
@@ -33,6 +36,8 @@ from tuner.settings import Value
 
 # A run with more failed requests than this is not read: fast failures look like short waits.
 MAX_ERROR_RATE = 0.01
+# A run whose server kept this share of the CPUs it could use busy had slots enough for them.
+SATURATED = 0.9
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class Sample:
     measurement: Measurement
     slots: int  # processes x threads of the config
     connections: int  # the load's connections (at most that many requests are in flight)
+    processes: int = 1  # its Python processes: each runs Python on one CPU at a time
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,8 @@ class RequestShape:
 
     cpu_s: float  # CPU time of one request (C)
     held_s: float  # wall time it holds a slot (S >= C)
+    # The fewest slots per CPU a run had while it kept its CPUs busy (None: no such run).
+    busy_at: float | None = None
 
     @property
     def waiting(self) -> float:
@@ -60,19 +68,24 @@ class RequestShape:
         """Requests to hold at once to keep `cpus` busy: cpus x S / C, at least one per CPU
         and at most the load's connections (more slots than requests in flight do nothing)."""
         wanted = cpus * self.held_s / self.cpu_s if self.cpu_s > 0 else connections
+        if self.busy_at is not None:
+            wanted = min(wanted, cpus * self.busy_at)
         return max(1, min(connections, max(math.ceil(cpus), math.ceil(wanted - 1e-9))))
 
     def describe(self) -> str:
+        busy = f"; CPUs kept busy with {self.busy_at:g} per CPU" if self.busy_at is not None else ""
         return (
             f"{self.cpu_s * 1000:.2f} ms CPU of {self.held_s * 1000:.2f} ms held "
-            f"({self.waiting:.0%} waiting)"
+            f"({self.waiting:.0%} waiting){busy}"
         )
 
 
 def shape_of(samples: Iterable[Sample]) -> RequestShape | None:
-    """The app's request shape from runs of several configs (and servers): the run with the
-    shortest held time; None without a run that measured the server's CPU."""
+    """The app's request shape from runs of several configs (and servers): the shortest held
+    time of any run, its CPU time, and the fewest slots per CPU that kept the CPUs busy; None
+    without a run that measured the server's CPU."""
     best: RequestShape | None = None
+    busy_at: float | None = None
     for sample in samples:
         run = sample.measurement
         rps = run.median_rps
@@ -81,13 +94,18 @@ def shape_of(samples: Iterable[Sample]) -> RequestShape | None:
         cpu_s = run.server_cpu.busy_cpus / rps
         if cpu_s <= 0:
             continue
-        held_s = min(sample.slots, sample.connections) / rps
+        in_flight = min(sample.slots, sample.connections)
+        held_s = in_flight / rps
         if run.latency.mean_ms > 0:
             held_s = min(held_s, run.latency.mean_ms / 1000.0)
         shape = RequestShape(cpu_s, max(held_s, cpu_s))
         if best is None or shape.held_s < best.held_s:
             best = shape
-    return best
+        usable = min(run.server_cpu.of_cpus, float(sample.processes))
+        if usable > 0 and run.server_cpu.busy_cpus >= SATURATED * usable:
+            per_cpu = in_flight / usable
+            busy_at = per_cpu if busy_at is None else min(busy_at, per_cpu)
+    return None if best is None else replace(best, busy_at=busy_at)
 
 
 def slots(adapter: ServerAdapter, settings: Mapping[str, Value]) -> int:

@@ -307,7 +307,9 @@ def _samples(lane: Lane) -> list[Sample]:
         if adapter.concurrency_model(record.settings) not in models:
             continue
         count = slots(adapter, record.settings)
-        samples.append(Sample(record.measurement, count, lane.setup.load.connections))
+        processes = adapter.processes(record.settings)
+        connections = lane.setup.load.connections
+        samples.append(Sample(record.measurement, count, connections, processes))
     return samples
 
 
