@@ -94,6 +94,18 @@ CASES = [
         "waitress cannot serve an ASGI 3 application",
     ),
     (["tune", "{tmp}/asgi2_app.py", "--server", "waitress", *SHORT], "ASGI 2 double callable"),
+    (
+        ["compare", HELLO, "--servers", "waitress,cheroot", "--budget", "0", "--storage", "{db}"],
+        "--budget 0: expected minutes > 0",
+    ),
+    (
+        ["compare", HELLO, "--servers", "waitress,cheroot", "--budget", "-5", "--storage", "{db}"],
+        "--budget -5: expected minutes > 0",
+    ),
+    (
+        ["compare", HELLO, "--servers", "waitress,cheroot", "--budget", "5", "--full"],
+        "--budget 5 with --full: a full compare runs --trials per server and has no budget",
+    ),
     (["bench", HELLO, "--server", "gunicorn", "--set", "workers=abc", *SHORT], "workers='abc'"),
     (["bench", HELLO, "--server", "gunicorn", "--set", "wurkers=2", *SHORT], "setting 'wurkers'"),
     (["bench", HELLO, "--server", "gunicorn", "--set", "workers=0", *SHORT], "workers='0'"),

@@ -445,3 +445,36 @@ def test_the_report_shows_the_recommended_trials_figures_per_template() -> None:
     # One request per load, or the winner not measured: no such table.
     assert tables.templates(_study([other], result={**RESULT, "verdict": {
         **RESULT["verdict"], "winner": "trial 5", "winner_trial": 5}})) is None  # fmt: skip
+
+
+def test_a_raced_compare_says_who_reached_the_final_and_who_stopped_early_and_why() -> None:
+    """gunicorn and uwsgi in the final, gunicorn stopped early (still in the top three), and
+    waitress out of the final: its best config as the race's rounds measured it, no file."""
+    stopped = "behind uwsgi by x3.1 after 6 trials, beyond the noise (10%)"
+    raced = [
+        replace(GUNICORN, trials=12),
+        replace(UWSGI, trials=18),
+        replace(
+            WAITRESS,
+            tuned=_summary("waitress trial 3", [600, 650, 700], [9.0], [20.0]),
+            trials=6,
+            stopped=stopped,
+            finalist=False,
+        ),
+    ]
+    table = compare_table(raced)
+    labels = [row[1] for row in table.rows if row[0] == "waitress"]
+    assert labels == ["default", "best of 6 trials (race rounds)"]
+    assert table.notes[:2] == [
+        "raced: in the final rounds: gunicorn (12 trials), uwsgi (18 trials)",
+        f"waitress: stopped early after 6 trials: {stopped}",
+    ]
+    assert table.notes[-1] == "fastest tuned: gunicorn, x1.25 the req/s of tuned uwsgi (medians)"
+    stopped_finalist = replace(raced[0], stopped=stopped)
+    assert compare_table([stopped_finalist, *raced[1:]]).notes[0] == (
+        "raced: in the final rounds: gunicorn (12 trials, stopped early), uwsgi (18 trials)"
+    )
+
+
+def test_a_full_compare_has_no_race_lines() -> None:
+    assert not any(n.startswith("raced:") for n in compare_table([GUNICORN, UWSGI]).notes)
