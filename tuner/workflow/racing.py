@@ -199,6 +199,7 @@ def run_race(
         rungs += 1
         say(f"race: rung {rungs}: " + ", ".join(lane.server for lane in drawing))
         for lane in drawing:
+            lane.listener.on_start(f"{lane.server}: rung {rungs}")  # its trial lines follow
             _rung(lane, race.RUNG_TRIALS, options, clock)
     return RaceResult(lanes, finalists, standings, noise, rungs)
 
@@ -218,6 +219,7 @@ def _first_rung(
             f"{lane.server}: starts at {target} requests at once, from the servers raced "
             f"before ({shape.describe()})"
         )
+    lane.listener.on_start(f"{lane.server}: rung 1")  # its trial lines follow
     lane.study = start(
         lane.rung_setup,
         lane.listener,
