@@ -467,7 +467,7 @@ def test_a_raced_compare_says_who_reached_the_final_and_who_stopped_early_and_wh
     assert labels == ["default", "best of 6 trials (race rounds)"]
     assert table.notes[:2] == [
         "raced: in the final rounds: gunicorn (12 trials), uwsgi (18 trials)",
-        f"waitress: stopped early after 6 trials: {stopped}",
+        f"waitress: stopped early: {stopped}",
     ]
     assert table.notes[-1] == "fastest tuned: gunicorn, x1.25 the req/s of tuned uwsgi (medians)"
     stopped_finalist = replace(raced[0], stopped=stopped)

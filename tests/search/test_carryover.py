@@ -157,13 +157,14 @@ def test_the_starts_carry_the_default_and_every_branch_once() -> None:
         {"worker_class": "gevent", "workers": 1, "worker_connections": 1000},
     ]
     carried = carried_starts(space, adapter, 2, default, starts, 2, slot_models={"sync"})
-    models = [adapter.concurrency_model(adapter.resolve(_settings(space, p))) for p in carried]
+    models = [adapter.concurrency_model(adapter.resolve(_settings(space, p))) for p, _ in carried]
     assert models == ["sync", "gthread", "gevent"]
-    assert _settings(space, carried[1])["threads"] == 2  # 2 workers x 2 threads: the lowest
-    assert carried[2] == starts[1]
+    assert _settings(space, carried[1][0])["threads"] == 2  # 2 workers x 2 threads: the lowest
+    assert carried[2] == (starts[1], False)  # greenlets: queued as drawn, not said to be moved
+    assert [moved for _, moved in carried] == [True, True, False]
     # The default already at the target: not queued again (it is the baseline).
     one = carried_starts(space, adapter, 1, default, starts, 1, slot_models={"sync"})
-    assert [adapter.concurrency_model(adapter.resolve(_settings(space, p))) for p in one] == [
+    assert [adapter.concurrency_model(adapter.resolve(_settings(space, p))) for p, _ in one] == [
         "gthread",
         "gevent",
     ]
@@ -181,9 +182,11 @@ def test_a_study_with_a_known_concurrency_queues_its_starts_there(tmp_path: Path
     queued = [
         t for t in study.get_trials(deepcopy=False) if TrialAttrs.read(t.user_attrs).branch_start
     ]
-    assert {TrialAttrs.read(t.user_attrs).carried for t in queued} == {12}
     settings = [_settings(setup.space, t.system_attrs["fixed_params"]) for t in queued]
     models = [setup.adapter.concurrency_model(setup.adapter.resolve(s)) for s in settings]
     assert models == ["sync", "gthread", "gevent"]
+    # The gevent start cannot be moved (greenlets are no slots): it does not say it was.
+    carried = [TrialAttrs.read(t.user_attrs).carried for t in queued]
+    assert carried == [12, 12, None]
     assert settings[0]["workers"] == 5  # 4 x cpus + 1: the space's most, short of 12
     assert settings[1]["workers"] == 1 and settings[1]["threads"] == 12

@@ -125,11 +125,7 @@ def race_lines(rows: Sequence[ServerRow]) -> list[str]:
         if row.finalist
     ]
     lines = ["raced: in the final rounds: " + ", ".join(final)]
-    lines += [
-        f"{row.server}: stopped early after {row.trials} trials: {row.stopped}"
-        for row in rows
-        if row.stopped
-    ]
+    lines += [f"{row.server}: stopped early: {row.stopped}" for row in rows if row.stopped]
     return lines
 
 

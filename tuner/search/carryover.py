@@ -37,7 +37,7 @@ from tuner.settings import Value
 # A run with more failed requests than this is not read: fast failures look like short waits.
 MAX_ERROR_RATE = 0.01
 # A run whose server kept this share of the CPUs it could use busy had slots enough for them.
-SATURATED = 0.9
+SATURATED = 0.8
 
 
 @dataclass(frozen=True)
@@ -172,21 +172,26 @@ def carried_starts(
     starts: Sequence[Mapping[str, Value]],
     target: int,
     slot_models: Collection[str],
-) -> list[dict[str, Value]]:
-    """The starts a study queues when the app's concurrency is known: the server's default
-    (its params, when the space can express it) moved to `target` requests at once, where
-    that changes it, then each branch start moved there too (or as it was, where the space
-    cannot move it). A start that lands on another's config is queued once."""
-    moved: list[dict[str, Value]] = []
+) -> list[tuple[dict[str, Value], bool]]:
+    """The starts a study queues when the app's concurrency is known, each with whether it was
+    moved there: the server's default (its params, when the space can express it) moved to
+    `target` requests at once, where that changes it, then each branch start moved there too,
+    or as it was where the space cannot move it. A start that lands on another's config is
+    queued once."""
+    queued: list[tuple[dict[str, Value], bool]] = []
 
     def move(params: Mapping[str, Value]) -> dict[str, Value] | None:
         return with_concurrency(space, adapter, cpus, params, target, slot_models)
 
     carried = None if default is None else move(default)
-    for start in [carried] + [move(params) or dict(params) for params in starts]:
-        if start is not None and start not in moved:
-            moved.append(start)
-    return moved
+    candidates = [] if carried is None else [(carried, True)]
+    for params in starts:
+        moved = move(params)
+        candidates.append((moved, True) if moved is not None else (dict(params), False))
+    for start, moved in candidates:
+        if all(start != other for other, _ in queued):
+            queued.append((start, moved))
+    return queued
 
 
 def _within(allowed: Allowed | None, count: int) -> int:

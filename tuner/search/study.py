@@ -307,15 +307,16 @@ def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list
         setup.space, setup.adapter, setup.space_cpus, seed=setup.seed, covered=covered
     )
     target = setup.start_concurrency
+    queued = [(params, False) for params in starts]
     if target is not None:
         default = {p.name: setup.adapter.resolve({})[p.setting] for p in setup.space.params}
         known = default if _expressible(setup, default) else None
-        starts = carried_starts(
+        queued = carried_starts(
             setup.space, setup.adapter, setup.space_cpus, known, starts, target, covered
         )
-    for params in starts:
-        queued = TrialAttrs(branch_start=True, carried=target).stored()
-        study.enqueue_trial(params, user_attrs=queued, skip_if_exists=False)
+    for params, moved in queued:
+        attrs = TrialAttrs(branch_start=True, carried=target if moved else None).stored()
+        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
 
 
 def _wait_for_setup(study: optuna.Study) -> dict[str, Any] | None:

@@ -145,7 +145,7 @@ def race_rows(race: RaceResult, final: FinalResult) -> list[ServerRow]:
             config_file=None,
             verdict="",
             one_process=lane.setup.adapter.process_model.processes is None,
-            trials=len(lane.records()),
+            trials=lane.trials(),
             stopped=lane.stopped,
         )
         outcome = final.outcomes.get(server)

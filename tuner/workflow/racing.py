@@ -66,6 +66,10 @@ class Lane:
     def records(self) -> list[TrialRecord]:
         return ended_records(self.study) if self.study is not None else []
 
+    def trials(self) -> int:
+        """Trials it drew, less repeats of a config already measured (those cost nothing)."""
+        return sum(r.duplicate_of is None for r in self.records())
+
     def best(self) -> TrialRecord | None:
         """Its best measured config that could win (fair, within the SLOs), baselines included."""
         usable = [r for r in self.records() if r.measured and r.feasible]
@@ -171,7 +175,7 @@ def run_race(
         for lane, entry in _race_rounds(racing, next_round, clock, on_run, say):
             spread = entry.spread(headline)
             if spread is not None:
-                trials = len(lane.records())
+                trials = lane.trials()
                 standings[lane.server] = Standing(lane.server, trials, spread, lane.gain, lane.done)
         next_round += race.RACE_ROUNDS
         noise = _noise(lanes)
@@ -226,8 +230,8 @@ def _first_rung(
         options.app_requirements.get(lane.server),
         options.check_clean_venv,
     )
-    default = next((r for r in lane.records() if r.baseline == BASELINE_DEFAULT), None)
     _rung(lane, trials, options, clock)
+    default = next((r for r in lane.records() if r.baseline == BASELINE_DEFAULT), None)
     # The first rung's gain is over the server's default: what its space added so far.
     if default is not None and default.measured and lane.best_value is not None:
         headline = lane.setup.objective.headlines[0]
@@ -242,7 +246,7 @@ def _rung(lane: Lane, trials: int, options: RaceOptions, clock: _Clock) -> None:
     """Draw up to `trials` more trials (never past --trials); note the gain of its best."""
     assert lane.study is not None
     before = lane.records()
-    wanted = min(trials, options.max_trials - len(before))
+    wanted = min(trials, options.max_trials - lane.trials())
     if wanted > 0:
         started = clock.now()
         run_search(
@@ -254,8 +258,7 @@ def _rung(lane: Lane, trials: int, options: RaceOptions, clock: _Clock) -> None:
         clock.rung_spent += clock.now() - started
         if not measured:
             lane.done = True  # every draw repeated a measured config: its space is measured
-    after = lane.records()
-    lane.done = lane.done or len(after) >= options.max_trials
+    lane.done = lane.done or lane.trials() >= options.max_trials
     best = lane.best()
     if best is None:
         return
@@ -277,7 +280,7 @@ def _race_rounds(
     for lane in lanes:
         best = lane.best()
         if best is None:
-            lane.stopped = f"no config that could win in {len(lane.records())} trials"
+            lane.stopped = f"no config that could win in {lane.trials()} trials"
             say(f"race: {lane.server} stops drawing trials: {lane.stopped}")
             continue
         chosen.append((lane, lane.entry(best)))
