@@ -122,7 +122,7 @@ class _Clock:
     def __init__(self, now: Callable[[], float], first: StudySetup) -> None:
         self.now = now
         self.started = now()
-        self.rung_runs = self.final_runs = 0
+        self.rung_runs = 0
         self.rung_spent = 0.0
         windows = first.load.duration_s + first.load.warmup_s
         short = rung_setup(first).load
