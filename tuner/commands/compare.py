@@ -116,7 +116,7 @@ def handle(args: argparse.Namespace) -> int:
         race_json: dict[str, object] | None = None
     else:
         outcomes, rows, race_json = _race(setups, per_server, budget_s, args, out, listener)
-    _write(out, name, setups, rows)
+    _write(out, name, setups, rows, race_json)
     if args.json:
         print_json(
             {
@@ -213,7 +213,13 @@ def parse_servers(
     return servers
 
 
-def _write(out: Path, name: str, setups: list[StudySetup], rows: list[ServerRow]) -> None:
+def _write(
+    out: Path,
+    name: str,
+    setups: list[StudySetup],
+    rows: list[ServerRow],
+    race: dict[str, object] | None,
+) -> None:
     from tuner.files import atomic_write
     from tuner.report.compare import compare_chart, compare_table
     from tuner.report.html import render_page, write_report
@@ -226,7 +232,7 @@ def _write(out: Path, name: str, setups: list[StudySetup], rows: list[ServerRow]
     ]
     page = render_page(f"tuner compare: {name}", summary, [chart], [compare_table(rows)])
     write_report(out, "compare.html", page, [chart])
-    summary_json = {"compare": name, "servers": [r.to_json() for r in rows]}
+    summary_json = {"compare": name, "race": race, "servers": [r.to_json() for r in rows]}
     atomic_write(out / "compare.json", (json.dumps(summary_json, indent=1) + "\n").encode())
 
 
