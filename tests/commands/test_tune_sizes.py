@@ -58,3 +58,11 @@ def test_for_cpus_measures_each_size_and_writes_a_file_sized_at_boot(tmp_path: P
         for t in searched
     }
     assert searched and len(others) == 1, others
+    # emit writes the pick sized at boot again, from the rule kept with it.
+    again = tmp_path / "again.conf.py"
+    emitted = run_tuner(
+        "emit", "--study", result["study"], "--out", str(again), "--storage", storage,
+        "--no-clean-venv-check",
+    )  # fmt: skip
+    assert emitted.returncode == 0, emitted.stderr[-2000:]
+    assert f"SIZING_RULE = {sizing!r}" in again.read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuner.errors import ConfigError
-from tuner.machine.sizing import CountLine, SizePoint, fit_line, fit_memory, fit_rule
+from tuner.machine.sizing import CountLine, SizePoint, SizingRule, fit_line, fit_memory, fit_rule
 
 MB = 2**20
 
@@ -67,3 +67,13 @@ def test_a_point_off_the_line_is_said() -> None:
     )
     lines = rule.describe_lines()
     assert any("(the rule gives" in line for line in lines)
+
+
+def test_the_rule_is_kept_whole_as_json() -> None:
+    import json
+
+    rule = fit_rule(
+        [SizePoint(0.5, 2, 4, rps=450.0), SizePoint(1.0, 3, 4)], [(2, 70.0)], "UWSGI_PROCESSES"
+    )
+    again = SizingRule.from_dict(json.loads(json.dumps(rule.to_dict())))
+    assert again == rule

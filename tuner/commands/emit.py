@@ -67,6 +67,12 @@ def handle(args: argparse.Namespace) -> int:
     else:
         settings = adapter.resolve(pick["settings"])
         header = [str(line) for line in pick["header"]]
+    # tune --for-cpus kept its rule with the pick: the file is sized at boot again.
+    sizing = None
+    if record is None and isinstance(pick, dict) and pick.get("sizing"):
+        from tuner.machine.sizing import SizingRule
+
+        sizing = SizingRule.from_dict(pick["sizing"])
     found = find_app_requirements(
         app,
         args.app_requirements,
@@ -83,6 +89,7 @@ def handle(args: argparse.Namespace) -> int:
         app_requirements=found.lines,
         requirements_source=found.describe(),
         check_clean_venv=args.clean_venv_check,
+        sizing=sizing,
     )
     fronted = front_of(adapter)
     if fronted is not None:

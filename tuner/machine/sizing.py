@@ -10,8 +10,9 @@ The file computes the counts at boot with `bootlimits` (the same code `counts` r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from tuner.errors import ConfigError
 from tuner.machine import bootlimits
@@ -78,6 +79,22 @@ class SizingRule:
             "env": self.env,
             "measured_cpus": list(self.measured_cpus),
         }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, points included, as JSON (kept with the study's pick for `emit`)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> SizingRule:
+        return cls(
+            processes=CountLine(**raw["processes"]),
+            threads=CountLine(**raw["threads"]),
+            points=tuple(SizePoint(**point) for point in raw["points"]),
+            master_mb=float(raw["master_mb"]),
+            process_mb=float(raw["process_mb"]),
+            env=str(raw["env"]),
+            margin=float(raw["margin"]),
+        )
 
     def counts(self, cpus: float, memory_bytes: int | None = None) -> tuple[int, int]:
         """(processes, threads) the written file chooses on such a box (no override)."""

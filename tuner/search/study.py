@@ -668,7 +668,15 @@ def save_result(study: optuna.Study, result: Mapping[str, Any]) -> None:
     StudyAttrs(result=json.loads(json.dumps(result))).write(study)
 
 
-def save_pick(study: optuna.Study, settings: Mapping[str, Any], header: Sequence[str]) -> None:
-    """Keep the chosen config and its file's header, for `tuner emit --study` to write again."""
+def save_pick(
+    study: optuna.Study,
+    settings: Mapping[str, Any],
+    header: Sequence[str],
+    sizing: Mapping[str, Any] | None = None,
+) -> None:
+    """Keep the chosen config and its file's header (and the rule of a file sized at boot,
+    from tune --for-cpus), for `tuner emit --study` to write again."""
     pick = {"settings": dict(settings), "header": list(header)}
+    if sizing is not None:
+        pick["sizing"] = dict(sizing)
     StudyAttrs(pick=json.loads(json.dumps(pick))).write(study)

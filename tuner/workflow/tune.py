@@ -207,7 +207,7 @@ def conclude(
         )
         # Kept first, so `tuner emit --study` can write the pick again with these settings and
         # this header (a variant's settings are no trial's).
-        save_pick(study, chosen.candidate.settings, header)
+        save_pick(study, chosen.candidate.settings, header, sizing.to_dict() if sizing else None)
         try:
             written = write_artifact(
                 setup.adapter,
