@@ -26,13 +26,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tuner.apps import parse_app  # noqa: E402
+from tuner.apps import check_app_imports, parse_app  # noqa: E402
 from tuner.errors import TrialError  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
 from tuner.metrics.measurement import Measurement  # noqa: E402
-from tuner.servers import get_adapter  # noqa: E402
+from tuner.servers import adapter_serving, get_adapter  # noqa: E402
 from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
 
 APPS = {
@@ -41,6 +41,8 @@ APPS = {
     "json_api": ("apps/json_api.py", "/"),
     "cpu": ("apps/cpu.py", "/"),
     "iowait": ("apps/iowait.py", "/"),
+    "async_wait": ("apps/async_wait.py", "/"),
+    "async_api": ("apps/async_api.py", "/"),
 }
 TARGET = 0.95
 GRID_FINALISTS = 3
@@ -56,8 +58,8 @@ def measure(plan_for, settings: dict[str, Any], index: int) -> Measurement | Non
 
 def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path) -> dict:
     app_text, path = APPS[app_name]
-    adapter = get_adapter(server)
-    app = parse_app(app_text, ROOT)
+    app = check_app_imports(parse_app(app_text, ROOT))  # WSGI or ASGI: the adapter serves it
+    adapter = adapter_serving(server, app.interface)
     server_cpus, load_cpus = default_split()
     load = LoadSpec(
         host="127.0.0.1",
