@@ -42,6 +42,7 @@ APPS = {
     "cpu": ("apps/cpu.py", "/"),
     "iowait": ("apps/iowait.py", "/"),
     "async_wait": ("apps/async_wait.py", "/"),
+    "async_api": ("apps/async_api.py", "/"),
 }
 TARGET = 0.95
 GRID_FINALISTS = 3

@@ -1,5 +1,5 @@
-"""uvicorn (0.3x+): its tunable settings as one table, run by the `uvicorn` command, deployed as a
-shell launcher that runs that command.
+"""uvicorn (read and measured at 0.54): its tunable settings as one table, run by the `uvicorn`
+command, deployed as a shell launcher that runs that command.
 
 One event loop per process, which runs every connection's protocol and the app's coroutines.
 With `workers` > 1 the `uvicorn` process binds the socket and becomes a supervisor
