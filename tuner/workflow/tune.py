@@ -123,7 +123,7 @@ def tune(
     app_requirements: AppRequirements | None = None,
     check_clean_venv: bool = True,
 ) -> TuneOutcome:
-    study = start(setup, listener, app_requirements, check_clean_venv)
+    study = start(setup, app_requirements, check_clean_venv)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
     records = ended_records(study)
     candidates = pick_candidates(setup, records, top_k, pareto=pareto_numbers(study))
@@ -144,12 +144,9 @@ def tune(
 
 
 def start(
-    setup: StudySetup,
-    listener: StudyListener,
-    app_requirements: AppRequirements | None,
-    check_clean_venv: bool,
+    setup: StudySetup, app_requirements: AppRequirements | None, check_clean_venv: bool
 ) -> Study:
-    """Open (or resume) the study, say what it measures, and prove the default boots clean."""
+    """Open (or resume) the study and prove the default boots clean."""
     study = open_study(setup)
     if check_clean_venv:
         prove_default_clean(setup, app_requirements)
