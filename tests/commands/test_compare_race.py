@@ -52,8 +52,8 @@ def test_the_server_far_behind_stops_early_and_the_page_says_why(tmp_path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert wait_none_left(started) == []
-    assert "race: rung 1: 3 servers, 3 trials each" in done.stderr
-    assert "race: werkzeug stops drawing trials: behind granian by x" in done.stderr
+    assert "race: rung 1: 3 servers, 3 trials each" in done.stdout
+    assert "race: werkzeug stops drawing trials: behind granian by x" in done.stdout
     summary = json.loads((tmp_path / "race" / "compare.json").read_text())
     assert set(summary["race"]["finalists"]) == set(SERVERS)
     assert summary["race"]["stopped"]["werkzeug"].startswith("behind granian by x")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -164,8 +163,8 @@ def _race(
     from tuner.workflow import compare, racing
 
     def say(line: str) -> None:
-        if not args.json:
-            print(line, file=sys.stderr, flush=True)
+        if not args.json:  # on stdout, as the app's line: stderr keeps an error to one line
+            print(line, flush=True)
 
     options = racing.RaceOptions(
         budget_s=budget_s,

@@ -167,7 +167,7 @@ def run_race(
     first = min(plan.first_rung(clock.cost()), options.max_trials)
     say(f"race: rung 1: {len(lanes)} servers, {first} trials each")
     for lane in lanes:
-        _first_rung(lane, lanes, first, options, clock)
+        _first_rung(lane, lanes, first, options, clock, say)
     standings: dict[str, Standing] = {}
     rungs, next_round = 1, 0
     while True:
@@ -203,13 +203,18 @@ def run_race(
         rungs += 1
         say(f"race: rung {rungs}: " + ", ".join(lane.server for lane in drawing))
         for lane in drawing:
-            lane.listener.on_start(f"{lane.server}: rung {rungs}")  # its trial lines follow
+            say(f"{lane.server}: rung {rungs}")  # its trial lines follow
             _rung(lane, race.RUNG_TRIALS, options, clock)
     return RaceResult(lanes, finalists, standings, noise, rungs)
 
 
 def _first_rung(
-    lane: Lane, lanes: Sequence[Lane], trials: int, options: RaceOptions, clock: _Clock
+    lane: Lane,
+    lanes: Sequence[Lane],
+    trials: int,
+    options: RaceOptions,
+    clock: _Clock,
+    say: Callable[[str], None],
 ) -> None:
     """Open the server's study with its starts at the concurrency the servers before it
     measured (tuner.search.carryover), and draw its first rung."""
@@ -219,14 +224,13 @@ def _first_rung(
         target = shape.concurrency(lane.setup.cpus, lane.setup.load.connections)
         lane.setup = replace(lane.setup, start_concurrency=target)
         lane.rung_setup = replace(lane.rung_setup, start_concurrency=target)
-        lane.listener.on_start(
+        say(
             f"{lane.server}: starts at {target} requests at once, from the servers raced "
             f"before ({shape.describe()})"
         )
-    lane.listener.on_start(f"{lane.server}: rung 1")  # its trial lines follow
+    say(f"{lane.server}: rung 1")  # its trial lines follow
     lane.study = start(
         lane.rung_setup,
-        lane.listener,
         options.app_requirements.get(lane.server),
         options.check_clean_venv,
     )

@@ -134,7 +134,7 @@ def tune(
     """One study at `setup`'s CPUs; with `sizing_for` (--for-cpus), the winner's counts are
     measured at the other sizes too (tuner/workflow/sizes.py) and the file computes its counts
     at boot from the rule through them."""
-    study = start(setup, listener, app_requirements, check_clean_venv)
+    study = start(setup, app_requirements, check_clean_venv)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
     records = ended_records(study)
     candidates = pick_candidates(setup, records, top_k, pareto=pareto_numbers(study))
@@ -156,10 +156,7 @@ def tune(
 
 
 def start(
-    setup: StudySetup,
-    listener: StudyListener,
-    app_requirements: AppRequirements | None,
-    check_clean_venv: bool,
+    setup: StudySetup, app_requirements: AppRequirements | None, check_clean_venv: bool
 ) -> Study:
     """Open (or resume) the study and prove the default boots clean."""
     study = open_study(setup)
