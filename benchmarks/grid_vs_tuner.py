@@ -121,7 +121,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
             "--study-name",
             study,
             "--out",
-            str(workdir / f"{app_name}-{server}.conf"),
+            str(workdir / f"{app_name}-{server}" / adapter.artifact_filename),
             "--json",
         ],
         cwd=ROOT,

@@ -256,4 +256,9 @@ class HypercornAdapter(ServerAdapter):
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
+        if path.suffix != ".py":  # Config.from_pyfile's importlib finds no loader for it
+            raise ConfigError(
+                f"hypercorn reads a Python config file only from a name ending in .py; "
+                f"{path.name!r} does not: name it like {CONFIG_FILE}"
+            )
         return self._spec(path, app, {})
