@@ -42,7 +42,7 @@ def test_tune_an_asgi_app_on_gunicorn_writes_a_uvicorn_worker_file(
     text = out.read_text()
     assert "booted in a clean virtual environment" in text
     assert "uvicorn-worker==" in text and "worker_class = " in text
-    assert "wsgi_app = 'async_wait:app'" in text
+    assert "wsgi_app = 'apps.async_wait:app'" in text
     check = subprocess.run(
         ["gunicorn", "--check-config", "-c", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=60,

@@ -196,4 +196,4 @@ def test_a_short_study_writes_the_config_file(tmp_path: Path) -> None:
     text = out.read_text()
     assert "booted in a clean virtual environment" in text
     assert "workers = " in text and "worker_class = " in text
-    assert "--config file:hypercorn_config.py async_wait:app" in text
+    assert "--config file:hypercorn_config.py apps.async_wait:app" in text

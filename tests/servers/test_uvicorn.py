@@ -60,12 +60,16 @@ def running(
 
 
 def worker_pids(server: ServerProcess) -> list[int]:
-    """The supervisor's workers (not multiprocessing's resource tracker beside them)."""
-    return [
-        child.pid
-        for child in psutil.Process(server.pid).children()
-        if "spawn_main" in " ".join(child.cmdline())
-    ]
+    """The supervisor's live workers: not multiprocessing's resource tracker beside them, nor
+    a recycled worker that exited and is not reaped yet (a zombie has no command line)."""
+    pids = []
+    for child in psutil.Process(server.pid).children():
+        try:
+            if "spawn_main" in " ".join(child.cmdline()):
+                pids.append(child.pid)
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            continue
+    return pids
 
 
 def test_the_defaults_are_uvicorns_own(uvicorn: ServerAdapter) -> None:
@@ -293,4 +297,4 @@ def test_a_short_study_tunes_an_async_app_end_to_end(tmp_path: Path, since: floa
     text = out.read_text()
     assert "booted in a clean virtual environment" in text
     assert re.search(r"^exec uvicorn ", text, re.MULTILINE)
-    assert "async_wait:app" in text
+    assert "apps.async_wait:app" in text
