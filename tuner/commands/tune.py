@@ -210,6 +210,8 @@ def handle(args: argparse.Namespace) -> int:
             "measuring the recommended config; its real ceiling may be higher. Give the load "
             "generator more CPUs with --load-cpus.[/]"
         )
+    if blocked := outcome.blocked_loop_line():
+        console.print(blocked, style="yellow", markup=False, highlight=False)
     console.print(f"verdict: {outcome.verdict.summary}", highlight=False)
     console.print(f"noise: {outcome.noise}", highlight=False)
     console.print(outcome.searched_line(), highlight=False)

@@ -25,6 +25,7 @@ from tuner.logsigns import load_sign_lines
 from tuner.machine.cpus import cpu_model, pinned
 from tuner.machine.limits import Limits, Usage
 from tuner.metrics.cpu import TreeCpuClock
+from tuner.metrics.loops import LoopSampler, cmdline
 from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
 from tuner.procs.process import LOOPBACK, ServerProcess, free_port, key_line
@@ -87,6 +88,7 @@ def run_bench(
             pinned(plan.load.load_cpus),
             MemorySampler(server.pids, front_pids_fn=front.pids if front else None) as memory,
             TreeCpuClock(lambda: server.pids() + (front.pids() if front else []), cpus) as cpu,
+            _watch_loops(plan, server) as loops,
         ):
             load = run_load(replace(plan.load, host=LOOPBACK, port=target), on_window)
         _check_front(plan, front)
@@ -114,10 +116,31 @@ def run_bench(
             startup_s=startup_s,
             server_log=load_sign_lines(plan.log_path, load_signs),
             server_cpu=cpu.result(),
+            **_blocked(load, loops),
         ),
         settings=dict(plan.settings),
         context={**run_context(plan), **limits_context(plan.limits, usage)},
     )
+
+
+def _watch_loops(
+    plan: BenchPlan, server: ServerProcess
+) -> contextlib.AbstractContextManager[LoopSampler | None]:
+    """Samples what the server's event loops sleep in, where the server runs the app on one
+    (its adapter says which processes); nothing otherwise."""
+    where = plan.adapter.event_loops(plan.settings)
+    if where is None:
+        return contextlib.nullcontext()
+    return LoopSampler(lambda: where.pick(server.pids(), cmdline))
+
+
+def _blocked(load: Measurement, loops: LoopSampler | None) -> dict[str, Any]:
+    """The blocked loop and its note, when the app blocked one (a note, not a reason to
+    reject the config: it is the app's defect, and every config of the server shares it)."""
+    blocked = loops.result() if loops is not None else None
+    if blocked is None:
+        return {}
+    return {"blocked_loop": blocked, "notes": (*load.notes, "blocked_loop: " + blocked.describe())}
 
 
 def limits_context(limits: Limits, usage: Usage | None) -> dict[str, Any]:

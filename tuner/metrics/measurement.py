@@ -240,6 +240,68 @@ class ServerCpu:
         return cls(float(data.get("busy_cpus") or 0.0), float(data.get("of_cpus") or 0.0))
 
 
+# What an app's code usually does when its loop sleeps in that call.
+_LIKELY_CALL = {
+    "clock_nanosleep": "time.sleep",
+    "nanosleep": "time.sleep",
+    "connect": "a blocking socket connect",
+    "recvfrom": "a blocking socket read",
+    "recvmsg": "a blocking socket read",
+    "poll": "a blocking socket call with a timeout",
+    "ppoll": "a blocking socket call with a timeout",
+    "select": "a blocking select",
+    "read": "a blocking read",
+    "openat": "a file opened on the loop",
+    "fsync": "a file synced on the loop",
+    "fdatasync": "a file synced on the loop",
+    "flock": "a file lock",
+    "wait4": "waiting for a subprocess",
+}
+
+
+@dataclass(frozen=True)
+class BlockedLoop:
+    """An event loop seen asleep outside its own I/O wait (tuner.metrics.loops): the worst of
+    the server's loop processes, the share of its samples and the call it slept in most, and
+    how many of the loops judged were over the line. The app's defect: no setting fixes it."""
+
+    pid: int
+    share: float  # 0..1 of that process's samples
+    call: str  # the system call, e.g. "clock_nanosleep"
+    blocked_loops: int
+    loops: int
+
+    def describe(self) -> str:
+        likely = _LIKELY_CALL.get(self.call)
+        call = f"{self.call} ({likely})" if likely else self.call
+        others = f" ({self.blocked_loops} of {self.loops} loops blocked)" if self.loops > 1 else ""
+        return (
+            f"event loop blocked: worker pid {self.pid} spent {self.share:.0%} of the run "
+            f"asleep in {call}{others}; a blocking call inside async def stalls every "
+            "connection of its worker, and no server setting fixes it: await an async call "
+            "instead, or run the sync one in a thread (asyncio.to_thread)"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "share": self.share,
+            "call": self.call,
+            "blocked_loops": self.blocked_loops,
+            "loops": self.loops,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BlockedLoop:
+        return cls(
+            pid=int(data.get("pid") or 0),
+            share=_float(data.get("share"), math.nan),
+            call=str(data.get("call", "?")),
+            blocked_loops=int(data.get("blocked_loops") or 0),
+            loops=int(data.get("loops") or 0),
+        )
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One config measured once: throughput, latency, errors, fairness, client CPU, memory.
@@ -278,6 +340,9 @@ class Measurement:
     templates: tuple[TemplateFigures, ...] = ()
     slow_clients: SlowClients | None = None  # None: no slow clients in the run
     idle_connections: IdleConnections | None = None  # None: no idle connections
+    # The app blocked its event loop (an ASGI server's loops were watched); None: not seen,
+    # or not watched (not an event-loop server, or an older record).
+    blocked_loop: BlockedLoop | None = None
 
     @property
     def unfair(self) -> bool:
@@ -344,6 +409,8 @@ class Measurement:
             data["slow_clients"] = self.slow_clients.to_json()
         if self.idle_connections is not None:
             data["idle_connections"] = self.idle_connections.to_json()
+        if self.blocked_loop is not None:
+            data["blocked_loop"] = self.blocked_loop.to_json()
         return data
 
     @classmethod
@@ -368,6 +435,7 @@ class Measurement:
         cpu = data.get("server_cpu")
         slow = data.get("slow_clients")
         idle = data.get("idle_connections")
+        blocked = data.get("blocked_loop")
         return cls(
             median_rps=median,
             overall_rps=overall,
@@ -401,6 +469,7 @@ class Measurement:
             ),
             slow_clients=SlowClients.from_json(slow) if isinstance(slow, Mapping) else None,
             idle_connections=IdleConnections.from_json(idle) if isinstance(idle, Mapping) else None,
+            blocked_loop=BlockedLoop.from_json(blocked) if isinstance(blocked, Mapping) else None,
         )
 
 

@@ -158,6 +158,8 @@ def result_table(
     )
     for line in m.server_log:
         table.add_row("server log", f"[yellow]{escape(line)}[/]")
+    if m.blocked_loop is not None:
+        table.add_row("event loop", f"[red]{escape(m.blocked_loop.describe())}[/]")
     table.add_row(
         "verdict", "[red]" + ", ".join(flags) + "[/]" if flags else "[green]trustworthy[/]"
     )

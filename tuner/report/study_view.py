@@ -36,6 +36,7 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
     if record.measured:
         assert record.measurement is not None
         flags = ["client_bound"] if record.measurement.client_bound else []
+        flags += ["event loop blocked"] if record.measurement.blocked_loop else []
         flags += [] if record.feasible else [record.fail_reason or "violates SLO"]
         if record.feasible:  # an infeasible trial's reason already quotes the server's log
             flags += [f"server log: {line}" for line in record.measurement.server_log]

@@ -23,7 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -113,6 +113,23 @@ class ProcessModel:
     processes: str | None
     threads: str | None
     kind_label: str
+
+
+@dataclass(frozen=True)
+class EventLoops:
+    """Which processes of a server's tree run the app's event loop on their main thread, so
+    the tuner can see the app block it (tuner.metrics.loops): the server's own process when it
+    serves alone (`root`), else its children whose command line contains `worker_marker`
+    (not a supervisor's helpers, such as multiprocessing's resource tracker)."""
+
+    root: bool
+    worker_marker: str = ""
+
+    def pick(self, pids: Sequence[int], cmdline: Callable[[int], str]) -> list[int]:
+        """The loop processes among `pids` (the tree, its root first)."""
+        if self.root:
+            return list(pids[:1])
+        return [pid for pid in pids[1:] if self.worker_marker in cmdline(pid)]
 
 
 @dataclass(frozen=True)
@@ -398,6 +415,11 @@ class ServerAdapter(abc.ABC):
         config answers at most processes x threads clients at a time and leaves the others
         waiting, however idle the held connections are."""
         return False
+
+    def event_loops(self, values: Mapping[str, Value]) -> EventLoops | None:
+        """Where a config runs the app's event loop, for a server that serves async apps on
+        one (ASGI); None where the app's code is not run on a loop it could block (WSGI)."""
+        return None
 
     def processes(self, values: Mapping[str, Value]) -> int:
         """Worker processes a config runs (1 where the server has no such setting)."""

@@ -32,6 +32,7 @@ from tuner.errors import ConfigError
 from tuner.servers.base import (
     Artifact,
     Bind,
+    EventLoops,
     LaunchSpec,
     LoadSign,
     ProcessModel,
@@ -234,6 +235,14 @@ class UvicornAdapter(ServerAdapter):
         loop = runs_on("loop", values["loop"]) or "asyncio"
         parser = runs_on("http", values["http"]) or "h11"
         return f"{loop} loop, {parser}"
+
+    def event_loops(self, values: Mapping[str, Value]) -> EventLoops:
+        """One worker: the uvicorn process runs the loop. More: each worker the supervisor
+        spawned does (multiprocessing's spawn_main on its command line), not the supervisor
+        nor multiprocessing's resource tracker."""
+        if int(self.resolve(values)["workers"]) == 1:
+            return EventLoops(root=True)
+        return EventLoops(root=False, worker_marker="multiprocessing.spawn")
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
         for name in ("loop", "http", "ws"):

@@ -19,7 +19,15 @@ from pathlib import Path
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
 from tuner.machine.sizing import SizingRule
-from tuner.servers.base import DIRECT, Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
+from tuner.servers.base import (
+    DIRECT,
+    Artifact,
+    Baseline,
+    Bind,
+    EventLoops,
+    LaunchSpec,
+    ServerAdapter,
+)
 from tuner.settings import SettingsTable, Value
 
 
@@ -99,6 +107,9 @@ class WrappedAdapter(ServerAdapter):
 
     def pins_connections(self, values: Mapping[str, Value], *, bind: Bind = DIRECT) -> bool:
         return self.inner.pins_connections(self.inner_values(values), bind=bind)
+
+    def event_loops(self, values: Mapping[str, Value]) -> EventLoops | None:
+        return self.inner.event_loops(self.inner_values(values))
 
     def processes(self, values: Mapping[str, Value]) -> int:
         return self.inner.processes(self.inner_values(values))

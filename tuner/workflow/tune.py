@@ -92,6 +92,7 @@ class TuneOutcome:
             else None,
             "noise": self.noise,
             "sizing": self.sizing.literal() if self.sizing else None,
+            "blocked_loop": self.blocked_loop_json(),
             "distinct_configs": self.distinct_configs,
             "repeats_not_measured": sum(r.duplicate_of is not None for r in self.records),
         }
@@ -101,6 +102,44 @@ class TuneOutcome:
         """How many different configs the study measured (a repeat reuses its twin's result)."""
         measured = [r for r in self.records if r.measured and r.duplicate_of is None]
         return len({tuple(sorted(r.settings.items())) for r in measured})
+
+    def _sampled(self) -> list[TrialRecord]:
+        """The trials measured (pruned ones too), a repeat of an earlier config not again."""
+        return [r for r in self.records if r.measurement and r.duplicate_of is None]
+
+    def _blocked(self) -> list[TrialRecord]:
+        """The measured trials whose server saw the app block its event loop."""
+        return [r for r in self._sampled() if r.measurement and r.measurement.blocked_loop]
+
+    def blocked_loop_json(self) -> dict[str, Any] | None:
+        blocked = self._blocked()
+        if not blocked:
+            return None
+        worst = _worst_blocked(blocked)
+        assert worst.measurement is not None and worst.measurement.blocked_loop is not None
+        measured = len(self._sampled())
+        return {
+            "trials": len(blocked),
+            "measured": measured,
+            "worst_trial": worst.number,
+            **worst.measurement.blocked_loop.to_json(),
+        }
+
+    def blocked_loop_line(self) -> str:
+        """Said once for the study ("" when not seen): the app blocks its event loop, which is
+        its own defect; the pick is the best config for the app as it is, not a cure."""
+        blocked = self._blocked()
+        if not blocked:
+            return ""
+        worst = _worst_blocked(blocked)
+        assert worst.measurement is not None and worst.measurement.blocked_loop is not None
+        measured = len(self._sampled())
+        return (
+            f"the app blocked its event loop in {len(blocked)} of {measured} measured trials "
+            f"(worst, {worst.label}: {worst.measurement.blocked_loop.describe()}). The pick is "
+            "the best config for the app as written; fixing the app will do more than any "
+            "setting"
+        )
 
     def searched_line(self) -> str:
         repeats = sum(r.duplicate_of is not None for r in self.records)
@@ -229,6 +268,14 @@ def conclude(
     )
     save_result(study, outcome.to_json())
     return outcome
+
+
+def _worst_blocked(blocked: Sequence[TrialRecord]) -> TrialRecord:
+    def share(record: TrialRecord) -> float:
+        loop = record.measurement.blocked_loop if record.measurement else None
+        return loop.share if loop else 0.0
+
+    return max(blocked, key=share)
 
 
 # What a clean environment without one of the app's requirements fails with.
