@@ -51,5 +51,5 @@ GRANIAN_LOG_ACCESS_ENABLED=false
 set +a
 # EDIT: the app's folder (the one it was tuned in). granian finds the app from
 # its working folder.
-cd /work/wt-bench/apps
+cd /srv/tuner/apps
 exec granian fib:app

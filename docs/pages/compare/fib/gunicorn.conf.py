@@ -20,7 +20,7 @@
 # machine it was tuned on) and bind for your deployment: 127.0.0.1 accepts
 # connections from this machine only (e.g. behind nginx).
 wsgi_app = 'fib:app'
-chdir = '/work/wt-bench/apps'
+chdir = '/srv/tuner/apps'
 bind = ['127.0.0.1:8000']
 control_socket_disable = True
 

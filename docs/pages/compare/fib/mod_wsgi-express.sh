@@ -34,8 +34,8 @@ exec mod_wsgi-express start-server \
   --application-type module \
   --entry-point fib \
   --callable-object app \
-  --working-directory /work/wt-bench/apps \
-  --python-path /work/wt-bench/apps \
+  --working-directory /srv/tuner/apps \
+  --python-path /srv/tuner/apps \
   --host 127.0.0.1 \
   --port 8000 \
   --log-to-terminal \

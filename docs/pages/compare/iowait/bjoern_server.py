@@ -26,7 +26,7 @@
 HOST = '127.0.0.1'
 PORT = 8000
 # EDIT: the app's folder (the one it was tuned in) and the app in it.
-APP_DIR = '/work/wt-bench/apps'
+APP_DIR = '/srv/tuner/apps'
 APP = 'iowait:app'
 # Tuned settings.
 # bjoern processes (1 = bjoern alone, no launcher process in front)

@@ -45,5 +45,5 @@ GRANIAN_LOG_ACCESS_ENABLED=false
 set +a
 # EDIT: the app's folder (the one it was tuned in). granian finds the app from
 # its working folder.
-cd /work/wt-bench/apps
+cd /srv/tuner/apps
 exec granian iowait:app

@@ -24,7 +24,7 @@ import traceback
 
 # EDIT for your deployment: the app's folder, and where to listen (127.0.0.1 accepts
 # connections from this machine only, e.g. behind nginx).
-APP_DIR = '/work/wt-bench/apps'
+APP_DIR = '/srv/tuner/apps'
 HOST = '127.0.0.1'
 PORT = 8000
 APP = 'iowait:app'

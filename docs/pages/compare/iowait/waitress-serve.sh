@@ -32,7 +32,7 @@
 # EDIT the app's folder (waitress-serve imports the app from its working
 # folder) and --listen for your deployment: 127.0.0.1 accepts connections
 # from this machine only (e.g. behind nginx).
-cd /work/wt-bench/apps || exit 1
+cd /srv/tuner/apps || exit 1
 exec waitress-serve \
     --listen=127.0.0.1:8000 \
     --threads=63 \
