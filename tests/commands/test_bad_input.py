@@ -107,6 +107,18 @@ CASES = [
     ),
     (["tune", "{tmp}/asgi2_app.py", "--server", "waitress", *SHORT], "ASGI 2 double callable"),
     (
+        ["compare", HELLO, HELLO, "--servers", "gunicorn,waitress", *SHORT],
+        "both are a WSGI application; two entry points must be",
+    ),
+    (
+        ["compare", HELLO, "{tmp}/asgi_app.py", HELLO, "--servers", "gunicorn", *SHORT],
+        "give one app, or a project's two entry points",
+    ),
+    (
+        ["compare", HELLO, "{tmp}/asgi_app.py", "--servers", "uvicorn", *SHORT],
+        "only uvicorn serves these entry points; name another server",
+    ),
+    (
         ["compare", HELLO, "--servers", "waitress,cheroot", "--budget", "0", "--storage", "{db}"],
         "--budget 0: expected minutes > 0",
     ),

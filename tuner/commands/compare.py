@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +38,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "compare", help="tune several servers for an app and measure them side by side"
     )
     parser.add_argument(
-        "app", help="WSGI app: module:callable (apps.fib:app) or path (apps/fib.py)"
+        "app",
+        nargs="+",
+        metavar="APP",
+        help="the app, WSGI or ASGI: module:callable (apps.fib:app) or path (apps/fib.py); or a "
+        "project's two entry points, its WSGI one and its ASGI one (mysite/wsgi.py:application "
+        "mysite/asgi.py:application), to rank the servers of both side by side",
     )
     parser.add_argument(
         "--servers",
@@ -84,30 +91,43 @@ def handle(args: argparse.Namespace) -> int:
     from tuner.workflow import compare
 
     # `all` means every server that can serve the app: its interface decides.
-    interface = check_app_imports(parse_app(args.app)).interface
-    servers = parse_servers(args.servers, args.front, interface)
+    entries = entry_points(args.app)
+    servers = parse_servers(args.servers, args.front, [e.interface for e in entries])
+    chosen = contenders(servers, entries, args.servers)
     if not args.json:  # on stdout: stderr keeps an error to one line
-        print(f"app {args.app}: {interface.describe()}; servers: {', '.join(servers)}", flush=True)
+        found = "; ".join(f"app {e.text}: {e.interface.describe()}" for e in entries)
+        print(f"{found}; servers: {', '.join(c.name for c in chosen)}", flush=True)
     if args.compare_rounds < 1:
         raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
     budget_s = budget_seconds(args.budget, args.full)
-    name = args.name or f"{parse_app(args.app).module.rsplit('.', 1)[-1]}-compare-{args.objective}"
+    modules = "-".join(parse_app(e.text).module.rsplit(".", 1)[-1] for e in entries)
+    name = args.name or f"{modules}-compare-{args.objective}"
     if not STUDY_NAME.match(name):
         raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
     out = check_out_dir(args.out or study_workdir(args.storage, name))
-    # Every server's options are checked before the first one is tuned.
+    # Every contender's options are checked before the first one is tuned.
     per_server = {
-        s: argparse.Namespace(**{**vars(args), "server": s, "study_name": f"{name}-{s}"})
-        for s in servers
+        c.name: argparse.Namespace(
+            **{
+                **vars(args),
+                "app": c.entry.text,
+                "server": c.server,
+                "study_name": f"{name}-{c.name}",
+            }
+        )
+        for c in chosen
     }
-    setups = [build_setup(per_server[s]) for s in servers]
+    setups = [
+        replace(build_setup(per_server[c.name]), entrant="" if c.name == c.server else c.name)
+        for c in chosen
+    ]
     listener = PlainListener({}, quiet=args.json)
     if args.full:
         outcomes: dict[str, TuneOutcome] = {}
         for setup in setups:
-            server = setup.adapter.name
-            artifact = out / setup.adapter.artifact_filename
-            outcomes[server] = run_tune(setup, per_server[server], artifact)
+            outcomes[setup.contender] = run_tune(
+                setup, per_server[setup.contender], setup.file_in(out)
+            )
         confirmed = compare.side_by_side(
             setups, outcomes, args.compare_rounds, out / "confirm", listener.on_confirm_run
         )
@@ -172,12 +192,12 @@ def _race(
         top_k=args.top_k,
         final_rounds=args.compare_rounds,
         app_requirements={
-            s.adapter.name: app_requirements(s, per_server[s.adapter.name]) for s in setups
+            s.contender: app_requirements(s, per_server[s.contender]) for s in setups
         },
         check_clean_venv=args.clean_venv_check,
     )
     listeners = {
-        s.adapter.name: PlainListener(s.adapter.table.defaults(), quiet=args.json) for s in setups
+        s.contender: PlainListener(s.adapter.table.defaults(), quiet=args.json) for s in setups
     }
     result = racing.run_race(setups, listeners, options, say, listener.on_confirm_run)
     say("race: final rounds: " + ", ".join(result.finalists) + " and every server's default")
@@ -192,23 +212,78 @@ def _race(
     return final.outcomes, compare.race_rows(result, final), summary
 
 
+@dataclass(frozen=True)
+class EntryPoint:
+    """An app as given on the command line, and the interface it was found to speak."""
+
+    text: str
+    interface: Interface
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One server serving one entry point: a row of the comparison, a lane of its race."""
+
+    name: str  # the server's, or SERVER-asgi beside the same server's WSGI row
+    server: str
+    entry: EntryPoint
+
+
+def entry_points(texts: Sequence[str]) -> list[EntryPoint]:
+    """The app, or a project's WSGI and ASGI entry points (one each), imported and inspected."""
+    if len(texts) > 2:
+        raise ConfigError(
+            f"{' '.join(texts)}: give one app, or a project's two entry points (its WSGI one "
+            "and its ASGI one)"
+        )
+    entries = [EntryPoint(text, check_app_imports(parse_app(text)).interface) for text in texts]
+    if len(entries) == 2 and entries[0].interface is entries[1].interface:
+        raise ConfigError(
+            f"{texts[0]} and {texts[1]}: both are {entries[0].interface.describe()}; two entry "
+            "points must be one project's WSGI one and its ASGI one"
+        )
+    return entries
+
+
+def contenders(servers: Sequence[str], entries: Sequence[EntryPoint], text: str) -> list[Contender]:
+    """Each server with each entry point it can serve: a server that serves both (gunicorn,
+    granian) is two contenders, SERVER and SERVER-asgi. One that serves none keeps the first
+    entry, so its setup refuses it in one line naming the servers that can."""
+    chosen: list[Contender] = []
+    for server in servers:
+        interfaces = get_adapter(server).interfaces
+        served = [e for e in entries if e.interface in interfaces] or list(entries[:1])
+        for entry in served:
+            both = len(served) > 1 and entry.interface is not Interface.WSGI
+            name = f"{server}-{entry.interface.value}" if both else server
+            chosen.append(Contender(name, server, entry))
+    if len(chosen) < 2 and len(entries) > 1:
+        wanted = {entry.interface for entry in entries}
+        both = [name for name in SERVERS if wanted <= set(get_adapter(name).interfaces)]
+        raise ConfigError(
+            f"--servers {text!r}: only {chosen[0].name} serves these entry points; name "
+            f"another server, e.g. one that serves both ({' or '.join(both)})"
+        )
+    if len(chosen) < 2:
+        raise ConfigError(
+            f"--servers {text!r}: name at least two servers, e.g. {','.join(SERVERS)}"
+        )
+    return chosen
+
+
 def parse_servers(
-    text: str, front: str | None = None, interface: Interface = Interface.WSGI
+    text: str, front: str | None = None, interfaces: Sequence[Interface] = (Interface.WSGI,)
 ) -> list[str]:
-    """`a,b,c`, or `all`: every registered server that is installed here and serves apps of
-    `interface` (and, without a front, reachable by HTTP: a FastCGI-only server is measured
+    """`a,b,c`, or `all`: every registered server that is installed here and serves apps of one
+    of `interfaces` (and, without a front, reachable by HTTP: a FastCGI-only server is measured
     only behind one). A named server that cannot serve the app is refused by its setup."""
     if text.strip().lower() == "all":
-        return _installed(text, front, interface)
+        return _installed(text, front, interfaces)
     servers: list[str] = []
     for part in text.split(","):
         name = get_adapter(part).name  # unknown names fail here, listing the valid ones
         if name not in servers:
             servers.append(name)
-    if len(servers) < 2:
-        raise ConfigError(
-            f"--servers {text!r}: name at least two servers, e.g. {','.join(SERVERS)}"
-        )
     return servers
 
 
@@ -224,18 +299,23 @@ def _write(
     from tuner.report.html import render_page, write_report
 
     chart = compare_chart(rows)
+    apps = list(dict.fromkeys(s.app_text for s in setups))
     summary = [
-        f"{setups[0].app_text} on server CPUs {list(setups[0].server_cpus)}, load on "
+        f"{' and '.join(apps)} on server CPUs {list(setups[0].server_cpus)}, load on "
         f"{list(setups[0].load.load_cpus)}; studies: " + ", ".join(s.name for s in setups),
         "`tuner report --study STUDY` shows each study in full.",
     ]
+    if len(apps) > 1:  # a project's two entry points: say which row serves which
+        summary.append(
+            "Entry points: " + "; ".join(f"{s.contender} serves {s.app_text}" for s in setups)
+        )
     page = render_page(f"tuner compare: {name}", summary, [chart], [compare_table(rows)])
     write_report(out, "compare.html", page, [chart])
     summary_json = {"compare": name, "race": race, "servers": [r.to_json() for r in rows]}
     atomic_write(out / "compare.json", (json.dumps(summary_json, indent=1) + "\n").encode())
 
 
-def _installed(text: str, front: str | None, interface: Interface) -> list[str]:
+def _installed(text: str, front: str | None, interfaces: Sequence[Interface]) -> list[str]:
     servers = []
     for name in server_names():
         try:
@@ -243,14 +323,14 @@ def _installed(text: str, front: str | None, interface: Interface) -> list[str]:
             adapter.check_installed()
         except TunerError:  # not installed, or refused on this Python
             continue
-        if interface not in adapter.interfaces:
+        if not set(interfaces) & set(adapter.interfaces):
             continue
         if front is None and adapter.needs_front():
             continue
         servers.append(name)
     if len(servers) < 2:
+        served = " or ".join(i.describe() for i in interfaces)
         raise ConfigError(
-            f"--servers {text!r}: fewer than two servers that serve {interface.describe()} "
-            "are installed here"
+            f"--servers {text!r}: fewer than two servers that serve {served} are installed here"
         )
     return servers

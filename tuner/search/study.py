@@ -91,6 +91,22 @@ class StudySetup:
     # Requests to hold at once, learnt from servers raced before (tuner.search.carryover):
     # the study's starts are queued at that concurrency instead of as drawn. None: unknown.
     start_concurrency: int | None = None
+    # Its name among the contenders of a `compare` over several entry points of one project,
+    # where one server may serve each ("gunicorn" and "gunicorn-asgi"); "": the server's name.
+    entrant: str = ""
+
+    @property
+    def contender(self) -> str:
+        """The name `compare` knows this study by: its rows, its race lane, its file's folder."""
+        return self.entrant or self.adapter.name
+
+    def file_in(self, folder: Path) -> Path:
+        """Where `compare` writes this contender's file: in `folder`, or in a folder of its own
+        when it is not the server's only entry (two files of one server share a name)."""
+        name = self.adapter.artifact_filename
+        return (
+            folder / name if self.contender == self.adapter.name else folder / self.contender / name
+        )
 
     @property
     def cpus(self) -> float:

@@ -43,6 +43,7 @@ class ServerRow:
     trials: int | None = None
     stopped: str = ""
     finalist: bool = True
+    app: str = ""  # the entry point it served, as given (a project's WSGI or ASGI one)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +51,7 @@ class ServerRow:
             "stopped": self.stopped,
             "finalist": self.finalist,
             "server": self.server,
+            "app": self.app,
             "study": self.study,
             "default": self.default.to_json(),
             "tuned": self.tuned.to_json() if self.tuned else None,
@@ -62,7 +64,7 @@ class ServerRow:
 
 def candidates(setup: StudySetup, outcome: TuneOutcome) -> list[Candidate]:
     """The server's default, and its written winner when that is not the default."""
-    server = setup.adapter.name
+    server = setup.contender
     defaults = setup.adapter.table.defaults()
     trial0 = next((r.number for r in outcome.records if r.baseline == BASELINE_DEFAULT), None)
     chosen = [Candidate(f"{server} default", trial0, defaults, server=server)]
@@ -80,7 +82,7 @@ def side_by_side(
     log_dir: Path,
     on_run: OnRun | None = None,
 ) -> list[Confirmed]:
-    by_server = {setup.adapter.name: setup for setup in setups}
+    by_server = {setup.contender: setup for setup in setups}
 
     def measure(candidate: Candidate, round_index: int) -> Measurement:
         setup = by_server[candidate.server]
@@ -90,7 +92,7 @@ def side_by_side(
         )
         return run_bench(plan).measurement
 
-    chosen = [c for setup in setups for c in candidates(setup, outcomes[setup.adapter.name])]
+    chosen = [c for setup in setups for c in candidates(setup, outcomes[setup.contender])]
     return confirm(chosen, rounds, measure, on_run)
 
 
@@ -102,7 +104,7 @@ def rows(
     by_label = {entry.candidate.label: entry.summary() for entry in confirmed}
     result = []
     for setup in setups:
-        server = setup.adapter.name
+        server = setup.contender
         outcome = outcomes[server]
         default = by_label[f"{server} default"]
         kept = outcome.verdict is not None and f"{server} tuned" not in by_label
@@ -119,6 +121,7 @@ def rows(
                 if outcome.verdict
                 else "no config passed the SLOs; no file written",
                 one_process=setup.adapter.process_model.processes is None,
+                app=setup.app_text,
             )
         )
     return result
@@ -147,6 +150,7 @@ def race_rows(race: RaceResult, final: FinalResult) -> list[ServerRow]:
             one_process=lane.setup.adapter.process_model.processes is None,
             trials=lane.trials(),
             stopped=lane.stopped,
+            app=lane.setup.app_text,
         )
         outcome = final.outcomes.get(server)
         if outcome is not None:

@@ -61,7 +61,8 @@ class Lane:
 
     @property
     def server(self) -> str:
-        return self.setup.adapter.name
+        """Its contender's name: the server's, or "gunicorn-asgi" beside "gunicorn"."""
+        return self.setup.contender
 
     def records(self) -> list[TrialRecord]:
         return ended_records(self.study) if self.study is not None else []
@@ -151,7 +152,7 @@ def run_race(
 ) -> RaceResult:
     """Race the servers' studies until the budget leaves only the final rounds (or no server
     may draw more); the rungs and every stop are reported through `say`."""
-    lanes = [Lane(s, rung_setup(s), listeners[s.adapter.name]) for s in setups]
+    lanes = [Lane(s, rung_setup(s), listeners[s.contender]) for s in setups]
     headline = setups[0].objective.headlines[0]
     clock = _Clock(now, setups[0])
     plan = BudgetPlan(
@@ -392,7 +393,7 @@ def run_final(
             more=lambda pair: more_rounds(
                 pair, range(rounds, rounds + EXTRA_ROUNDS), measure, named
             ),
-            out_path=out / lane.setup.adapter.artifact_filename,
+            out_path=lane.setup.file_in(out),
             app_requirements=options.app_requirements.get(lane.server),
             check_clean_venv=options.check_clean_venv,
         )
