@@ -24,6 +24,9 @@ from tuner.metrics.measurement import BlockedLoop, Measurement
 from tuner.report.study_view import record_line
 from tuner.search.records import TrialRecord
 from tuner.servers.base import EventLoops
+from tuner.servers.daphne import DaphneAdapter
+from tuner.servers.gunicorn_asgi import GunicornAsgiAdapter
+from tuner.servers.hypercorn import HypercornAdapter
 from tuner.servers.uvicorn import UvicornAdapter
 from tuner.workflow.tune import TuneOutcome
 
@@ -201,3 +204,15 @@ def test_the_sampler_sees_time_sleep_on_a_loop_and_not_asyncio_sleep(
     assert found is None
     (seen,) = sampler.loops()
     assert {"epoll_wait", "epoll_pwait"} & set(seen.states)
+
+
+def test_hypercorn_gunicorn_and_daphne_say_where_their_loops_run() -> None:
+    hypercorn = HypercornAdapter()
+    assert hypercorn.event_loops({"workers": 0}) == EventLoops(root=True)
+    assert hypercorn.event_loops({"workers": 2}) == EventLoops(
+        root=False, worker_marker="multiprocessing.spawn"
+    )
+    # gunicorn forks only its workers, each with the master's command line: every child.
+    forked = GunicornAsgiAdapter().event_loops({"workers": 2})
+    assert forked.pick([10, 11, 12], lambda pid: "gunicorn app") == [11, 12]
+    assert DaphneAdapter().event_loops({}) == EventLoops(root=True)

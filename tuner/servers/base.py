@@ -120,7 +120,8 @@ class EventLoops:
     """Which processes of a server's tree run the app's event loop on their main thread, so
     the tuner can see the app block it (tuner.metrics.loops): the server's own process when it
     serves alone (`root`), else its children whose command line contains `worker_marker`
-    (not a supervisor's helpers, such as multiprocessing's resource tracker)."""
+    (not a supervisor's helpers, such as multiprocessing's resource tracker; "": every child,
+    for a master that forks nothing but its workers)."""
 
     root: bool
     worker_marker: str = ""

@@ -32,6 +32,7 @@ from tuner.apps import AppRef, Interface
 from tuner.servers.base import (
     Artifact,
     Bind,
+    EventLoops,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
@@ -108,6 +109,11 @@ class DaphneAdapter(ServerAdapter):
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return "Twisted reactor"
+
+    def event_loops(self, values: Mapping[str, Value]) -> EventLoops:
+        """Its one process: Twisted's reactor runs on asyncio's loop on the main thread (daphne
+        installs the asyncio reactor), and the app's coroutines run on that loop."""
+        return EventLoops(root=True)
 
     def hand_grid(self, cpus: int) -> list[dict[str, Value]]:
         """One process, no threads: the backlog by the access log, 6 configs."""

@@ -26,6 +26,7 @@ from tuner.errors import ConfigError
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Bind,
+    EventLoops,
     LaunchSpec,
     ProcessModel,
     Protocol,
@@ -165,6 +166,11 @@ class GunicornAsgiAdapter(GunicornAdapter):
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return "uvicorn"
+
+    def event_loops(self, values: Mapping[str, Value]) -> EventLoops:
+        """Every worker: each runs uvicorn's server on a loop on its main thread. The master
+        forks only workers, and a forked worker's command line is the master's: no marker."""
+        return EventLoops(root=False)
 
     def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
         return ()

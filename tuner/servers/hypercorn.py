@@ -32,6 +32,7 @@ from tuner.errors import ConfigError
 from tuner.servers.base import (
     Artifact,
     Bind,
+    EventLoops,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
@@ -167,6 +168,13 @@ class HypercornAdapter(ServerAdapter):
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return f"{values['worker_class']} loop"
+
+    def event_loops(self, values: Mapping[str, Value]) -> EventLoops:
+        """workers = 0: the main process runs the loop. More: each worker it spawned does
+        (multiprocessing's spawn_main on its command line), not its resource tracker."""
+        if int(self.resolve(values)["workers"]) == 0:
+            return EventLoops(root=True)
+        return EventLoops(root=False, worker_marker="multiprocessing.spawn")
 
     def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
         worker_class = str(values["worker_class"])
