@@ -22,7 +22,6 @@ the `ASGI_THREADS` variable sizes the loop's default executor, which only code r
 from __future__ import annotations
 
 import importlib.metadata
-import shlex
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,9 +36,8 @@ from tuner.servers.base import (
     ProcessModel,
     ServerAdapter,
     StartupSigns,
-    comment_block,
-    shell_env_lines,
 )
+from tuner.servers.cmdlauncher import command_launcher
 from tuner.servers.grids import product_grid
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -150,19 +148,23 @@ class DaphneAdapter(ServerAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         resolved = self.resolve(values)
-        lines = ["#!/bin/sh", *comment_block(header, "#")]
-        lines.append(f"# Run: sh {self.artifact_filename}  (with {self.install_hint}).")
-        lines.append("# daphne reads no config file: every tuned setting is on the command line:")
-        for setting in self.table.settings:
-            lines.append(f"#   {setting.name} = {resolved[setting.name]}: {setting.doc}")
-        lines.append("# EDIT the app's folder (daphne imports the app from its working folder) and")
-        lines.append("# the endpoint's port and interface for your deployment: 127.0.0.1 accepts")
-        lines.append("# connections from this machine only (e.g. behind nginx).")
-        lines += shell_env_lines(env)
-        lines.append(f"cd {shlex.quote(app.pythonpath)} || exit 1")
-        argv = ["daphne", *self._argv(app, bind, resolved)]
-        lines.append("exec " + " ".join(shlex.quote(arg) for arg in argv))
-        return self.shell_launcher(lines)
+        return command_launcher(
+            self,
+            app,
+            ["daphne", *self._argv(app, bind, resolved)],
+            resolved,
+            header=header,
+            env=env,
+            install=self.install_hint,
+            intro=["daphne reads no config file: every tuned setting is on the command line:"],
+            notes=[
+                "EDIT the app's folder (daphne imports the app from its working folder) and",
+                "the endpoint's port and interface for your deployment: 127.0.0.1 accepts",
+                "connections from this machine only (e.g. behind nginx).",
+            ],
+            # A short command (the endpoint, the app, at most `--verbosity 0`): one line.
+            one_line=True,
+        )
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

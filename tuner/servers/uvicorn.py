@@ -38,11 +38,10 @@ from tuner.servers.base import (
     ProcessModel,
     ServerAdapter,
     StartupSigns,
-    comment_block,
     first_version_number,
-    shell_env_lines,
     worker_counts,
 )
+from tuner.servers.cmdlauncher import command_launcher
 from tuner.servers.grids import product_grid
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -332,20 +331,24 @@ class UvicornAdapter(ServerAdapter):
     ) -> Artifact:
         resolved = self.resolve(values)
         requirements = " ".join(shlex.quote(line) for line in self.requirements(resolved))
-        lines = ["#!/bin/sh", *comment_block(header, "#")]
-        lines.append(f"# Run: sh {self.artifact_filename}  (with pip install {requirements}).")
-        lines.append("# uvicorn reads no config file: every tuned setting is on the command line")
-        lines.append("# below, defaults included:")
-        for setting in self.table.settings:
-            lines.append(f"#   {setting.name} = {resolved[setting.name]}: {setting.doc}")
-        lines.append("# EDIT the app's folder (uvicorn imports the app from its working folder)")
-        lines.append("# and --host/--port for your deployment: 127.0.0.1 accepts connections")
-        lines.append("# from this machine only (e.g. behind nginx).")
-        lines += shell_env_lines(env)
-        lines.append(f"cd {shlex.quote(app.pythonpath)} || exit 1")
-        argv = ["uvicorn", *self._argv(app, bind, resolved)]
-        lines.append("exec " + " \\\n    ".join(shlex.quote(arg) for arg in argv))
-        return self.shell_launcher(lines)
+        return command_launcher(
+            self,
+            app,
+            ["uvicorn", *self._argv(app, bind, resolved)],
+            resolved,
+            header=header,
+            env=env,
+            install=f"pip install {requirements}",
+            intro=[
+                "uvicorn reads no config file: every tuned setting is on the command line",
+                "below, defaults included:",
+            ],
+            notes=[
+                "EDIT the app's folder (uvicorn imports the app from its working folder)",
+                "and --host/--port for your deployment: 127.0.0.1 accepts connections",
+                "from this machine only (e.g. behind nginx).",
+            ],
+        )
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

@@ -11,7 +11,6 @@ tuned setting on its command line, so a user reads the exact command the tuner m
 from __future__ import annotations
 
 import importlib.metadata
-import shlex
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,10 +28,9 @@ from tuner.servers.base import (
     ServerAdapter,
     StartupSigns,
     Transport,
-    comment_block,
     first_version_number,
-    shell_env_lines,
 )
+from tuner.servers.cmdlauncher import command_launcher
 from tuner.servers.grids import THREAD_STEPS, product_grid
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -239,19 +237,21 @@ class WaitressAdapter(ServerAdapter):
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
         resolved = self.resolve(values)
-        lines = ["#!/bin/sh", *comment_block(header, "#")]
-        lines.append(f"# Run: sh {self.artifact_filename}  (with {self.install_hint}).")
-        lines.append("# Every tuned setting is on the command line below, defaults included:")
-        for setting in self.table.settings:
-            lines.append(f"#   {setting.name} = {resolved[setting.name]}: {setting.doc}")
-        lines.append("# EDIT the app's folder (waitress-serve imports the app from its working")
-        lines.append("# folder) and --listen for your deployment: 127.0.0.1 accepts connections")
-        lines.append("# from this machine only (e.g. behind nginx).")
-        lines += shell_env_lines(env)
-        lines.append(f"cd {shlex.quote(app.pythonpath)} || exit 1")
-        argv = ["waitress-serve", *self._argv(app, bind, resolved)]
-        lines.append("exec " + " \\\n    ".join(shlex.quote(arg) for arg in argv))
-        return self.shell_launcher(lines)
+        return command_launcher(
+            self,
+            app,
+            ["waitress-serve", *self._argv(app, bind, resolved)],
+            resolved,
+            header=header,
+            env=env,
+            install=self.install_hint,
+            intro=["Every tuned setting is on the command line below, defaults included:"],
+            notes=[
+                "EDIT the app's folder (waitress-serve imports the app from its working",
+                "folder) and --listen for your deployment: 127.0.0.1 accepts connections",
+                "from this machine only (e.g. behind nginx).",
+            ],
+        )
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
