@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import SHORT
+from tests.support.cli import SHORT, SHORT_RACE
 from tests.support.cli import run_tuner as tuner
 from tests.support.serverwatch import wait_none_left
 from tuner.apps import Interface
@@ -54,19 +54,11 @@ def test_both_entry_points_are_raced_side_by_side(tmp_path: Path) -> None:
         ASGI.text,
         "--servers",
         "gunicorn,uvicorn",
-        "--budget",
-        "1",
         "--trials",
         "3",
-        "--top-k",
-        "1",
-        "--compare-rounds",
-        "1",
-        "--seed",
-        "1",
+        *SHORT_RACE,
         "--name",
         "both",
-        "--no-clean-venv-check",  # the written files' boot is checked in test_tune.py
         "--storage",
         f"sqlite:///{tmp_path}/s.db",
         *SHORT,

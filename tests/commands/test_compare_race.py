@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.support.cli import SHORT
+from tests.support.cli import SHORT, SHORT_RACE
 from tests.support.cli import run_tuner as tuner
 from tests.support.serverwatch import wait_none_left
 
@@ -32,19 +32,11 @@ def test_the_server_far_behind_stops_early_and_the_page_says_why(tmp_path) -> No
         "apps/fib.py",
         "--servers",
         ",".join(SERVERS),
-        "--budget",
-        "1",
         "--trials",
         "6",
-        "--top-k",
-        "1",
-        "--compare-rounds",
-        "1",
-        "--seed",
-        "1",
+        *SHORT_RACE,
         "--name",
         "race",
-        "--no-clean-venv-check",  # the written files' boot is checked in test_tune.py
         "--storage",
         f"sqlite:///{tmp_path}/s.db",
         *SHORT,

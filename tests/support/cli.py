@@ -20,6 +20,13 @@ REPO = Path(__file__).resolve().parents[2]
 # The short studies of tests/commands (tune, compare, report) check wiring and shapes, not
 # figures: one 0.6 s window (the engine counts a window from 0.5 s) after 0.2 s of warm-up.
 SHORT = ["--duration", "0.6", "--warmup", "0.2", "--connections", "16"]
+# A raced compare in a one-minute budget: room for the first rung (its smallest, 3 trials a
+# server) and one final round, one config per finalist besides its baselines; the written
+# files' boot in a clean venv is checked in test_tune.py.
+SHORT_RACE = [
+    *("--budget", "1", "--top-k", "1", "--compare-rounds", "1", "--seed", "1"),
+    "--no-clean-venv-check",
+]
 
 
 def run_tuner(
