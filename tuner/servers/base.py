@@ -15,6 +15,8 @@ command line, in its environment, or from a small Python launcher the adapter wr
 from __future__ import annotations
 
 import abc
+import copy
+import importlib
 import importlib.resources
 import os
 import re
@@ -286,9 +288,14 @@ class ServerAdapter(abc.ABC):
     # another protocol (for a front such as nginx) declares it here, and its hooks honour
     # `bind.path` and `bind.protocol`.
     binds: frozenset[tuple[Transport, Protocol]] = frozenset({HTTP_OVER_TCP})
-    # The app interfaces the server runs. An adapter that runs both overrides `serving` to
-    # return itself set up for one (its table's defaults and its space for that interface).
+    # The app interfaces the server runs. For one that runs both, `serving` returns it set up
+    # for one: a copy of this adapter, or the adapter `interface_adapters` names for it.
     interfaces: frozenset[Interface] = frozenset({Interface.WSGI})
+    # An interface the server runs through an adapter of its own (gunicorn's uvicorn worker,
+    # granian's --interface asgi), named "module:Class" and imported when asked for, as the
+    # registry names adapters: it subclasses this one, and an import here would tie the two
+    # modules in a loop.
+    interface_adapters: Mapping[Interface, str] = MappingProxyType({})
     # Settings that only mean something while the server speaks HTTP (uWSGI's `protocol`):
     # a search behind a front leaves them at their default when another protocol is drawn.
     http_only_settings: tuple[str, ...] = ()
@@ -306,7 +313,16 @@ class ServerAdapter(abc.ABC):
         space are that interface's. ConfigError for an interface the server cannot run."""
         if interface not in self.interfaces:
             raise ConfigError(f"{self.name} cannot serve {interface.describe()}")
-        return self
+        if self.interfaces == {interface}:
+            return self
+        target = self.interface_adapters.get(interface)
+        if target is not None:
+            module, _, name = target.partition(":")
+            adapter: ServerAdapter = getattr(importlib.import_module(module), name)()
+            return adapter
+        alone = copy.copy(self)  # this very table, space and launch, for `interface` alone
+        alone.interfaces = frozenset({interface})
+        return alone
 
     def check_app(self, app: AppRef) -> None:
         """Raise ConfigError for an app whose interface this adapter is not set up to serve."""

@@ -13,7 +13,6 @@ with `--runtime-mode` (granian's 2.0.0 release notes), so 1.x refuses these flag
 
 from __future__ import annotations
 
-import copy
 import shlex
 import signal
 from collections.abc import Mapping
@@ -177,22 +176,13 @@ class GranianAdapter(ServerAdapter):
     # `--uds PATH` / GRANIAN_UDS (granian 2.x's --help; the installed one is checked by the
     # front tests).
     binds = frozenset({HTTP_OVER_TCP, (Transport.UNIX, Protocol.HTTP)})
-    # WSGI apps as above; ASGI apps through `--interface asgi` (`serving`).
+    # WSGI apps as above; ASGI apps through `--interface asgi` (granian_asgi.py).
     interfaces = frozenset({Interface.WSGI, Interface.ASGI})
+    interface_adapters = MappingProxyType(
+        {Interface.ASGI: "tuner.servers.granian_asgi:GranianAsgiAdapter"}
+    )
     # What `--interface` (GRANIAN_INTERFACE) says: the interface this table is for.
     interface_flag = "wsgi"
-
-    def serving(self, interface: Interface) -> ServerAdapter:
-        if self.interfaces == {interface}:
-            return self
-        super().serving(interface)  # refuses an interface granian cannot serve here
-        if interface is Interface.ASGI:
-            from tuner.servers.granian_asgi import GranianAsgiAdapter
-
-            return GranianAsgiAdapter()
-        wsgi = copy.copy(self)  # this very table, space and launch: WSGI alone
-        wsgi.interfaces = frozenset({Interface.WSGI})
-        return wsgi
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         mode = "mt" if values["runtime_mode"] == "auto" else str(values["runtime_mode"])

@@ -6,7 +6,6 @@ for WSGI apps; for ASGI apps each is a uvicorn worker (tuner/servers/gunicorn_as
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import signal
 from collections.abc import Mapping
@@ -198,20 +197,11 @@ class GunicornAdapter(ServerAdapter):
     # by the HTTP parser (so http_parser is moot), and nginx keeps no uwsgi connection alive
     # (so keepalive is moot; `resolve` turns it off, see there).
     http_only_settings = ("http_parser", "keepalive")
-    # WSGI apps as above; ASGI apps through the uvicorn worker (`serving`).
+    # WSGI apps as above; ASGI apps through the uvicorn worker (gunicorn_asgi.py).
     interfaces = frozenset({Interface.WSGI, Interface.ASGI})
-
-    def serving(self, interface: Interface) -> ServerAdapter:
-        if self.interfaces == {interface}:
-            return self
-        super().serving(interface)  # refuses an interface gunicorn cannot serve
-        if interface is Interface.ASGI:
-            from tuner.servers.gunicorn_asgi import GunicornAsgiAdapter
-
-            return GunicornAsgiAdapter()
-        wsgi = copy.copy(self)  # this very table, space and launch: WSGI alone
-        wsgi.interfaces = frozenset({Interface.WSGI})
-        return wsgi
+    interface_adapters = MappingProxyType(
+        {Interface.ASGI: "tuner.servers.gunicorn_asgi:GunicornAsgiAdapter"}
+    )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["worker_class"])
