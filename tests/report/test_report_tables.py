@@ -478,3 +478,30 @@ def test_a_raced_compare_says_who_reached_the_final_and_who_stopped_early_and_wh
 
 def test_a_full_compare_has_no_race_lines() -> None:
     assert not any(n.startswith("raced:") for n in compare_table([GUNICORN, UWSGI]).notes)
+
+
+# --- the rule of a file sized at boot (tune --for-cpus) --------------------------------------
+
+
+def test_a_sized_study_shows_its_rule_by_box_size_and_says_what_is_extrapolated() -> None:
+    from tuner.machine.sizing import SizePoint, fit_rule
+
+    rule = fit_rule(
+        [SizePoint(0.5, 2, 4, 800.0), SizePoint(1.5, 4, 4, 2400.0)],
+        [(2, 120.0), (4, 200.0)],
+        "WEB_CONCURRENCY",
+    )
+    data = replace(
+        _study([]), attrs=StudyAttrs(pick={"settings": {}, "header": [], "sizing": rule.to_dict()})
+    )
+    table = tables.sizing(data)
+    assert table is not None and table.title == "Sized at boot"
+    rows = {row[0]: row for row in table.rows}
+    assert list(rows) == ["0.5", "1", "1.5", "2", "4", "8"]
+    assert rows["0.5"] == ("0.5", "2 x 4", "800", "2 x 4", "measured")
+    assert rows["1.5"][1:] == ("4 x 4", "2,400", "4 x 4", "measured")
+    assert rows["1"][1:] == ("", "", "3 x 4", "between the sizes measured")
+    assert rows["8"][3:] == ("17 x 4", "extrapolated")  # 2 x CPUs + 1
+    assert any("extrapolated" in note for note in table.notes)
+    assert tables.sizing(_study([])) is None  # fixed counts: no such table
+    assert "Sized at boot" in [t.title for t in tables.study_tables(data)]

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.machine.sizing import SizingRule
 from tuner.metrics.stats import Spread, ratio, spread_text
 from tuner.report.data import StudyData, StudyRow
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord
@@ -13,6 +14,8 @@ from tuner.search.storage_url import redact
 from tuner.workflow.confirm import unfair_text
 
 TOP_TRIALS = 10
+# Box sizes the "Sized at boot" table shows the rule at, besides the sizes measured.
+BOX_CPUS = (0.5, 1.0, 2.0, 4.0, 8.0)
 SettingsText = Callable[[dict[str, Any]], str]
 
 
@@ -35,8 +38,42 @@ def study_tables(data: StudyData, settings_text: SettingsText = all_settings) ->
     tables += [failed_trials(data, settings_text), confirmation(data), baselines(data)]
     if per_template := templates(data):
         tables.append(per_template)
+    if sized := sizing(data):
+        tables.append(sized)
     tables.append(machine(data))
     return tables
+
+
+def sizing(data: StudyData) -> Table | None:
+    """The rule a file sized at boot computes its counts by (`tune --for-cpus`): the best
+    counts measured at each size, what the rule gives there and on common boxes, and which of
+    those are extrapolated. None for a study whose file has fixed counts."""
+    pick = data.attrs.pick
+    raw = pick.get("sizing") if isinstance(pick, dict) else None
+    if not raw:
+        return None
+    rule = SizingRule.from_dict(raw)
+    measured = {point.cpus: point for point in rule.points}
+    low, high = rule.measured_cpus
+    rows = []
+    for cpus in sorted(set(measured) | set(BOX_CPUS)):
+        processes, threads = rule.counts(cpus)
+        point = measured.get(cpus)
+        if point is not None:
+            where = "measured"
+        else:
+            where = "between the sizes measured" if low < cpus < high else "extrapolated"
+        rows.append(
+            (
+                f"{cpus:g}",
+                f"{point.processes} x {point.threads}" if point else "",
+                f"{point.rps:,.0f}" if point and point.rps is not None else "",
+                f"{processes} x {threads}",
+                where,
+            )
+        )
+    columns = ("CPUs", "best measured (processes x threads)", "req/s", "the rule gives", "")
+    return Table("Sized at boot", columns, rows, rule.describe_lines())
 
 
 def templates(data: StudyData) -> Table | None:
