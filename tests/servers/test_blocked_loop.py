@@ -50,8 +50,11 @@ def test_time_sleep_inside_async_def_is_reported_as_a_blocked_loop(
     blocked = result.get("blocked_loop")
     assert blocked is not None, result["notes"]
     assert blocked["call"] == "clock_nanosleep"
-    # Every worker's loop is blocked alike; the worst far over the line.
-    assert blocked["loops"] == blocked["blocked_loops"] == loops
+    # Every loop the config runs is watched. Which of them are blocked depends on which got
+    # connections: asyncio's accept takes every pending connection on one wake-up, so one
+    # worker can hold all 16 (hypercorn did); the worst is far over the line either way.
+    assert blocked["loops"] == loops
+    assert 1 <= blocked["blocked_loops"] <= loops
     assert blocked["share"] > (1 + BLOCKED_SHARE) / 2
     (note,) = [n for n in result["notes"] if n.startswith("blocked_loop: ")]
     assert f"worker pid {blocked['pid']} spent" in note and "time.sleep" in note
