@@ -23,7 +23,7 @@ def bench(record: Path, *options: str, server: str = "gunicorn") -> dict:
     return json.loads(done.stdout)
 
 
-def recorded(record: Path) -> list[tuple[str, str, str]]:
+def recorded(record: Path) -> list[tuple[str, str, str, str]]:
     return [tuple(line.split(" ")) for line in record.read_text().splitlines()]  # type: ignore[misc]
 
 
@@ -34,14 +34,20 @@ def test_no_keepalive_opens_a_connection_per_request(tmp_path: Path, since: floa
     closed = bench(tmp_path / "closed.log", *common, "--no-keepalive")
     assert kept["requests"] > 50 and closed["requests"] > 50
     assert sum(kept["errors"].values()) == 0 and sum(closed["errors"].values()) == 0
-    kept_ports = Counter(port for _, _, port in recorded(tmp_path / "kept.log"))
-    closed_ports = Counter(port for _, _, port in recorded(tmp_path / "closed.log"))
+    kept_lines, closed_lines = recorded(tmp_path / "kept.log"), recorded(tmp_path / "closed.log")
+    kept_ports = Counter(port for _, _, port, _ in kept_lines)
+    closed_ports = Counter(port for _, _, port, _ in closed_lines)
     # Keep-alive: a handful of connections carried everything (4, plus the readiness check's).
     assert len(kept_ports) <= 8, kept_ports
-    # --no-keepalive: each request came on a connection of its own, so a client port is seen
-    # once (twice at most if the kernel reuses one during the run).
-    assert max(closed_ports.values()) <= 2, closed_ports.most_common(3)
-    assert len(closed_ports) >= 0.9 * closed_ports.total()
+    # --no-keepalive: every request of the load asked the server to close its connection, so
+    # each came on a connection of its own (the readiness check's sends no such header).
+    closes = Counter(header for *_, header in closed_lines)
+    assert set(closes) <= {"close", "-"} and closes["close"] >= closed["requests"], closes
+    assert Counter(header for *_, header in kept_lines)["close"] == 0
+    # Its client ports: nearly all distinct. Not all: the kernel may hand a freed port to a
+    # later connection (one port came three times in one CI run), which the test cannot
+    # control, so it asserts the share, far from what keep-alive gives.
+    assert len(closed_ports) >= 0.9 * closed_ports.total(), closed_ports.most_common(3)
 
 
 def test_rate_is_an_open_loop_at_that_rate(tmp_path: Path, since: float) -> None:
@@ -71,7 +77,7 @@ def test_workload_file_sends_its_weighted_requests(tmp_path: Path, since: float)
     )
     result = bench(tmp_path / "w.log", "--connections", "4", "--workload", str(workload))
     assert result["requests"] > 50 and sum(result["errors"].values()) == 0
-    kinds = Counter(f"{method} {path}" for method, path, _ in recorded(tmp_path / "w.log"))
+    kinds = Counter(f"{method} {path}" for method, path, *_ in recorded(tmp_path / "w.log"))
     assert set(kinds) == {"GET /read", "POST /write"}, kinds  # the readiness check GETs /read
     share = kinds["POST /write"] / sum(kinds.values())
     assert 0.15 <= share <= 0.35, kinds  # weight 1 of 4
