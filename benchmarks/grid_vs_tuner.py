@@ -26,9 +26,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.loadplan import path_load  # noqa: E402
 from tuner.apps import check_app_imports, parse_app  # noqa: E402
 from tuner.errors import TrialError  # noqa: E402
-from tuner.loadgen import LoadSpec, Workload  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
 from tuner.metrics.measurement import Measurement  # noqa: E402
@@ -63,15 +63,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
     app = check_app_imports(parse_app(app_text, ROOT))
     adapter = adapter_serving(server, app.interface)
     server_cpus, load_cpus = default_split()
-    load = LoadSpec(
-        host="127.0.0.1",
-        port=1,
-        workload=Workload.single(path),
-        connections=args.connections,
-        duration_s=args.duration,
-        warmup_s=args.warmup,
-        load_cpus=load_cpus,
-    )
+    load = path_load(path, args, load_cpus)
 
     def plan_for(settings: dict[str, Any], index: int) -> BenchPlan:
         return BenchPlan(

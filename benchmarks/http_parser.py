@@ -26,12 +26,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.loadplan import path_load  # noqa: E402
 from tuner.apps import parse_app  # noqa: E402
-from tuner.loadgen import LoadSpec, Workload  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
+from tuner.metrics.measurement import Measurement  # noqa: E402
 from tuner.metrics.stats import Spread, ratio  # noqa: E402
-from tuner.search.study import trial_metrics  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 from tuner.servers.gunicorn import fast_parser_installed  # noqa: E402
 from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
@@ -71,17 +71,9 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="parser-")))
 
-        def measure(candidate: Candidate, _round: int) -> dict[str, Any]:
+        def measure(candidate: Candidate, _round: int) -> Measurement:
             app_name = candidate.label.split("|")[0]
-            load = LoadSpec(
-                host="127.0.0.1",
-                port=1,
-                workload=Workload.single("/"),
-                connections=args.connections,
-                duration_s=args.duration,
-                warmup_s=args.warmup,
-                load_cpus=load_cpus,
-            )
+            load = path_load("/", args, load_cpus)
             plan = BenchPlan(
                 adapter=adapter,
                 app=parse_app(APPS[app_name], ROOT),
@@ -90,9 +82,9 @@ def main() -> int:
                 server_cpus=server_cpus,
                 log_path=workdir / f"{next(counter)}.log",
             )
-            metrics = trial_metrics(run_bench(plan).to_dict())
+            metrics = run_bench(plan).measurement
             print(
-                f"  round {_round + 1} {candidate.label}: {metrics['rps']:,.0f} req/s",
+                f"  round {_round + 1} {candidate.label}: {metrics.median_rps:,.0f} req/s",
                 file=sys.stderr,
             )
             return metrics
@@ -135,7 +127,7 @@ def print_table(confirmed: list[Confirmed], chosen: dict[str, dict[str, Any]]) -
 
 
 def _client_bound(entry: Confirmed) -> int:
-    return sum(bool(run.get("client_bound")) for run in entry.runs)
+    return sum(run.client_bound for run in entry.runs)
 
 
 def _cell(spread: Spread | None, pattern: str) -> str:

@@ -32,10 +32,11 @@ from typing import Any, NoReturn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.loadplan import path_load  # noqa: E402
 from tuner.apps import check_app_imports, parse_app  # noqa: E402
 from tuner.commands.options import parse_for_cpus  # noqa: E402
 from tuner.errors import ConfigError, OutOfMemory, ServerCrashed, TunerError  # noqa: E402
-from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
+from tuner.loadgen import LoadSpec, run_load  # noqa: E402
 from tuner.machine.cpus import default_split, pinned  # noqa: E402
 from tuner.machine.limits import Limits  # noqa: E402
 from tuner.machine.sizing import CountLine, SizingRule  # noqa: E402
@@ -347,15 +348,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, work: Path) -
     box = Box(
         server_cpus,
         Limits(args.at),
-        LoadSpec(
-            host=LOOPBACK,
-            port=1,
-            workload=Workload.single(path),
-            connections=args.connections,
-            duration_s=args.duration,
-            warmup_s=args.warmup,
-            load_cpus=load_cpus,
-        ),
+        path_load(path, args, load_cpus),
         path,
     )
     runs = work / f"{app_name}-{server}-rounds"
