@@ -48,7 +48,7 @@ from tuner.measure.runner import BenchPlan, BenchResult  # noqa: E402
 from tuner.metrics.measurement import Errors, Latency, Measurement, Memory  # noqa: E402
 from tuner.search import study as study_module  # noqa: E402
 from tuner.search.branches import branch_starts  # noqa: E402
-from tuner.search.space import bounds  # noqa: E402
+from tuner.search.space import active, bounds  # noqa: E402
 from tuner.search.study import QuietListener, StudySetup, open_study, run_search  # noqa: E402
 from tuner.servers import SERVERS as SERVER_NAMES  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
@@ -216,11 +216,9 @@ def space_reach(setup: StudySetup, surrogate: Surrogate) -> Reach:
     def reach(settings: Mapping[str, Value]) -> bool:
         if any(settings[key] != defaults[key] for key in looked_at - tuned):
             return False
+        current = {name: settings.get(param.setting) for name, param in by_name.items()}
         for param in setup.space.params:
-            active = all(
-                settings.get(by_name[name].setting) in values for name, values in param.when.items()
-            )
-            if not active or param.setting not in looked_at:
+            if not active(param, current) or param.setting not in looked_at:
                 continue
             value = settings[param.setting]
             if param.type == "int":

@@ -248,7 +248,41 @@ CONDITION_ERRORS = [
         '[params.threads]\ntype = "int"\nlow = 1\nhigh = 4\nwhen = "gthread"\n',
         ["params.threads", "when must be a table"],
     ),
+    # `{ min = N }` on a param that is not a number, with another key, or not a number
+    (
+        '[params.worker_class]\ntype = "categorical"\nchoices = ["sync", "gthread"]\n'
+        '[params.threads]\ntype = "int"\nlow = 1\nhigh = 4\n'
+        "when = { worker_class = { min = 2 } }\n",
+        ["params.threads", "when.worker_class", "needs an int or float param", "categorical"],
+    ),
+    (
+        '[params.workers]\ntype = "int"\nlow = 1\nhigh = 4\n'
+        '[params.threads]\ntype = "int"\nlow = 1\nhigh = 4\n'
+        "when = { workers = { max = 2 } }\n",
+        ["params.threads", "when must be a table", "{ min = N }"],
+    ),
+    (
+        '[params.workers]\ntype = "int"\nlow = 1\nhigh = 4\n'
+        '[params.threads]\ntype = "int"\nlow = 1\nhigh = 4\n'
+        'when = { workers = { min = "two" } }\n',
+        ["params.threads", "when.workers", "min = 'two' is not a number"],
+    ),
 ]
+
+
+def test_a_minimum_condition_draws_the_param_only_at_or_above_it(tmp_path: Path) -> None:
+    body = (
+        '[params.workers]\ntype = "int"\nlow = 1\nhigh = 4\n'
+        '[params.max_requests]\ntype = "categorical"\nchoices = [0, 1000]\n'
+        "when = { workers = { min = 2 } }\n"
+    )
+    space = load(tmp_path, body)
+    assert space.params[1].when_min == {"workers": 2.0} and space.params[1].when == {}
+    for workers in (1, 2, 4):
+        trial = FakeTrial(pick={"workers": workers})
+        config = suggest(space, trial, 2)
+        assert ("max_requests" in trial.names()) is (workers >= 2), (workers, trial.names())
+        assert config["workers"] == workers
 
 
 @pytest.mark.parametrize(("body", "words"), ERRORS + CONDITION_ERRORS)

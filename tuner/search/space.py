@@ -50,7 +50,8 @@ Bound = int | float | str  # a number, or an expression text in `cpus`
 
 @dataclass(frozen=True)
 class Param:
-    """One tuned setting. `when` maps earlier param names to the values that enable this one."""
+    """One tuned setting. `when` maps earlier param names to the values that enable this one;
+    `when_min` maps earlier numeric params to the least value that enables it."""
 
     name: str
     setting: str
@@ -62,6 +63,7 @@ class Param:
     choices: tuple[Value, ...] = ()
     doc: str = ""
     when: Mapping[str, tuple[Value, ...]] = field(default_factory=dict)
+    when_min: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -196,8 +198,11 @@ def _load_param(path: Path, name: str, spec: object, table: SettingsTable) -> Pa
     if not isinstance(doc, str):
         raise fail("doc must be a string")
     when = spec.get("when", {})
-    if not isinstance(when, dict) or not all(isinstance(v, list) and v for v in when.values()):
-        raise fail("when must be a table {PARAM = [values, ...]} with non-empty lists")
+    if not isinstance(when, dict) or not all(_condition_form(v) for v in when.values()):
+        raise fail(
+            "when must be a table {PARAM = [values, ...]} with non-empty lists, or "
+            "{PARAM = { min = N }} for a numeric param"
+        )
 
     common: dict[str, Any] = {"name": name, "setting": setting_name, "type": kind, "doc": doc}
     # `when` values are coerced in _check_conditions, once every param is known.
@@ -295,6 +300,7 @@ def _check_conditions(
     checked: list[Param] = []
     for i, param in enumerate(params):
         coerced: dict[str, tuple[Value, ...]] = {}
+        least: dict[str, float] = {}
         for other, values in raw_params[param.name].get("when", {}).items():
             where = f"{path}: params.{param.name}: when.{other}"
             if other not in position:
@@ -314,12 +320,35 @@ def _check_conditions(
                     f"before params.{param.name} (params are sampled in order)"
                 )
             target = params[position[other]]
+            if isinstance(values, dict):
+                least[other] = _condition_min(where, target, values)
+                continue
             conditional = bool(raw_params[other].get("when"))
             coerced[other] = tuple(
                 _condition_value(where, target, conditional, v, table) for v in values
             )
-        checked.append(replace(param, when=coerced))
+        checked.append(replace(param, when=coerced, when_min=least))
     return checked
+
+
+def _condition_form(value: object) -> bool:
+    if isinstance(value, dict):
+        return set(value) == {"min"}
+    return isinstance(value, list) and bool(value)
+
+
+def _condition_min(where: str, target: Param, spec: Mapping[str, object]) -> float:
+    """`{ min = N }`: a numeric range param's least value that enables the condition (e.g.
+    uvicorn's recycling needs its supervisor, which only runs with 2 workers or more)."""
+    least = spec["min"]
+    if target.type not in ("int", "float"):
+        raise ConfigError(
+            f"{where}: {{ min = ... }} needs an int or float param; params.{target.name} "
+            f"is {target.type} (list its values instead)"
+        )
+    if isinstance(least, bool) or not isinstance(least, int | float):
+        raise ConfigError(f"{where}: min = {least!r} is not a number")
+    return float(least)
 
 
 def _reaches(raw_params: Mapping[str, Any], start: str, goal: str) -> bool:
@@ -360,7 +389,13 @@ def _condition_value(
 
 def active(param: Param, current: Mapping[str, Value]) -> bool:
     """Whether `param`'s conditions hold, given the current value of every earlier param."""
-    return all(current.get(other) in values for other, values in param.when.items())
+    return all(current.get(other) in values for other, values in param.when.items()) and all(
+        _at_least(current.get(other), least) for other, least in param.when_min.items()
+    )
+
+
+def _at_least(value: Value | None, least: float) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= least
 
 
 def suggest(

@@ -1,0 +1,36 @@
+"""Every config a shipped space can draw is one its adapter accepts. A draw the adapter
+refuses is a trial lost (recorded as invalid_combination) and, since the samplers learn
+nothing from a failed trial, drawn again and again: the space's `when` conditions must keep
+such combinations out. Pure: no server starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.servers.test_contract import SERVED, SeededTrial, space_path
+from tuner.errors import ConfigError
+from tuner.search.space import load_space, suggest
+from tuner.servers import get_adapter
+
+DRAWS = 300
+CPUS = (1, 2, 4, 16)
+
+
+@pytest.mark.parametrize(
+    ("name", "interface"),
+    SERVED,
+    ids=[name if i.value == "wsgi" else f"{name}-{i}" for name, i in SERVED],
+)
+def test_every_draw_of_the_space_is_a_config_the_adapter_accepts(name, interface) -> None:
+    adapter = get_adapter(name).serving(interface)
+    space = load_space(space_path(adapter), adapter.table, adapter.name)
+    refused: dict[str, int] = {}
+    for cpus in CPUS:
+        for seed in range(DRAWS):
+            drawn = suggest(space, SeededTrial(seed * 31 + cpus), cpus=cpus)
+            try:
+                adapter.resolve(drawn)
+            except ConfigError as exc:
+                line = f"cpus={cpus}: {str(exc).splitlines()[0]}"
+                refused[line] = refused.get(line, 0) + 1
+    assert not refused, "\n".join(f"{n} x {line}" for line, n in refused.items())
