@@ -137,6 +137,7 @@ def test_client_model_and_template_figures_round_trip_and_stay_optional() -> Non
         ),
         slow_clients=SlowClients(6, 256.0, 500.0, 40, 20.0, latency, 0),
         idle_connections=IdleConnections(opened=50, held=48),
+        connect=Latency(0.02, 0.03, 0.05, 0.07, 0.1, 0.025),
     )
     data = json.loads(json.dumps(m.to_json()))
     assert Measurement.from_json(data) == m
@@ -144,9 +145,12 @@ def test_client_model_and_template_figures_round_trip_and_stay_optional() -> Non
     # A record without them (any earlier one) reads as a run without them, and a run without
     # them writes none of the keys.
     plain = measurement(1000.0)
-    assert not {"templates", "slow_clients", "idle_connections"} & set(plain.to_json())
+    assert not {"templates", "slow_clients", "idle_connections", "connect_ms"} & set(
+        plain.to_json()
+    )
     read = Measurement.from_json(plain.to_json())
     assert (read.templates, read.slow_clients, read.idle_connections) == ((), None, None)
+    assert read.connect is None
 
 
 def test_the_result_table_shows_each_template_and_the_slow_clients() -> None:
