@@ -423,8 +423,11 @@ def test_result_json_has_stable_keys(server) -> None:
         "loadgen_cpu_kernel",
         "client_bound",
         "notes",
+        # http-socket closes after each response: the requests carried connects.
+        "connect_ms",
     ]  # no memory_mb or startup_s: the load generator did not start the server
     assert set(data["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
+    assert set(data["connect_ms"]) == set(data["latency_ms"])
     lat = result.latency
     assert 0 < lat.p50_ms <= lat.p90_ms <= lat.p99_ms <= lat.p999_ms <= lat.max_ms
     assert 0 < result.loadgen_cpu_pct <= 100
