@@ -186,3 +186,23 @@ def test_the_result_table_shows_each_template_and_the_slow_clients() -> None:
         "(throughput and latency above: the other 58)"
     )
     assert rows["idle connections"] == "48 of 50 held open to the end"
+    assert "connect" not in rows  # no connect in the window: no row
+
+
+def test_the_result_table_shows_connect_time_apart() -> None:
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from tuner.metrics.measurement import Latency
+    from tuner.report.bench_view import result_table
+
+    m = replace(measurement(1000.0), connect=Latency(0.02, 0.03, 0.05, 0.07, 0.11, 0.025))
+    console = Console(record=True, width=200)
+    console.print(result_table(m, "bench", {}))
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in console.export_text().splitlines()
+        if line.count("│") == 3
+    }
+    assert rows["connect"].startswith("p50 0.02  p99 0.05  max 0.11 ms")
