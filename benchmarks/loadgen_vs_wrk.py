@@ -329,7 +329,7 @@ def main() -> int:
         )
     print(
         "wrk errs: wrk counts a server closing after a complete response as a read error. "
-        "Latency: ours includes connect time when a request needs a new connection. "
+        "Latency: from the request's first byte, both; ours reports connect time apart. "
         "targets (not client_bound, no wrk errors): req/s within 5% of wrk, p50/p99 within 15%."
     )
     if args.capture:

@@ -130,6 +130,43 @@ def test_request_response_then_the_peer_closes(listener):
     loop.close()
 
 
+def test_the_arrival_is_the_kernels_not_when_a_busy_loop_reads_it(listener):
+    """The latency must end when the answer arrived, not when our loop got round to it: a
+    loop busy with other sockets reads later, and `arrived_ns` still says when it came."""
+    sent = threading.Event()
+    stamps: list[int] = []
+
+    def answer_at_once(peer: socket.socket) -> None:
+        peer.recv(1024)
+        stamps.append(time.time_ns())
+        peer.sendall(b"pong")
+        stamps.append(time.time_ns())
+        sent.set()
+        peer.recv(1024)  # until the client closes
+
+    thread = serve_once(listener, answer_at_once)
+    loop = Loop()
+
+    class BusyWhileItArrives(Recorder):
+        def connection_made(self, connection: Connection) -> None:
+            super().connection_made(connection)
+            connection.write(b"ping")
+            assert sent.wait(5)  # the answer is in our socket before we look
+            self.read_after = time.time_ns()  # everything the loop does next is later
+
+    protocol = BusyWhileItArrives(loop, stop_on="data_received")
+    connection = Connection(loop, protocol, *listener.getsockname())
+    run_with_deadline(loop)
+    connection.close()
+    loop.call_soon(loop.stop)
+    loop.run()
+    thread.join(5)
+    assert bytes(protocol.data) == b"pong"
+    before, after = stamps
+    assert before <= connection.arrived_ns <= after < protocol.read_after
+    loop.close()
+
+
 def test_a_refused_connect_is_reported_once_and_nothing_else():
     port_socket = socket.socket()
     port_socket.bind(("127.0.0.1", 0))

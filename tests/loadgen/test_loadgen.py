@@ -158,6 +158,9 @@ def test_every_response_the_server_sent_is_counted(server, tmp_path, keepalive, 
     assert_clean(result)
     assert result.total_responses == served(counter)
     assert result.total_responses >= result.requests
+    # Connect time is reported apart, for the connections made in the window: one per
+    # request without keep-alive, none with it (all connected in the warm-up).
+    assert (result.connect is not None) == (not keepalive)
     if rate is None:
         assert result.littles_law_ratio == pytest.approx(1.0, abs=0.25)
         assert not result.unfair, result.unfair_reasons
@@ -420,8 +423,11 @@ def test_result_json_has_stable_keys(server) -> None:
         "loadgen_cpu_kernel",
         "client_bound",
         "notes",
+        # http-socket closes after each response: the requests carried connects.
+        "connect_ms",
     ]  # no memory_mb or startup_s: the load generator did not start the server
     assert set(data["latency_ms"]) == {"p50", "p90", "p99", "p999", "max", "mean"}
+    assert set(data["connect_ms"]) == set(data["latency_ms"])
     lat = result.latency
     assert 0 < lat.p50_ms <= lat.p90_ms <= lat.p99_ms <= lat.p999_ms <= lat.max_ms
     assert 0 < result.loadgen_cpu_pct <= 100

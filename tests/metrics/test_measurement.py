@@ -137,6 +137,7 @@ def test_client_model_and_template_figures_round_trip_and_stay_optional() -> Non
         ),
         slow_clients=SlowClients(6, 256.0, 500.0, 40, 20.0, latency, 0),
         idle_connections=IdleConnections(opened=50, held=48),
+        connect=Latency(0.02, 0.03, 0.05, 0.07, 0.1, 0.025),
     )
     data = json.loads(json.dumps(m.to_json()))
     assert Measurement.from_json(data) == m
@@ -144,9 +145,12 @@ def test_client_model_and_template_figures_round_trip_and_stay_optional() -> Non
     # A record without them (any earlier one) reads as a run without them, and a run without
     # them writes none of the keys.
     plain = measurement(1000.0)
-    assert not {"templates", "slow_clients", "idle_connections"} & set(plain.to_json())
+    assert not {"templates", "slow_clients", "idle_connections", "connect_ms"} & set(
+        plain.to_json()
+    )
     read = Measurement.from_json(plain.to_json())
     assert (read.templates, read.slow_clients, read.idle_connections) == ((), None, None)
+    assert read.connect is None
 
 
 def test_the_result_table_shows_each_template_and_the_slow_clients() -> None:
@@ -182,3 +186,23 @@ def test_the_result_table_shows_each_template_and_the_slow_clients() -> None:
         "(throughput and latency above: the other 58)"
     )
     assert rows["idle connections"] == "48 of 50 held open to the end"
+    assert "connect" not in rows  # no connect in the window: no row
+
+
+def test_the_result_table_shows_connect_time_apart() -> None:
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from tuner.metrics.measurement import Latency
+    from tuner.report.bench_view import result_table
+
+    m = replace(measurement(1000.0), connect=Latency(0.02, 0.03, 0.05, 0.07, 0.11, 0.025))
+    console = Console(record=True, width=200)
+    console.print(result_table(m, "bench", {}))
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in console.export_text().splitlines()
+        if line.count("│") == 3
+    }
+    assert rows["connect"].startswith("p50 0.02  p99 0.05  max 0.11 ms")

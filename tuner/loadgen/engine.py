@@ -300,6 +300,7 @@ def _reap(procs: list[Any], pipes: list[Connection], wait_s: float) -> None:
 
 def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Measurement:
     hist = Histogram()
+    connect = Histogram()
     errors = [0] * len(ERROR_KINDS)
     requests = bytes_ = late = completed_us = slow_requests = 0
     windows: dict[int, _Window] = {}
@@ -311,6 +312,8 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
         slow_requests += snap.slow_requests
         errors = [a + b for a, b in zip(errors, snap.errors, strict=True)]
         hist.merge(Histogram.from_sparse(snap.histogram))
+        if snap.connect_histogram:
+            connect.merge(Histogram.from_sparse(snap.connect_histogram))
         windows.setdefault(snap.index, _Window()).add(snap)
     duration = sum(f.measure_s for f in finals) / len(finals)
     rps = requests / duration if duration > 0 else 0.0
@@ -374,4 +377,5 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
         templates=breakdown.templates(spec.workload, finals, duration),
         slow_clients=breakdown.slow_clients(spec, snaps, finals, duration),
         idle_connections=idle,
+        connect=breakdown.latency_of(connect) if connect.total else None,
     )

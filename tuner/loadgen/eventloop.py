@@ -35,6 +35,11 @@ _NONBLOCKING_STREAM = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
 # Larger than a typical response; a bigger one takes several reads (recv allocates this much).
 READ_SIZE = 64 * 1024
 _CONNECT_PENDING = (errno.EINPROGRESS, errno.EAGAIN)
+# The kernel's receive timestamp of the data each read returns (Linux: for TCP, the arrival of
+# the last segment read, CLOCK_REALTIME, as a struct timespec in an SCM_TIMESTAMPNS message).
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_STAMP_SPACE = socket.CMSG_SPACE(struct.calcsize("@ll"))
+_unpack_stamp = struct.Struct("@ll").unpack
 
 
 class Timer:
@@ -189,9 +194,10 @@ class Connection:
         "eof_pending",
         "peer_closed",
         "silenced",
+        "arrived_ns",
     )
-    # (level, option, value) set on the socket before connecting (none: the kernel's defaults).
-    SOCKET_OPTIONS: tuple[tuple[int, int, int], ...] = ()
+    # (level, option, value) set on the socket before connecting.
+    SOCKET_OPTIONS: tuple[tuple[int, int, int], ...] = ((_SOL_SOCKET, _SO_TIMESTAMPNS, 1),)
 
     def __init__(self, loop: Loop, protocol: ConnectionProtocol, host: str, port: int) -> None:
         self.loop = loop
@@ -202,6 +208,10 @@ class Connection:
         self.eof_pending = False  # half-close once `pending` is sent
         self.peer_closed = False  # the peer's FIN came with (or before) the data we read
         self.silenced = False  # we closed or aborted: no report may reach the protocol
+        # When the data of the last read arrived, time.time_ns()'s clock: by the kernel's
+        # receive timestamp, so the time our loop spent on other sockets before this read
+        # is not part of it (read at the read where the kernel gives none).
+        self.arrived_ns = 0
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = sock = socket.socket(family, _NONBLOCKING_STREAM)
         self.fd = sock.fileno()
@@ -247,13 +257,18 @@ class Connection:
             if self.closed or not events & (_IN | _ERR | _HUP):
                 return
         try:
-            data = self.sock.recv(READ_SIZE)
+            data, stamps, _, _ = self.sock.recvmsg(READ_SIZE, _STAMP_SPACE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as error:
             self._lost(error)
             return
         if data:
+            if stamps:
+                seconds, nanoseconds = _unpack_stamp(stamps[0][2])
+                self.arrived_ns = seconds * 1_000_000_000 + nanoseconds
+            else:
+                self.arrived_ns = time.time_ns()
             if events & _RDHUP:
                 self.peer_closed = True
             self.protocol.data_received(data)
@@ -478,6 +493,7 @@ class PacedConnection(Connection):
             self._lost(None)
             return
         self.in_clock_ns += int(len(data) / self.rate)
+        self.arrived_ns = time.time_ns()  # the slow link delivers it now, not the kernel
         self.protocol.data_received(data)
 
     def _resume(self) -> None:

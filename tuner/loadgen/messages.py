@@ -39,13 +39,18 @@ class WindowReport:
     errors: tuple[int, ...]  # per kind, in ERROR_KINDS order
     response_bytes: int
     late: int  # open loop: requests sent late
-    completed_us: int  # sum of the completed responses' latencies
+    # Sum over the completed responses of the time from the request's issue to our handling
+    # of its answer: each connection's cycle, for Little's law (the latencies are the
+    # server's, from the request's first byte out to the answer's arrival).
+    completed_us: int
     histogram: dict[str, object]  # Histogram.to_sparse(): the non-empty buckets
     # `requests`, `completed_us` and `histogram` are the fast clients'; the slow clients'
     # are these (`errors` and `response_bytes` count every client).
     slow_requests: int = 0
     slow_completed_us: int = 0
     slow_histogram: dict[str, object] = field(default_factory=dict)
+    # The connects that completed in the window, from connect() to the socket connected.
+    connect_histogram: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

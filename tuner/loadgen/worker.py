@@ -109,8 +109,12 @@ class Conn:
             transport.abort()
             return
         slot = self.slot
+        worker = slot.worker
+        if worker.phase == _MEASURE:
+            connect_us = (time.monotonic_ns() - slot.connect_ns) // 1000
+            worker.w_connect_hist.record(connect_us)
         if slot.busy:
-            transport.write(slot.request)
+            slot.send(transport)
 
     def connection_failed(self, error: OSError) -> None:
         self.slot.connect_failed(self)
@@ -151,6 +155,9 @@ class Slot:
         "conn",
         "busy",
         "start_ns",
+        "sent_ns",
+        "stamp_at_send",
+        "connect_ns",
         "request",
         "reused",
         "got_bytes",
@@ -169,7 +176,16 @@ class Slot:
         self.entry = 0  # the workload entry of the current request
         self.conn: Conn | None = None
         self.busy = False
-        self.start_ns = 0  # latency counts from here (intended time in open loop)
+        self.start_ns = 0  # issued (intended time in open loop): timeouts and ages count from here
+        # The latency counts from `sent_ns` (time.time_ns()'s clock, as the kernel's receive
+        # timestamps) to the answer's arrival. In a closed loop, the request's first byte out:
+        # what the server is given to answer, as wrk and the packets on the wire count it;
+        # a connect needed first is timed apart (the worker's connect histogram). In open
+        # loop, its intended time (coordinated omission: any delay counts); a slow client,
+        # from its issue (its link's sending time is part of its latency).
+        self.sent_ns = 0
+        self.stamp_at_send = not slow and worker.cfg.rate_rps is None
+        self.connect_ns = 0  # when the current connection's connect began (monotonic)
         self.request = b""
         self.reused = False
         self.got_bytes = False
@@ -192,16 +208,24 @@ class Slot:
         worker.inflight += 1
         if worker.phase == _MEASURE:
             self.asked = True
+        if not self.stamp_at_send:
+            self.sent_ns = start_ns + time.time_ns() - time.monotonic_ns()
         conn = self.conn
         if conn is not None:  # a kept-alive connection
             self.reused = True
-            conn.transport.write(self.request)
+            self.send(conn.transport)
         else:
             self.reused = False
             self.connect()
 
+    def send(self, transport: Connection) -> None:
+        if self.stamp_at_send:
+            self.sent_ns = time.time_ns()
+        transport.write(self.request)
+
     def connect(self) -> None:
         worker = self.worker
+        self.connect_ns = time.monotonic_ns()
         conn = Conn(self, worker.plan_new_connection())
         self.conn = conn
         if self.parser is None:
@@ -251,14 +275,14 @@ class Slot:
         worker.inflight -= 1
         self.busy = False
         if worker.phase == _MEASURE:
-            latency_us = (now - self.start_ns) // 1000
+            latency_us = max(0, conn.transport.arrived_ns - self.sent_ns) // 1000
             if self.slow:
                 worker.w_slow_requests += 1
-                worker.w_slow_completed_us += latency_us
+                worker.w_slow_completed_us += (now - self.start_ns) // 1000
                 worker.w_slow_hist.record(latency_us)
             else:
                 worker.w_requests += 1
-                worker.w_completed_us += latency_us
+                worker.w_completed_us += (now - self.start_ns) // 1000
                 worker.w_hist.record(latency_us)
                 if worker.entry_hists:
                     worker.entry_hists[self.entry].record(latency_us)
@@ -498,6 +522,7 @@ class Worker:
         self.w_slow_requests = 0
         self.w_slow_completed_us = 0
         self.w_slow_hist = Histogram()
+        self.w_connect_hist = Histogram()
 
     def start(self, start_ns: int) -> None:
         """Schedule the run to begin at `start_ns`; the loop stops when it is over."""
@@ -566,6 +591,7 @@ class Worker:
             slow_requests=self.w_slow_requests,
             slow_completed_us=self.w_slow_completed_us,
             slow_histogram=self.w_slow_hist.to_sparse() if self.w_slow_hist.total else {},
+            connect_histogram=self.w_connect_hist.to_sparse() if self.w_connect_hist.total else {},
         )
         self.window_index += 1
         self.window_start_ns = now

@@ -343,6 +343,10 @@ class Measurement:
     # The app blocked its event loop (an ASGI server's loops were watched); None: not seen,
     # or not watched (not an event-loop server, or an older record).
     blocked_loop: BlockedLoop | None = None
+    # Time to connect, for the connections made in the window (a server that closes after
+    # each response, or `--no-keepalive`): apart from `latency`, which counts from the
+    # request's first byte, as wrk, h2load and k6 report it. None: no connect in the window.
+    connect: Latency | None = None
 
     @property
     def unfair(self) -> bool:
@@ -411,6 +415,8 @@ class Measurement:
             data["idle_connections"] = self.idle_connections.to_json()
         if self.blocked_loop is not None:
             data["blocked_loop"] = self.blocked_loop.to_json()
+        if self.connect is not None:
+            data["connect_ms"] = self.connect.to_json()
         return data
 
     @classmethod
@@ -436,6 +442,7 @@ class Measurement:
         slow = data.get("slow_clients")
         idle = data.get("idle_connections")
         blocked = data.get("blocked_loop")
+        connect = data.get("connect_ms")
         return cls(
             median_rps=median,
             overall_rps=overall,
@@ -470,6 +477,7 @@ class Measurement:
             slow_clients=SlowClients.from_json(slow) if isinstance(slow, Mapping) else None,
             idle_connections=IdleConnections.from_json(idle) if isinstance(idle, Mapping) else None,
             blocked_loop=BlockedLoop.from_json(blocked) if isinstance(blocked, Mapping) else None,
+            connect=Latency.from_json(connect) if isinstance(connect, Mapping) else None,
         )
 
 

@@ -100,6 +100,13 @@ def result_table(
         f"p50 {lat.p50_ms:.2f}  p90 {lat.p90_ms:.2f}  p99 {lat.p99_ms:.2f}  "
         f"p99.9 {lat.p999_ms:.2f}  max {lat.max_ms:.2f} ms",
     )
+    if m.connect is not None:
+        con = m.connect
+        table.add_row(
+            "connect",
+            f"p50 {con.p50_ms:.2f}  p99 {con.p99_ms:.2f}  max {con.max_ms:.2f} ms "
+            "(new connections; latency counts from the request's first byte)",
+        )
     for template in m.templates:
         errors = f"  errors {template.errors}" if template.errors else ""
         table.add_row(
