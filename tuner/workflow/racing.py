@@ -12,16 +12,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 
 from tuner.loadgen.engine import keep_workers
+from tuner.machine.sizing import SizingRule
 from tuner.measure.runner import run_bench
 from tuner.metrics.measurement import Measurement
 from tuner.search.attrs import StudyAttrs
 from tuner.search.carryover import Sample, shape_of, slots
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.study import Study, StudyListener, StudySetup, pareto_numbers, run_search
+from tuner.settings import Value
 from tuner.workflow import race
 from tuner.workflow.apprequirements import AppRequirements
 from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, confirm, more_rounds
@@ -406,18 +407,6 @@ def run_final(
         if lane.server not in result.finalists or lane.study is None:
             continue
         mine = [entry for entry in confirmed if entry.candidate.server == lane.server]
-        # --for-cpus: the finalist's counts at the other sizes, once its winner is decided.
-        sizing_for: SizingFor | None = (
-            partial(
-                measure_sizes,
-                lane.setup,
-                options.sizes,
-                n_trials=options.max_trials,
-                listener=lane.listener,
-            )
-            if options.sizes
-            else None
-        )
         outcomes[lane.server] = conclude(
             lane.setup,
             lane.study,
@@ -429,6 +418,29 @@ def run_final(
             out_path=lane.setup.file_in(out),
             app_requirements=options.app_requirements.get(lane.server),
             check_clean_venv=options.check_clean_venv,
-            sizing_for=sizing_for,
+            sizing_for=_sizing_for(lane, options),
         )
     return FinalResult(confirmed, outcomes)
+
+
+def _sizing_for(lane: Lane, options: RaceOptions) -> SizingFor | None:
+    """--for-cpus: the finalist's counts at the other sizes, measured once its winner is
+    decided (tune's own steps, tuner/workflow/sizes.py); its trial lines follow its name."""
+    if not options.sizes:
+        return None
+
+    def sizing_for(
+        winner: Mapping[str, Value], rps: float | None, records: Sequence[TrialRecord]
+    ) -> SizingRule:
+        lane.listener.on_start(f"{lane.server}: its counts at the other sizes")
+        return measure_sizes(
+            lane.setup,
+            options.sizes,
+            winner,
+            rps,
+            records,
+            n_trials=options.max_trials,
+            listener=lane.listener,
+        )
+
+    return sizing_for
