@@ -43,6 +43,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 
 TUNE = ["tune", HELLO, "--server", "gunicorn", *SHORT]
+COMPARE = ["compare", HELLO, "--servers", "gunicorn,uwsgi", "--storage", "{db}", *SHORT]
 CASES = [
     # (argv after substitution, text the error line must contain)
     (TUNE + ["--connections", "0"], "connections 0: expected at least one"),
@@ -86,6 +87,16 @@ CASES = [
     (TUNE + ["--for-cpus", "0.5,1", "--cpu-limit", "1"], "each size is its own CPU limit"),
     (
         ["tune", HELLO, "--server", "waitress", "--for-cpus", "0.5,1", *SHORT],
+        "--for-cpus: waitress writes no file sized at boot yet; servers that do: gunicorn",
+    ),
+    # compare --for-cpus: the same sizes as tune's, and servers that write a sized file.
+    (COMPARE + ["--for-cpus", "0.5,999"], "--for-cpus '0.5,999': 999 is above the"),
+    (COMPARE + ["--for-cpus", "0,1"], "--for-cpus '0,1': '0' is not a CPU limit"),
+    (COMPARE + ["--for-cpus=-1,1"], "--for-cpus '-1,1': '-1' is not a CPU limit"),
+    (COMPARE + ["--for-cpus", "1"], "one size; a rule needs two at least (for one CPU limit, use"),
+    (COMPARE + ["--for-cpus", "0.5,1", "--cpu-limit", "1"], "each size is its own CPU limit"),
+    (
+        ["compare", HELLO, "--servers", "gunicorn,waitress", "--for-cpus", "0.5,1", *SHORT],
         "--for-cpus: waitress writes no file sized at boot yet; servers that do: gunicorn",
     ),
     (["tune", "apps/nope.py", "--server", "gunicorn"], "nope.py does not exist"),

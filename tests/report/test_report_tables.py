@@ -505,3 +505,26 @@ def test_a_sized_study_shows_its_rule_by_box_size_and_says_what_is_extrapolated(
     assert any("extrapolated" in note for note in table.notes)
     assert tables.sizing(_study([])) is None  # fixed counts: no such table
     assert "Sized at boot" in [t.title for t in tables.study_tables(data)]
+
+
+def test_a_sized_compare_shows_each_servers_rule_and_keeps_it_in_its_json() -> None:
+    """compare --for-cpus: a table per server sized at boot, titled with its name; a server
+    whose file has fixed counts (or none) has no such table, and its JSON says so."""
+    from tuner.machine.sizing import SizePoint, SizingRule, fit_rule
+    from tuner.report.compare import sized_tables
+
+    rule = fit_rule(
+        [SizePoint(0.5, 2, 1, 700.0), SizePoint(1.0, 3, 1, 1400.0)],
+        [(2, 90.0), (3, 120.0)],
+        "WEB_CONCURRENCY",
+    )
+    sized = replace(GUNICORN, sizing=rule)
+    made = sized_tables([sized, UWSGI, WAITRESS])
+    assert [table.title for table in made] == ["Sized at boot: gunicorn"]
+    rows = {row[0]: row for row in made[0].rows}
+    assert rows["0.5"][1:] == ("2 x 1", "700", "2 x 1", "measured")
+    assert rows["1"][1:] == ("3 x 1", "1,400", "3 x 1", "measured")
+    assert rows["2"][3:] == ("5 x 1", "extrapolated")  # 2 x CPUs + 1
+    assert made[0].notes == rule.describe_lines()
+    assert SizingRule.from_dict(sized.to_json()["sizing"]) == rule
+    assert UWSGI.to_json()["sizing"] is None

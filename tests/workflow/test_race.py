@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tuner.metrics.stats import Spread
@@ -139,3 +141,18 @@ def test_the_budget_shrinks_the_first_rung_and_ends_the_race_before_the_final() 
     assert plan.rung_fits(100.0, cost, alive=3, finalists=3)
     assert plan.rungs_left(100.0, cost, alive=3) == 1  # (840 - 100 - 562) / 96
     assert plan.fixed_s(cost) == pytest.approx(10 * 5 * 4.0 + 75 * 7.5)
+
+
+def test_the_trials_at_other_sizes_are_planned_as_final_runs_of_each_finalist() -> None:
+    """compare --for-cpus: each finalist's count-only trials at the other sizes come after the
+    final rounds, at the same windows, and the budget holds them as it holds those rounds."""
+    plain = BudgetPlan(budget_s=14 * 60, servers=10, final_candidates=6, final_rounds=3)
+    sized = replace(plain, sized_runs=10)
+    cost = RunCost(rung_s=4.0, final_s=7.5)
+    assert sized.final_runs() == plain.final_runs() + 3 * 10  # the top three finalists
+    assert sized.final_runs(finalists=5) == plain.final_runs(finalists=5) + 5 * 10
+    assert sized.fixed_s(cost) == pytest.approx(plain.fixed_s(cost) + 30 * 7.5)
+    # 30 more runs at 7.5 s leave less for the first rung: 4 trials each becomes 3 (its least)
+    assert (plain.first_rung(cost), sized.first_rung(cost)) == (4, race.MIN_FIRST_RUNG)
+    assert plain.rung_fits(100.0, cost, alive=3, finalists=3)
+    assert not sized.rung_fits(100.0, cost, alive=3, finalists=3)

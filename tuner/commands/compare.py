@@ -3,6 +3,8 @@
 Each server gets its own study (named COMPARE-SERVER) with exactly the options of `tuner tune`;
 the config files, compare.html, compare.png and compare.json go to one folder. By default the
 studies race (tuner/workflow/racing.py) within `--budget` minutes; `--full` runs each one whole.
+With `--for-cpus`, each server's study runs at the largest size and its written file is sized
+at boot, as `tune --for-cpus` writes it (tuner/workflow/sizes.py).
 """
 
 from __future__ import annotations
@@ -16,8 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.apps import Interface, check_app_imports, parse_app
+from tuner.commands.compare_sizes import SizedFor, sizable
+from tuner.commands.options import add_for_cpus_option
 from tuner.commands.setup import STUDY_NAME, build_setup
-from tuner.commands.tune import add_tune_options, app_requirements, run_tune
+from tuner.commands.tune import (
+    add_tune_options,
+    app_requirements,
+    for_cpus,
+    run_tune,
+    sized_setup,
+)
 from tuner.errors import ConfigError, TunerError
 from tuner.search.storage_url import study_workdir
 from tuner.servers import SERVERS, get_adapter, server_names
@@ -77,31 +87,38 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="folder for the config files and compare.html (default studies/NAME)",
     )
     add_tune_options(parser)
+    add_for_cpus_option(parser)
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tuner.report.compare import compare_table
+    from tuner.report.compare import compare_table, sized_tables
     from tuner.report.html import check_out_dir
     from tuner.report.study_view import PlainListener, print_json
     from tuner.report.terminal import console as stdout_console
     from tuner.report.terminal import print_tables
     from tuner.workflow import compare
 
-    # `all` means every server that can serve the app: its interface decides.
+    sizes = for_cpus(args)  # before the app is imported: a bad size is one line
+    # `all` means every server that can serve the app: its interface decides (and with
+    # --for-cpus, whether it writes a file sized at boot).
     entries = entry_points(args.app)
     servers = parse_servers(args.servers, args.front, [e.interface for e in entries])
-    chosen = contenders(servers, entries, args.servers)
+    sized = sizable(servers, args.servers, sizes)
+    chosen = contenders(sized.kept(servers), entries, args.servers)
     if not args.json:  # on stdout: stderr keeps an error to one line
         found = "; ".join(f"app {e.text}: {e.interface.describe()}" for e in entries)
         print(f"{found}; servers: {', '.join(c.name for c in chosen)}", flush=True)
+        if sized.left_out:
+            print(sized.left_out_line(), flush=True)
     if args.compare_rounds < 1:
         raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
     budget_s = budget_seconds(args.budget, args.full)
     modules = "-".join(parse_app(e.text).module.rsplit(".", 1)[-1] for e in entries)
-    name = args.name or f"{modules}-compare-{args.objective}"
+    # A sized compare's studies run under a CPU limit: apart from those of one without.
+    name = args.name or f"{modules}-compare-{args.objective}" + ("-sized" if sizes else "")
     if not STUDY_NAME.match(name):
         raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
     out = check_out_dir(args.out or study_workdir(args.storage, name))
@@ -121,12 +138,14 @@ def handle(args: argparse.Namespace) -> int:
         replace(build_setup(per_server[c.name]), entrant="" if c.name == c.server else c.name)
         for c in chosen
     ]
+    if sizes:  # each study at the largest size, as `tune --for-cpus` runs its reference
+        setups = [sized_setup(s, per_server[s.contender], sizes) for s in setups]
     listener = PlainListener({}, quiet=args.json)
     if args.full:
         outcomes: dict[str, TuneOutcome] = {}
         for setup in setups:
             outcomes[setup.contender] = run_tune(
-                setup, per_server[setup.contender], setup.file_in(out)
+                setup, per_server[setup.contender], setup.file_in(out), sizes
             )
         confirmed = compare.side_by_side(
             setups, outcomes, args.compare_rounds, out / "confirm", listener.on_confirm_run
@@ -134,19 +153,20 @@ def handle(args: argparse.Namespace) -> int:
         rows = compare.rows(setups, outcomes, confirmed)
         race_json: dict[str, object] | None = None
     else:
-        outcomes, rows, race_json = _race(setups, per_server, budget_s, args, out, listener)
-    _write(out, name, setups, rows, race_json)
+        outcomes, rows, race_json = _race(setups, per_server, budget_s, args, out, listener, sizes)
+    _write(out, name, setups, rows, race_json, sized)
     if args.json:
         print_json(
             {
                 "compare": name,
                 "folder": str(out),
                 "race": race_json,
+                **sized.to_json(),
                 "servers": [r.to_json() for r in rows],
             }
         )
     else:
-        print_tables(stdout_console(), [compare_table(rows)])
+        print_tables(stdout_console(), [compare_table(rows), *sized_tables(rows)])
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
     unproven = [o.unproven for o in outcomes.values() if o.unproven is not None]
     for kept in unproven:  # its study finished: the file is kept, marked (exit 3)
@@ -177,6 +197,7 @@ def _race(
     args: argparse.Namespace,
     out: Path,
     listener: PlainListener,
+    sizes: tuple[float, ...],
 ) -> tuple[dict[str, TuneOutcome], list[ServerRow], dict[str, object]]:
     """The raced comparison: the race, its final rounds, the rows."""
     from tuner.report.study_view import PlainListener
@@ -195,6 +216,7 @@ def _race(
             s.contender: app_requirements(s, per_server[s.contender]) for s in setups
         },
         check_clean_venv=args.clean_venv_check,
+        sizes=sizes,
     )
     listeners = {
         s.contender: PlainListener(s.adapter.table.defaults(), quiet=args.json) for s in setups
@@ -293,9 +315,10 @@ def _write(
     setups: list[StudySetup],
     rows: list[ServerRow],
     race: dict[str, object] | None,
+    sized: SizedFor,
 ) -> None:
     from tuner.files import atomic_write
-    from tuner.report.compare import compare_chart, compare_table
+    from tuner.report.compare import compare_chart, compare_table, sized_tables
     from tuner.report.html import render_page, write_report
 
     chart = compare_chart(rows)
@@ -309,9 +332,16 @@ def _write(
         summary.append(
             "Entry points: " + "; ".join(f"{s.contender} serves {s.app_text}" for s in setups)
         )
-    page = render_page(f"tuner compare: {name}", summary, [chart], [compare_table(rows)])
+    summary += sized.summary()
+    tables = [compare_table(rows), *sized_tables(rows)]
+    page = render_page(f"tuner compare: {name}", summary, [chart], tables)
     write_report(out, "compare.html", page, [chart])
-    summary_json = {"compare": name, "race": race, "servers": [r.to_json() for r in rows]}
+    summary_json = {
+        "compare": name,
+        "race": race,
+        **sized.to_json(),
+        "servers": [r.to_json() for r in rows],
+    }
     atomic_write(out / "compare.json", (json.dumps(summary_json, indent=1) + "\n").encode())
 
 

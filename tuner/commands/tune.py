@@ -286,19 +286,30 @@ def sized_setup(
 
     from tuner.machine.limits import Limits, check_cgroups
     from tuner.search.storage_url import study_workdir
-    from tuner.servers import get_adapter
 
     if setup.adapter.sizing_env is None:
-        able = [name for name in SERVERS if get_adapter(name).sizing_env]
-        raise ConfigError(
-            f"--for-cpus: {setup.adapter.name} writes no file sized at boot yet; servers "
-            f"that do: {', '.join(able)} (or tune one size with --cpu-limit)"
-        )
+        raise unsized([setup.adapter.name], "tune")
     limits = Limits(max(sizes), setup.limits.memory_bytes)
     check_cgroups(limits)
     name = args.study_name or f"{setup.name}-sized"
     workdir = study_workdir(args.storage, name)
     return replace(setup, name=name, workdir=workdir, limits=limits)
+
+
+def sized_servers() -> list[str]:
+    """The servers that write a file sized at boot (--for-cpus)."""
+    from tuner.servers import get_adapter
+
+    return [name for name in SERVERS if get_adapter(name).sizing_env]
+
+
+def unsized(names: list[str], command: str) -> ConfigError:
+    """The one line that refuses --for-cpus for servers that write no file sized at boot."""
+    which = f"{names[0]} writes" if len(names) == 1 else f"{', '.join(names)} write"
+    return ConfigError(
+        f"--for-cpus: {which} no file sized at boot yet; servers that do: "
+        f"{', '.join(sized_servers())} (or {command} one size with --cpu-limit)"
+    )
 
 
 def run_tune(

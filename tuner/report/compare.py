@@ -11,7 +11,7 @@ from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
 from tuner.metrics.stats import Spread, clearly_better, ratio, spread_text
 from tuner.report.figures import Chart, png_bytes
-from tuner.report.tables import Table, ratio_text
+from tuner.report.tables import Table, ratio_text, sizing_table
 from tuner.workflow.compare import ServerRow
 from tuner.workflow.confirm import ConfirmedSummary
 
@@ -67,6 +67,16 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
         + client_bound_lines(rows)
         + [best_line([row for row in rows if row.finalist])],
     )
+
+
+def sized_tables(rows: Sequence[ServerRow]) -> list[Table]:
+    """--for-cpus: each server's rule, the counts it measured at each size and what its file
+    computes on common boxes (a server without a file sized at boot has none)."""
+    return [
+        sizing_table(row.sizing, f"Sized at boot: {row.server}")
+        for row in rows
+        if row.sizing is not None
+    ]
 
 
 # How a client_bound figure reads: the load generator's limit, so the server's is at least it.

@@ -52,7 +52,12 @@ def sizing(data: StudyData) -> Table | None:
     raw = pick.get("sizing") if isinstance(pick, dict) else None
     if not raw:
         return None
-    rule = SizingRule.from_dict(raw)
+    return sizing_table(SizingRule.from_dict(raw))
+
+
+def sizing_table(rule: SizingRule, title: str = "Sized at boot") -> Table:
+    """A rule's counts at each size measured and on common boxes, each marked measured,
+    between the sizes measured, or extrapolated; its points and range as notes."""
     measured = {point.cpus: point for point in rule.points}
     low, high = rule.measured_cpus
     rows = []
@@ -73,7 +78,7 @@ def sizing(data: StudyData) -> Table | None:
             )
         )
     columns = ("CPUs", "best measured (processes x threads)", "req/s", "the rule gives", "")
-    return Table("Sized at boot", columns, rows, rule.describe_lines())
+    return Table(title, columns, rows, rule.describe_lines())
 
 
 def templates(data: StudyData) -> Table | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.loadgen.engine import keep_workers
+from tuner.machine.sizing import SizingRule
 from tuner.measure.runner import run_bench
 from tuner.metrics.measurement import Measurement
 from tuner.search.records import BASELINE_DEFAULT
@@ -44,6 +45,7 @@ class ServerRow:
     stopped: str = ""
     finalist: bool = True
     app: str = ""  # the entry point it served, as given (a project's WSGI or ASGI one)
+    sizing: SizingRule | None = None  # --for-cpus: the rule its written file sizes itself by
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +61,7 @@ class ServerRow:
             "config_file": self.config_file,
             "verdict": self.verdict,
             "one_process": self.one_process,
+            "sizing": self.sizing.to_dict() if self.sizing else None,
         }
 
 
@@ -122,6 +125,7 @@ def rows(
                 else "no config passed the SLOs; no file written",
                 one_process=setup.adapter.process_model.processes is None,
                 app=setup.app_text,
+                sizing=outcome.sizing,
             )
         )
     return result
@@ -166,6 +170,7 @@ def race_rows(race: RaceResult, final: FinalResult) -> list[ServerRow]:
                     verdict=verdict.summary
                     if verdict
                     else "no config passed the SLOs; no file written",
+                    sizing=outcome.sizing,
                 )
             )
             continue

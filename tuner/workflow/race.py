@@ -178,11 +178,14 @@ class BudgetPlan:
     servers: int
     final_candidates: int  # configs each finalist brings to the final rounds
     final_rounds: int
+    sized_runs: int = 0  # --for-cpus: trials each finalist draws after them, at other sizes
 
     def final_runs(self, finalists: int | None = None) -> int:
-        """The final rounds' runs: each finalist's candidates and every other server's default."""
+        """The final rounds' runs (each finalist's candidates and every other server's
+        default), and each finalist's trials at the other sizes, at the same windows."""
         count = min(self.servers, MIN_FINALISTS) if finalists is None else finalists
-        return (count * self.final_candidates + (self.servers - count)) * self.final_rounds
+        rounds = (count * self.final_candidates + (self.servers - count)) * self.final_rounds
+        return rounds + count * self.sized_runs
 
     def first_rung(self, cost: RunCost) -> int:
         """Trials per server in the first rung: RUNG_TRIALS, fewer (down to MIN_FIRST_RUNG)

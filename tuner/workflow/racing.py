@@ -15,17 +15,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tuner.loadgen.engine import keep_workers
+from tuner.machine.sizing import SizingRule
 from tuner.measure.runner import run_bench
 from tuner.metrics.measurement import Measurement
 from tuner.search.attrs import StudyAttrs
 from tuner.search.carryover import Sample, shape_of, slots
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.study import Study, StudyListener, StudySetup, pareto_numbers, run_search
+from tuner.settings import Value
 from tuner.workflow import race
 from tuner.workflow.apprequirements import AppRequirements
 from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, confirm, more_rounds
 from tuner.workflow.race import BudgetPlan, RunCost, Standing
+from tuner.workflow.sizes import measure_sizes, size_trials
 from tuner.workflow.tune import (
+    SizingFor,
     TuneOutcome,
     conclude,
     ended_records,
@@ -105,6 +109,12 @@ class RaceOptions:
     final_rounds: int
     app_requirements: Mapping[str, AppRequirements | None]
     check_clean_venv: bool
+    sizes: tuple[float, ...] = ()  # --for-cpus: the race runs at the largest
+
+    @property
+    def sized_trials(self) -> int:
+        """Trials each finalist draws after the final rounds: its counts at the other sizes."""
+        return (len(self.sizes) - 1) * size_trials(self.max_trials) if self.sizes else 0
 
 
 def rung_setup(setup: StudySetup) -> StudySetup:
@@ -156,8 +166,19 @@ def run_race(
     headline = setups[0].objective.headlines[0]
     clock = _Clock(now, setups[0])
     plan = BudgetPlan(
-        options.budget_s, len(lanes), options.top_k + FINAL_EXTRA_CANDIDATES, options.final_rounds
+        options.budget_s,
+        len(lanes),
+        options.top_k + FINAL_EXTRA_CANDIDATES,
+        options.final_rounds,
+        options.sized_trials,
     )
+    if options.sizes:
+        others = ", ".join(f"{cpus:g}" for cpus in options.sizes[:-1])
+        say(
+            f"race: at {options.sizes[-1]:g} CPUs; then each finalist draws "
+            f"{size_trials(options.max_trials)} trials at {others} CPUs (its counts only), "
+            "inside the budget"
+        )
     fixed_s = plan.fixed_s(clock.cost())
     if fixed_s > options.budget_s:
         say(
@@ -355,7 +376,8 @@ def run_final(
 ) -> FinalResult:
     """One set of interleaved rounds: each finalist's candidates (as `tune` picks them: its
     baselines, its --top-k best, their variants) and every other server's default; then
-    each finalist's verdict from its own entries, and its file written."""
+    each finalist's verdict from its own entries, and its file written (with `sizes`, after
+    its counts are measured at the other sizes, as `tune --for-cpus` does: sized at boot)."""
     chosen: list[Candidate] = []
     for lane in result.lanes:
         if lane.server in result.finalists and lane.study is not None:
@@ -396,5 +418,29 @@ def run_final(
             out_path=lane.setup.file_in(out),
             app_requirements=options.app_requirements.get(lane.server),
             check_clean_venv=options.check_clean_venv,
+            sizing_for=_sizing_for(lane, options),
         )
     return FinalResult(confirmed, outcomes)
+
+
+def _sizing_for(lane: Lane, options: RaceOptions) -> SizingFor | None:
+    """--for-cpus: the finalist's counts at the other sizes, measured once its winner is
+    decided (tune's own steps, tuner/workflow/sizes.py); its trial lines follow its name."""
+    if not options.sizes:
+        return None
+
+    def sizing_for(
+        winner: Mapping[str, Value], rps: float | None, records: Sequence[TrialRecord]
+    ) -> SizingRule:
+        lane.listener.on_start(f"{lane.server}: its counts at the other sizes")
+        return measure_sizes(
+            lane.setup,
+            options.sizes,
+            winner,
+            rps,
+            records,
+            n_trials=options.max_trials,
+            listener=lane.listener,
+        )
+
+    return sizing_for
