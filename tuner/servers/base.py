@@ -619,11 +619,17 @@ class ServerAdapter(abc.ABC):
                 f"{self.name} writes no file sized at boot yet; size it per box with "
                 "--cpu-limit, one study per size"
             )
+        rule = replace(rule, overrides=self.sized_override())
         described = "\n".join(["Sized at boot:", *rule.describe_lines()])
         full = f"{header}\n{described}" if header else described
         return self._render_sized(
             app, bind, values, rule, full, env, filename or self.artifact_filename
         )
+
+    def sized_override(self) -> str:
+        """The count `sizing_env` overrides: the processes, or the threads of a one-process
+        server (whose threads are what scales)."""
+        return "processes" if self.process_model.processes else "threads"
 
     def _render_sized(
         self,

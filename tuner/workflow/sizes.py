@@ -154,4 +154,5 @@ def measure_sizes(
         found = [to_record(t) for t in study.get_trials(deepcopy=False)]
         points.append(best_point(sized, cpus, found))
         records += found
-    return fit_rule(points, memory_samples(setup, winner, records), env)
+    rule = fit_rule(points, memory_samples(setup, winner, records), env)
+    return replace(rule, overrides=setup.adapter.sized_override())
