@@ -199,7 +199,8 @@ def size(rule, box, environ):
     cpus = box["cpus"]
     processes = count_at(rule["processes"], cpus)
     threads = count_at(rule["threads"], cpus)
-    per_cpu, base = rule["processes"]
+    counted = rule.get("overrides", "processes")  # the count that scales, and is overridden
+    per_cpu, base = rule[counted]
     why = ["rule {:g} x {:g} CPUs{}".format(per_cpu, cpus, f" {base:+g}" if base else "")]
     low, high = rule["measured_cpus"]
     if not low <= cpus <= high:
@@ -219,7 +220,6 @@ def size(rule, box, environ):
                 )
             )
             processes = max(1, fits)
-    counted = rule.get("overrides", "processes")
     override = environ.get(rule["env"])
     if override is not None:
         if not override.strip().isdigit() or int(override) < 1:

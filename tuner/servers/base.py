@@ -619,7 +619,9 @@ class ServerAdapter(abc.ABC):
                 f"{self.name} writes no file sized at boot yet; size it per box with "
                 "--cpu-limit, one study per size"
             )
-        rule = replace(rule, overrides=self.sized_override())
+        # The variable and the count it overrides are this server's (a launcher passes the
+        # count on in that same variable).
+        rule = replace(rule, env=self.sizing_env, overrides=self.sized_override())
         described = "\n".join(["Sized at boot:", *rule.describe_lines()])
         full = f"{header}\n{described}" if header else described
         return self._render_sized(
