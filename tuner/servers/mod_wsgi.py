@@ -18,6 +18,7 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
@@ -26,6 +27,7 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
     Bind,
@@ -37,6 +39,7 @@ from tuner.servers.base import (
     first_version_number,
     shell_env_lines,
 )
+from tuner.servers.cmdlauncher import sized_command_files
 from tuner.settings import Setting, SettingsTable, Value
 
 SIGNS = StartupSigns(
@@ -163,6 +166,9 @@ class ModWsgiAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="Apache MPM"
     )
+    # mod_wsgi-express reads no variable for its counts; MOD_WSGI_ as the launcher's own
+    # MOD_WSGI_RUN_USER.
+    sizing_env = "MOD_WSGI_PROCESSES"
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         where = "embedded" if values["embedded_mode"] else "daemon threads"
@@ -245,7 +251,29 @@ class ModWsgiAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
+        return self._script(app, bind, values, header, env)
+
+    def _script(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str,
+        env: Mapping[str, str] | None,
+        from_env: Mapping[str, str] | None = None,
+    ) -> Artifact:
+        """The launcher; `from_env` maps the settings whose value the command reads from a
+        variable (`--threads "${MOD_WSGI_THREADS:-5}"`, after the other settings), a sized
+        file's counts. processes = 1 is rendered then too (it is not left out)."""
         command = self._command("mod_wsgi-express", app, bind, values)
+        resolved = self.resolve(values)
+        read = []
+        for name, variable in (from_env or {}).items():
+            words = self.table.by_name[name].argv(resolved[name])
+            if words:  # the measured words go: the variable's take their place, last
+                at = [i for i in range(len(command)) if command[i : i + len(words)] == words]
+                del command[at[0] : at[0] + len(words)]
+            read.append(f'--{name.replace("_", "-")} "${{{variable}:-{resolved[name]}}}"')
         lines = ["#!/bin/sh", *comment_block(header, "#")]
         lines += [
             "#",
@@ -267,8 +295,38 @@ class ModWsgiAdapter(ServerAdapter):
         ]
         # Apache's children, mod_wsgi's daemon processes among them, inherit these.
         lines += shell_env_lines(env)
-        lines.append(_continued(command) + ' "$@"')
+        lines.append(" \\\n  ".join([_continued(command), *read]) + ' "$@"')
         return self.shell_launcher(lines)
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """mod_wsgi-express.sh with --processes and --threads read from MOD_WSGI_PROCESSES
+        and MOD_WSGI_THREADS, and the launcher beside it that sets them from the box's limits
+        (cmdlauncher.sized_command_files)."""
+        return sized_command_files(
+            self,
+            rule,
+            header,
+            filename,
+            {"processes": "MOD_WSGI_PROCESSES", "threads": "MOD_WSGI_THREADS"},
+            lambda text, from_env: self._script(app, bind, values, text, env, from_env),
+        )
+
+    def _sized_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        spec = self._artifact_launch(path, app, bind, values)
+        shell = spec.argv.index("/bin/sh")
+        argv = (*spec.argv[:shell], sys.executable, str(path))
+        return replace(spec, argv=argv)
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
