@@ -177,6 +177,9 @@ class WrappedAdapter(ServerAdapter):
     ) -> LaunchSpec:
         return self.inner._sized_launch(path, app, bind, self.inner_values(values))
 
+    def sized_override(self) -> str:
+        return self.inner.sized_override()
+
     def shell_launcher(self, lines: list[str]) -> Artifact:
         return self.inner.shell_launcher(lines)
 
