@@ -220,6 +220,12 @@ def test_a_command_line_server_gets_a_launcher_beside_its_shell_file(
     path = tmp_path / script.filename
     path.write_text(script.text)
     subprocess.run(["sh", "-n", str(path)], check=True)
+    # The check before the boot reads the launcher as Python (not with the shell file's sh -n).
+    first = tmp_path / launcher.filename
+    first.write_text(launcher.text)
+    check = adapter.sized_check_argv(first, AppRef("hello", "app", str(tmp_path), interface))
+    assert check is not None and "-n" not in check
+    subprocess.run(check, check=True, capture_output=True)
     # Its own name, when --out names it otherwise.
     _, named_launcher, named = render(name, interface, values, tmp_path, filename="serve.sh")
     assert named.filename == "serve.sh" and named.run_hint == "sh serve.sh"

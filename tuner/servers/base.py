@@ -675,6 +675,11 @@ class ServerAdapter(abc.ABC):
         virtualenv: a shell launcher then runs the server that was measured."""
         return os.pathsep.join([os.path.dirname(self.executable()), os.environ.get("PATH", "")])
 
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        """`artifact_check_argv` for the first of the sized files (`render_sized`) at `path`:
+        by default the artifact's own check (a config file that computes is still one)."""
+        return self.artifact_check_argv(path, app)
+
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         """A command that checks the artifact without serving (exit 0 = valid), if the server
         has one; booting it is the check either way."""

@@ -17,8 +17,10 @@ launcher beside its ini.
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.machine.sizing import SizingRule
@@ -104,6 +106,12 @@ def _reading(setting: Setting, value: Value, variable: str) -> list[str]:
             (shlex.quote(before) if before else "") + read + (shlex.quote(after) if after else "")
         )
     return words
+
+
+def sized_check_argv(path: Path) -> list[str]:
+    """The check of the Python launcher at `path` (the shell file's `sh -n` does not read
+    Python): it compiles; booting it is the rest of the check."""
+    return [sys.executable, "-m", "py_compile", str(path)]
 
 
 def sized_launcher_name(adapter: ServerAdapter) -> str:

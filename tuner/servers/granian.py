@@ -36,7 +36,7 @@ from tuner.servers.base import (
     comment_block,
     first_version_number,
 )
-from tuner.servers.cmdlauncher import sized_command_files
+from tuner.servers.cmdlauncher import sized_check_argv, sized_command_files
 from tuner.settings import Setting, SettingsTable, Value
 
 SUPPORTED_MAJOR = 2
@@ -352,3 +352,6 @@ class GranianAdapter(ServerAdapter):
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return ["/bin/sh", "-n", str(path)]
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return sized_check_argv(path)

@@ -39,7 +39,7 @@ from tuner.servers.base import (
     first_version_number,
     shell_env_lines,
 )
-from tuner.servers.cmdlauncher import sized_command_files
+from tuner.servers.cmdlauncher import sized_check_argv, sized_command_files
 from tuner.settings import Setting, SettingsTable, Value
 
 SIGNS = StartupSigns(
@@ -343,6 +343,9 @@ class ModWsgiAdapter(ServerAdapter):
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return ["/bin/sh", "-n", str(path)]
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return sized_check_argv(path)
 
 
 def _continued(argv: list[str]) -> str:

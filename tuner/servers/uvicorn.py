@@ -43,7 +43,7 @@ from tuner.servers.base import (
     first_version_number,
     worker_counts,
 )
-from tuner.servers.cmdlauncher import command_launcher, sized_command_files
+from tuner.servers.cmdlauncher import command_launcher, sized_check_argv, sized_command_files
 from tuner.servers.grids import product_grid
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -400,3 +400,6 @@ class UvicornAdapter(ServerAdapter):
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return ["/bin/sh", "-n", str(path)]
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return sized_check_argv(path)

@@ -32,7 +32,7 @@ from tuner.servers.base import (
     Transport,
     first_version_number,
 )
-from tuner.servers.cmdlauncher import command_launcher, sized_command_files
+from tuner.servers.cmdlauncher import command_launcher, sized_check_argv, sized_command_files
 from tuner.servers.grids import THREAD_STEPS, product_grid
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -295,6 +295,9 @@ class WaitressAdapter(ServerAdapter):
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
         return self._spec([sys.executable, str(path)], app, {"PATH": self.own_bin_first()}, bind)
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return sized_check_argv(path)
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

@@ -188,3 +188,6 @@ class WrappedAdapter(ServerAdapter):
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return self.inner.artifact_check_argv(path, app)
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return self.inner.sized_check_argv(path, app)
