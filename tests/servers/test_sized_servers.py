@@ -379,3 +379,16 @@ def test_the_rule_keeps_what_its_variable_overrides() -> None:
     assert SizingRule.from_dict(threads.to_dict()) == threads
     legacy = {k: v for k, v in plain.to_dict().items() if k != "overrides"}
     assert SizingRule.from_dict(legacy) == plain  # a study recorded before the field
+
+
+def test_uvicorn_recycling_workers_never_gets_one_worker(tmp_path: Path) -> None:
+    # One worker runs without uvicorn's supervisor: limit_max_requests would stop it for good.
+    values: dict[str, Value] = {"workers": 2, "limit_max_requests": 100}
+    box = fake_box(tmp_path / "box", cpu_max="10000 100000")  # 0.1 CPU: the rule gives 1
+    assert rule().counts(0.1)[0] == 1
+    _, found, stderr = stand_in_saw(run_launcher(tmp_path, "uvicorn", Interface.ASGI, values, box))
+    assert found["WEB_CONCURRENCY"] == "2"
+    assert "chose 2 processes x" in stderr and "; 2: limit_max_requests needs" in stderr
+    plain = fake_box(tmp_path / "plain", cpu_max="10000 100000")
+    _, found, _ = stand_in_saw(run_launcher(tmp_path, "uvicorn", Interface.ASGI, {}, plain))
+    assert found["WEB_CONCURRENCY"] == "1"  # without recycling, one worker is uvicorn alone

@@ -137,6 +137,7 @@ def sized_command_files(
     filename: str,
     variables: Mapping[str, str],
     render: Callable[[str, Mapping[str, str]], Artifact],
+    adjust: Sequence[str] = (),
 ) -> tuple[Artifact, ...]:
     """(the Python launcher, the shell launcher it runs, named `filename`): the launcher reads
     the box's limits, prints the `sizing:` line and runs `sh filename` with each count in its
@@ -144,7 +145,8 @@ def sized_command_files(
     from, the measured count when unset). `render(header, from_env)` is the adapter's shell
     launcher with the count settings of `from_env` read from their variables. The override
     variable `rule.env` is one of them: set by hand, the sizing code takes it as the count,
-    and the shell launcher alone reads it too."""
+    and the shell launcher alone reads it too. `adjust`: lines run once SIZED is computed,
+    before its line is printed, for a count the server cannot run with its other settings."""
     model = adapter.process_model
     setting = {"processes": model.processes, "threads": model.threads}
     from_env = {str(setting[count]): variable for count, variable in variables.items()}
@@ -165,6 +167,7 @@ def sized_command_files(
         f"# Run: python3 {name}  (it runs sh {filename}, beside it, with the counts it",
         "# computes for this box).",
         *sizing_code(rule),
+        *adjust,
         *_SIZED_RUN.format(exports="\n".join(exports), script=filename).splitlines(),
     ]
     launcher = Artifact(name, "\n".join(lines) + "\n", run_hint=f"python3 {name}", mode=0o755)

@@ -377,7 +377,18 @@ class UvicornAdapter(ServerAdapter):
         filename: str,
     ) -> tuple[Artifact, ...]:
         """uvicorn.sh with --workers read from WEB_CONCURRENCY, and the launcher beside it
-        that sets that from the box's limits (cmdlauncher.sized_command_files)."""
+        that sets that from the box's limits (cmdlauncher.sized_command_files). With
+        limit_max_requests, never one worker: it would run without the supervisor, and exit
+        after that many requests with nothing to restart it (check_combination)."""
+        adjust: list[str] = []
+        if int(self.resolve(values)["limit_max_requests"]):
+            adjust = [
+                "# limit_max_requests recycles workers under the supervisor only: 2 at least.",
+                'if SIZED["processes"] == 1:',
+                '    SIZED["processes"] = 2',
+                '    line = SIZED["line"].replace("chose 1 process x", "chose 2 processes x", 1)',
+                '    SIZED["line"] = line + "; 2: limit_max_requests needs the supervisor"',
+            ]
         return sized_command_files(
             self,
             rule,
@@ -385,6 +396,7 @@ class UvicornAdapter(ServerAdapter):
             filename,
             {"processes": "WEB_CONCURRENCY"},
             lambda text, from_env: self._script(app, bind, values, text, env, from_env),
+            adjust,
         )
 
     def _sized_launch(
