@@ -177,6 +177,20 @@ COMMAND_LINE = [
 IDS = [f"{case[0]}-{case[1].value}" for case in COMMAND_LINE]
 
 
+def sized_files(
+    name: str,
+    interface: Interface,
+    values: dict[str, Value],
+    folder: Path,
+    header: str = "",
+    filename: str | None = None,
+) -> tuple[Artifact, ...]:
+    adapter, _ = serving(name, interface)
+    app = AppRef("hello", "app", str(folder), interface)
+    sizing = one_process_rule() if adapter.process_model.processes is None else rule()
+    return adapter.render_sized(app, BIND, values, sizing, header=header, filename=filename)
+
+
 def render(
     name: str,
     interface: Interface,
@@ -185,12 +199,9 @@ def render(
     header: str = "",
     filename: str | None = None,
 ) -> tuple[ServerAdapter, Artifact, Artifact]:
-    adapter, _ = serving(name, interface)
-    app = AppRef("hello", "app", str(folder), interface)
-    sizing = one_process_rule() if adapter.process_model.processes is None else rule()
-    files = adapter.render_sized(app, BIND, values, sizing, header=header, filename=filename)
-    launcher, script = files
-    return adapter, launcher, script
+    """(the adapter, its Python launcher, the shell launcher that runs the server)."""
+    launcher, script, *_ = sized_files(name, interface, values, folder, header, filename)
+    return serving(name, interface)[0], launcher, script
 
 
 @pytest.mark.parametrize(
@@ -240,6 +251,15 @@ for name in WAITRESS_THREADS WEB_CONCURRENCY GRANIAN_WORKERS GRANIAN_BLOCKING_TH
   eval "echo ENV $name=\\${$name-}"
 done
 """
+# mod_wsgi-express's start, as well: it opens its stderr to write (a log file is emptied),
+# then Apache's start sources its --envvars-script.
+MOD_WSGI_START = """: > /dev/stderr
+previous=
+for word in "$@"; do
+  if [ "$previous" = --envvars-script ]; then . "$word"; fi
+  previous=$word
+done
+"""
 # The server each shell launcher runs (its first word after exec).
 PROGRAMS = {"waitress": "waitress-serve", "uvicorn": "uvicorn", "granian": "granian"}
 
@@ -260,37 +280,51 @@ def run_launcher(
     interface: Interface,
     values: dict[str, Value],
     box: tuple[str, str],
+    log: Path | None = None,
     **environ: str,
 ) -> subprocess.CompletedProcess[str]:
     """Write the sized files, point the launcher's limit reader at `box`, and run it with a
-    stand-in server first on PATH."""
+    stand-in server first on PATH; its stderr into the file `log` if given."""
     folder = tmp_path / "deploy"
     folder.mkdir(exist_ok=True)
-    _, launcher, script = render(name, interface, values, folder)
+    launcher, script, *beside = sized_files(name, interface, values, folder)
     proc_cgroup, mountinfo = box
     text = launcher.text.replace(
         f'PROC_CGROUP = "{bootlimits.PROC_CGROUP}"', f"PROC_CGROUP = {proc_cgroup!r}"
     ).replace(f'PROC_MOUNTINFO = "{bootlimits.PROC_MOUNTINFO}"', f"PROC_MOUNTINFO = {mountinfo!r}")
     assert text.count(proc_cgroup) == 1 and text.count(mountinfo) == 1
     (folder / launcher.filename).write_text(text)
-    (folder / script.filename).write_text(script.text)
+    for artifact in (script, *beside):
+        (folder / artifact.filename).write_text(artifact.text)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     stand_in = bin_dir / PROGRAMS.get(name, "mod_wsgi-express")
-    stand_in.write_text(STAND_IN)
+    stand_in.write_text(STAND_IN + (MOD_WSGI_START if name == "mod_wsgi" else ""))
     stand_in.chmod(0o755)
     ours = ("WAITRESS_", "GRANIAN_", "MOD_WSGI_", "WEB_CONCURRENCY")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
     env = {**clean, **environ, "PATH": os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"])}
-    return subprocess.run(
-        [sys.executable, str(folder / launcher.filename)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    if log is None:
+        return subprocess.run(
+            [sys.executable, str(folder / launcher.filename)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    with open(log, "w") as handle:
+        return subprocess.run(
+            [sys.executable, str(folder / launcher.filename)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=handle,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
 
 def stand_in_saw(done: subprocess.CompletedProcess[str]) -> tuple[str, dict[str, str], str]:
@@ -350,6 +384,16 @@ def test_the_launcher_runs_the_server_with_the_counts_of_the_box(
     done = run_launcher(tmp_path, name, interface, values, box, **{override: "7"})
     _, found, stderr = stand_in_saw(done)
     assert f"{override}=7 overrides" in stderr and found[override] == "7"
+
+
+def test_mod_wsgi_s_sizing_line_outlasts_the_log_file_its_start_empties(tmp_path: Path) -> None:
+    # Printed before mod_wsgi-express starts, the line would be erased with the file.
+    box = fake_box(tmp_path / "box", cpu_max="50000 100000")
+    log = tmp_path / "server.log"
+    done = run_launcher(tmp_path, "mod_wsgi", Interface.WSGI, {}, box, log=log)
+    assert done.returncode == 0 and "ARGV " in done.stdout
+    lines = [line for line in log.read_text().splitlines() if "sizing:" in line]
+    assert len(lines) == 1 and "sizing: found 0.5 CPUs (cgroup v2 " in lines[0], lines
 
 
 def test_a_bad_override_stops_the_launcher_before_the_server(tmp_path: Path) -> None:

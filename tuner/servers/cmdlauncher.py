@@ -123,7 +123,7 @@ def sized_launcher_name(adapter: ServerAdapter) -> str:
 # shell launcher beside it reads, and it becomes that launcher (same PID, same signals).
 _SIZED_RUN = """import sys
 
-print(SIZED["line"], file=sys.stderr, flush=True)
+{announce}
 {exports}
 script = os.path.join(os.path.dirname(os.path.abspath(__file__)), {script!r})
 os.execvp("sh", ["sh", script])
@@ -138,6 +138,7 @@ def sized_command_files(
     variables: Mapping[str, str],
     render: Callable[[str, Mapping[str, str]], Artifact],
     adjust: Sequence[str] = (),
+    line_variable: str | None = None,
 ) -> tuple[Artifact, ...]:
     """(the Python launcher, the shell launcher it runs, named `filename`): the launcher reads
     the box's limits, prints the `sizing:` line and runs `sh filename` with each count in its
@@ -146,7 +147,10 @@ def sized_command_files(
     launcher with the count settings of `from_env` read from their variables. The override
     variable `rule.env` is one of them: set by hand, the sizing code takes it as the count,
     and the shell launcher alone reads it too. `adjust`: lines run once SIZED is computed,
-    before its line is printed, for a count the server cannot run with its other settings."""
+    before its line is printed, for a count the server cannot run with its other settings.
+    `line_variable`: the line is handed on in that variable, for the server's own start to
+    log, instead of printed here (a server that empties a log file on its stderr as it
+    starts would erase it)."""
     model = adapter.process_model
     setting = {"processes": model.processes, "threads": model.threads}
     from_env = {str(setting[count]): variable for count, variable in variables.items()}
@@ -168,7 +172,15 @@ def sized_command_files(
         "# computes for this box).",
         *sizing_code(rule),
         *adjust,
-        *_SIZED_RUN.format(exports="\n".join(exports), script=filename).splitlines(),
+        *_SIZED_RUN.format(
+            announce=(
+                f'os.environ[{line_variable!r}] = SIZED["line"]'
+                if line_variable
+                else 'print(SIZED["line"], file=sys.stderr, flush=True)'
+            ),
+            exports="\n".join(exports),
+            script=filename,
+        ).splitlines(),
     ]
     launcher = Artifact(name, "\n".join(lines) + "\n", run_hint=f"python3 {name}", mode=0o755)
     return (launcher, script)

@@ -42,6 +42,11 @@ from tuner.servers.base import (
 from tuner.servers.cmdlauncher import sized_check_argv, sized_command_files
 from tuner.settings import Setting, SettingsTable, Value
 
+# A sized launcher hands its `sizing:` line on in this variable to the file beside it that
+# Apache's start sources, which logs it.
+SIZING_LINE_VARIABLE = "MOD_WSGI_SIZING_LINE"
+SIZED_ENVVARS = "mod_wsgi_sized.envvars"
+
 SIGNS = StartupSigns(
     # Apache: "(98)Address already in use: AH00072: make_sock: could not bind to address".
     port_in_use=("Address already in use", "could not bind to address"),
@@ -261,13 +266,15 @@ class ModWsgiAdapter(ServerAdapter):
         header: str,
         env: Mapping[str, str] | None,
         from_env: Mapping[str, str] | None = None,
+        envvars: str | None = None,
     ) -> Artifact:
         """The launcher; `from_env` maps the settings whose value the command reads from a
         variable (`--threads "${MOD_WSGI_THREADS:-5}"`, after the other settings), a sized
-        file's counts. processes = 1 is rendered then too (it is not left out)."""
+        file's counts. processes = 1 is rendered then too (it is not left out). `envvars`:
+        the file beside it that Apache's start sources (`--envvars-script`)."""
         command = self._command("mod_wsgi-express", app, bind, values)
         resolved = self.resolve(values)
-        read = []
+        read = [f'--envvars-script "$(dirname "$0")/{envvars}"'] if envvars else []
         for name, variable in (from_env or {}).items():
             words = self.table.by_name[name].argv(resolved[name])
             if words:  # the measured words go: the variable's take their place, last
@@ -309,16 +316,34 @@ class ModWsgiAdapter(ServerAdapter):
         filename: str,
     ) -> tuple[Artifact, ...]:
         """mod_wsgi-express.sh with --processes and --threads read from MOD_WSGI_PROCESSES
-        and MOD_WSGI_THREADS, and the launcher beside it that sets them from the box's limits
-        (cmdlauncher.sized_command_files)."""
-        return sized_command_files(
+        and MOD_WSGI_THREADS, the launcher beside it that sets them from the box's limits
+        (cmdlauncher.sized_command_files), and the envvars file that logs its `sizing:` line
+        once Apache starts: mod_wsgi-express empties a log file on its stderr (opening it
+        to write, to see that it can) before, which would erase a line printed then."""
+        launcher, script = sized_command_files(
             self,
             rule,
             header,
             filename,
             {"processes": "MOD_WSGI_PROCESSES", "threads": "MOD_WSGI_THREADS"},
-            lambda text, from_env: self._script(app, bind, values, text, env, from_env),
+            lambda text, from_env: self._script(
+                app, bind, values, text, env, from_env, SIZED_ENVVARS
+            ),
+            line_variable=SIZING_LINE_VARIABLE,
         )
+        envvars = "\n".join(
+            [
+                *comment_block(header, "#"),
+                f"# Sourced by Apache's start (--envvars-script in {filename}), after",
+                "# mod_wsgi-express has written its config: the `sizing:` line",
+                f"# {launcher.filename} computed for this box, logged here.",
+                f'if [ -n "${{{SIZING_LINE_VARIABLE}:-}}" ]; then',
+                f"  printf '%s\\n' \"${SIZING_LINE_VARIABLE}\" >&2",
+                "fi",
+            ]
+        )
+        sourced = Artifact(SIZED_ENVVARS, envvars + "\n", run_hint=f"sh {filename}")
+        return (launcher, script, sourced)
 
     def _sized_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
