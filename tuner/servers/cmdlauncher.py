@@ -121,9 +121,7 @@ def sized_launcher_name(adapter: ServerAdapter) -> str:
 
 # The Python launcher's program, after the sizing code: the counts go into the variables the
 # shell launcher beside it reads, and it becomes that launcher (same PID, same signals).
-_SIZED_RUN = """import sys
-
-{announce}
+_SIZED_RUN = """{announce}
 {exports}
 script = os.path.join(os.path.dirname(os.path.abspath(__file__)), {script!r})
 os.execvp("sh", ["sh", script])
@@ -176,7 +174,7 @@ def sized_command_files(
             announce=(
                 f'os.environ[{line_variable!r}] = SIZED["line"]'
                 if line_variable
-                else 'print(SIZED["line"], file=sys.stderr, flush=True)'
+                else 'import sys\n\nprint(SIZED["line"], file=sys.stderr, flush=True)'
             ),
             exports="\n".join(exports),
             script=filename,
