@@ -150,7 +150,7 @@ def test_no_ratio_without_the_study_figure() -> None:
     ("argv", "needle"),
     [
         (["--apps", "hello"], "--apps: 'hello' is not one of fib, iowait"),
-        (["--servers", "waitress"], "waitress writes no file sized at boot"),
+        (["--servers", "werkzeug"], "werkzeug writes no file sized at boot"),
         (["--for-cpus", "1"], "one size"),
         (["--for-cpus", "0.5,999"], "999 is above the"),
         (["--at", "0.5"], "--at 0.5: one of --for-cpus"),

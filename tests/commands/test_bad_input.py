@@ -86,8 +86,8 @@ CASES = [
     (TUNE + ["--for-cpus", "1"], "one size; a rule needs two at least (for one CPU limit, use"),
     (TUNE + ["--for-cpus", "0.5,1", "--cpu-limit", "1"], "each size is its own CPU limit"),
     (
-        ["tune", HELLO, "--server", "waitress", "--for-cpus", "0.5,1", *SHORT],
-        "--for-cpus: waitress writes no file sized at boot yet; servers that do: gunicorn",
+        ["tune", HELLO, "--server", "werkzeug", "--for-cpus", "0.5,1", *SHORT],
+        "--for-cpus: werkzeug writes no file sized at boot yet; servers that do: gunicorn",
     ),
     # compare --for-cpus: the same sizes as tune's, and servers that write a sized file.
     (COMPARE + ["--for-cpus", "0.5,999"], "--for-cpus '0.5,999': 999 is above the"),

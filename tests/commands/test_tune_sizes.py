@@ -73,3 +73,25 @@ def test_for_cpus_measures_each_size_and_writes_a_file_sized_at_boot(tmp_path: P
     )  # fmt: skip
     assert emitted.returncode == 0, emitted.stderr[-2000:]
     assert written_rule(again.read_text()) == sizing
+
+
+def test_for_cpus_on_a_one_process_server_sizes_its_threads(tmp_path: Path) -> None:
+    """waitress: one process, so the rule scales its threads, WAITRESS_THREADS overrides them,
+    and the written files are the shell launcher and the Python launcher beside it, booted
+    (as `python3 waitress_sized.py`) before they were written."""
+    storage = f"sqlite:///{tmp_path}/s.db"
+    out = tmp_path / "waitress-serve.sh"
+    done = run_tuner(
+        "tune", "apps/hello.py", "--server", "waitress", "--for-cpus", "0.5,1",
+        "--trials", "3", "--top-k", "1", "--confirm-rounds", "1", "--no-clean-venv-check",
+        "--storage", storage, "--out", str(out), "--json", *SHORT,
+        timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    sizing = json.loads(done.stdout)["sizing"]
+    assert sizing["env"] == "WAITRESS_THREADS" and sizing["overrides"] == "threads"
+    assert sizing["processes"] == [0.0, 1.0]  # one process at every size
+    launcher = (tmp_path / "waitress_sized.py").read_text()
+    assert written_rule(launcher) == sizing
+    assert '--threads="${WAITRESS_THREADS:-' in out.read_text()
+    assert "WAITRESS_THREADS=N overrides the thread count" in launcher

@@ -101,9 +101,9 @@ def test_uwsgi_gets_a_launcher_beside_its_ini(tmp_path: Path) -> None:
 
 
 def test_a_server_without_sizing_is_refused_in_one_line() -> None:
-    adapter = get_adapter("waitress")
+    adapter = get_adapter("werkzeug")  # a development server: nothing sized
     assert adapter.sizing_env is None
-    with pytest.raises(ConfigError, match="waitress writes no file sized at boot yet"):
+    with pytest.raises(ConfigError, match="werkzeug writes no file sized at boot yet"):
         adapter.render_sized(APP, BIND, {}, rule("X"))
 
 

@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 WINNER = {"worker_class": "gthread", "workers": 4, "threads": 8, "keepalive": 5}
 
 
-def setup(tmp_path: Path) -> StudySetup:
+def setup(tmp_path: Path, server: str = "gunicorn") -> StudySetup:
     args = build_parser().parse_args(
-        ["tune", str(REPO / "apps/hello.py"), "--server", "gunicorn"]
+        ["tune", str(REPO / "apps/hello.py"), "--server", server]
         + ["--storage", f"sqlite:///{tmp_path}/s.db", "--study-name", "ref"]
     )
     return build_setup(args)
@@ -67,6 +67,13 @@ def test_the_warm_start_scales_the_winner_s_processes(tmp_path: Path) -> None:
     assert scaled_start(ref, winner, 0.5)["workers"] == 2
     assert scaled_start(ref, winner, 0.5)["threads"] == 8
     assert scaled_start(ref, winner, 0.1)["workers"] == 1
+
+
+def test_a_one_process_server_s_warm_start_scales_its_threads(tmp_path: Path) -> None:
+    ref = setup(tmp_path, "waitress")
+    winner = ref.adapter.resolve({"threads": 16})
+    assert scaled_start(ref, winner, 0.5)["threads"] == 8
+    assert scaled_start(ref, winner, 0.01)["threads"] == 1
 
 
 def test_a_size_s_point_is_its_best_searched_trial(tmp_path: Path) -> None:

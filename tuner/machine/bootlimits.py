@@ -192,13 +192,15 @@ def size(rule, box, environ):
     `rule`: {"processes": [per_cpu, base], "threads": [per_cpu, base], "master_mb",
     "process_mb", "margin", "env", "measured_cpus": [low, high]}. The process count is capped so
     that the master plus the processes (their PSS as measured) fit under `margin` of the memory
-    limit; the environment variable `rule["env"]`, when set, overrides it. `line` says what was
-    found and what was chosen, for the server's log.
+    limit; the environment variable `rule["env"]`, when set, overrides it (the thread count
+    instead, with "overrides": "threads": a one-process server's). `line` says what was found
+    and what was chosen, for the server's log.
     """
     cpus = box["cpus"]
     processes = count_at(rule["processes"], cpus)
     threads = count_at(rule["threads"], cpus)
-    per_cpu, base = rule["processes"]
+    counted = rule.get("overrides", "processes")  # the count that scales, and is overridden
+    per_cpu, base = rule[counted]
     why = ["rule {:g} x {:g} CPUs{}".format(per_cpu, cpus, f" {base:+g}" if base else "")]
     low, high = rule["measured_cpus"]
     if not low <= cpus <= high:
@@ -222,11 +224,15 @@ def size(rule, box, environ):
     if override is not None:
         if not override.strip().isdigit() or int(override) < 1:
             raise SystemExit(
-                "{}={!r}: expected a whole number of processes >= 1 (or leave it unset to "
-                "size from the box's limits)".format(rule["env"], override)
+                "{}={!r}: expected a whole number of {} >= 1 (or leave it unset to "
+                "size from the box's limits)".format(rule["env"], override, counted)
             )
-        why.append("{}={} overrides {}".format(rule["env"], int(override), processes))
-        processes = int(override)
+        if counted == "threads":
+            why.append("{}={} overrides {}".format(rule["env"], int(override), threads))
+            threads = int(override)
+        else:
+            why.append("{}={} overrides {}".format(rule["env"], int(override), processes))
+            processes = int(override)
     chose = "{} x {}".format(_plural(processes, "process"), _plural(threads, "thread"))
     line = "sizing: found {}; chose {} ({})".format(found, chose, "; ".join(why))
     return {"processes": processes, "threads": threads, "line": line}

@@ -62,6 +62,8 @@ class SizingRule:
     process_mb: float
     env: str
     margin: float = DEFAULT_MARGIN
+    # The count `env` overrides: "threads" for a one-process server, whose threads scale.
+    overrides: str = "processes"
 
     @property
     def measured_cpus(self) -> tuple[float, float]:
@@ -78,6 +80,7 @@ class SizingRule:
             "margin": self.margin,
             "env": self.env,
             "measured_cpus": list(self.measured_cpus),
+            **({} if self.overrides == "processes" else {"overrides": self.overrides}),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,6 +97,7 @@ class SizingRule:
             process_mb=float(raw["process_mb"]),
             env=str(raw["env"]),
             margin=float(raw["margin"]),
+            overrides=str(raw.get("overrides", "processes")),
         )
 
     def counts(self, cpus: float, memory_bytes: int | None = None) -> tuple[int, int]:
@@ -132,7 +136,7 @@ class SizingRule:
             f"At boot the file reads the box's CPUs (the cgroup CPU quota, v2 cpu.max or v1 "
             f"cpu.cfs_quota_us, and the affinity mask) and its memory limit (v2 memory.max, v1 "
             f"memory.limit_in_bytes), logs one `sizing:` line, and {self.env}=N overrides the "
-            "process count."
+            f"{'thread' if self.overrides == 'threads' else 'process'} count."
         )
         return lines
 

@@ -619,11 +619,19 @@ class ServerAdapter(abc.ABC):
                 f"{self.name} writes no file sized at boot yet; size it per box with "
                 "--cpu-limit, one study per size"
             )
+        # The variable and the count it overrides are this server's (a launcher passes the
+        # count on in that same variable).
+        rule = replace(rule, env=self.sizing_env, overrides=self.sized_override())
         described = "\n".join(["Sized at boot:", *rule.describe_lines()])
         full = f"{header}\n{described}" if header else described
         return self._render_sized(
             app, bind, values, rule, full, env, filename or self.artifact_filename
         )
+
+    def sized_override(self) -> str:
+        """The count `sizing_env` overrides: the processes, or the threads of a one-process
+        server (whose threads are what scales)."""
+        return "processes" if self.process_model.processes else "threads"
 
     def _render_sized(
         self,
@@ -666,6 +674,11 @@ class ServerAdapter(abc.ABC):
         """PATH with the folder of the measured server binary first, as in an activated
         virtualenv: a shell launcher then runs the server that was measured."""
         return os.pathsep.join([os.path.dirname(self.executable()), os.environ.get("PATH", "")])
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        """`artifact_check_argv` for the first of the sized files (`render_sized`) at `path`:
+        by default the artifact's own check (a config file that computes is still one)."""
+        return self.artifact_check_argv(path, app)
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         """A command that checks the artifact without serving (exit 0 = valid), if the server

@@ -14,10 +14,12 @@ import importlib.util
 import signal
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
     Bind,
@@ -27,6 +29,7 @@ from tuner.servers.base import (
     StartupSigns,
     comment_block,
     python_env_lines,
+    sizing_code,
     worker_counts,
 )
 from tuner.servers.pylauncher import DIE_WITH_PARENT
@@ -88,6 +91,8 @@ class BjoernAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads=None, kind_label="listen mode"
     )
+    # bjoern has no convention of its own: the name says what it counts.
+    sizing_env = "BJOERN_PROCESSES"
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return f"event loop, {values['listen_mode']} socket"
@@ -175,6 +180,31 @@ class BjoernAdapter(ServerAdapter):
             run_hint=f"python3 {self.artifact_filename}",
             mode=0o755,
         )
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """The launcher with PROCESSES computed at boot: the sizing code goes after the tuned
+        constants and sets it from the rule, then prints the `sizing:` line, before the
+        program (which forks PROCESSES bjoern processes)."""
+        artifact = self._render_artifact(app, bind, values, header, env)
+        at = artifact.text.rindex(_BODY)
+        sized = [
+            *sizing_code(rule),
+            'PROCESSES = SIZED["processes"]',
+            "import sys",
+            "",
+            'print(SIZED["line"], file=sys.stderr, flush=True)',
+        ]
+        text = artifact.text[:at] + "\n" + "\n".join(sized) + "\n" + artifact.text[at:]
+        return (replace(artifact, filename=filename, text=text, run_hint=f"python3 {filename}"),)
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

@@ -108,6 +108,13 @@ class CherootAdapter(PythonLauncherAdapter):
     process_model = ProcessModel(
         forks_workers=False, processes=None, threads="threads", kind_label="keep-alive limit"
     )
+    # One process: the sized launcher scales its threads, and this overrides their count.
+    sizing_env = "CHEROOT_THREADS"
+
+    def sized_lines(self) -> list[str]:
+        # cheroot refuses a pool bound below the pool (check_combination); the sized pool may
+        # outgrow the measured bound.
+        return ["if 0 < MAX_THREADS < THREADS:", "    MAX_THREADS = THREADS"]
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         limit = int(values["keep_alive_conn_limit"])

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import shlex
 import signal
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError, ToolMissingError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
@@ -34,6 +36,7 @@ from tuner.servers.base import (
     comment_block,
     first_version_number,
 )
+from tuner.servers.cmdlauncher import sized_check_argv, sized_command_files
 from tuner.settings import Setting, SettingsTable, Value
 
 SUPPORTED_MAJOR = 2
@@ -173,6 +176,8 @@ class GranianAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads="blocking_threads", kind_label="runtime"
     )
+    # granian's own convention: every option is a GRANIAN_* variable too.
+    sizing_env = "GRANIAN_WORKERS"
     # `--uds PATH` / GRANIAN_UDS (granian 2.x's --help; the installed one is checked by the
     # front tests).
     binds = frozenset({HTTP_OVER_TCP, (Transport.UNIX, Protocol.HTTP)})
@@ -250,6 +255,20 @@ class GranianAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
+        return self._script(app, bind, values, header, env)
+
+    def _script(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str,
+        env: Mapping[str, str] | None,
+        from_env: Mapping[str, str] | None = None,
+    ) -> Artifact:
+        """The launcher; `from_env` maps the settings whose value the file reads from a
+        variable (`NAME=${VARIABLE:-measured}`), a sized file's counts."""
+        from_env = from_env or {}
         where = (
             [f"GRANIAN_UDS={bind.path}"]
             if bind.path
@@ -272,6 +291,8 @@ class GranianAdapter(ServerAdapter):
         ]
         for setting in self.table.settings:
             for key, text in setting.config(resolved[setting.name]):
+                if setting.name in from_env:
+                    text = f"${{{from_env[setting.name]}:-{text}}}"
                 lines += [f"# {setting.doc}", f"{key}={text}"]
         if env:  # KEY=value lines too, so the block stays a valid EnvironmentFile
             lines.append(
@@ -287,6 +308,40 @@ class GranianAdapter(ServerAdapter):
         ]
         return self.shell_launcher(lines)
 
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """granian.sh with GRANIAN_WORKERS (and GRANIAN_BLOCKING_THREADS, where the config
+        sets them; left at 0, granian's own rule, backpressure / 2, stays) read from the
+        environment, and the launcher beside it that sets them from the box's limits
+        (cmdlauncher.sized_command_files)."""
+        resolved = self.resolve(values)
+        variables = {"processes": _env("workers")}
+        threads = self.process_model.threads
+        if threads and int(resolved[threads]):
+            variables["threads"] = _env(threads)
+        return sized_command_files(
+            self,
+            rule,
+            header,
+            filename,
+            variables,
+            lambda text, from_env: self._script(app, bind, values, text, env, from_env),
+        )
+
+    def _sized_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        env = {"PATH": self.own_bin_first()}
+        return self._spec([sys.executable, str(path)], str(path.parent), env, bind)
+
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
@@ -297,3 +352,6 @@ class GranianAdapter(ServerAdapter):
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return ["/bin/sh", "-n", str(path)]
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return sized_check_argv(path)

@@ -371,7 +371,8 @@ class GunicornAdapter(ServerAdapter):
         on_starting hook, in gunicorn's own log. WEB_CONCURRENCY overrides the count (gunicorn's
         convention: its own default for `workers` reads it)."""
         resolved = self.resolve(values, bind=bind)
-        threaded = resolved["worker_class"] == "gthread"
+        # The uvicorn worker's table has no worker_class (nor threads): one loop per worker.
+        threaded = resolved.get("worker_class") == "gthread"
         computed = ("workers", "threads") if threaded else ("workers",)
         lines = self._file_lines(app, bind, resolved, header, env, computed)
         lines += ["", *sizing_code(rule), 'workers = SIZED["processes"]']

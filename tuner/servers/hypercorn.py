@@ -24,11 +24,13 @@ import importlib.util
 import signal
 import textwrap
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
     Bind,
@@ -39,6 +41,7 @@ from tuner.servers.base import (
     StartupSigns,
     comment_block,
     python_env_lines,
+    sizing_code,
     worker_counts,
 )
 from tuner.servers.grids import product_grid
@@ -162,6 +165,8 @@ class HypercornAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads=None, kind_label="worker class"
     )
+    # hypercorn reads no variable for its workers: the name says what it counts.
+    sizing_env = "HYPERCORN_WORKERS"
 
     def version(self) -> str:
         return importlib.metadata.version(self.distribution)
@@ -260,6 +265,41 @@ class HypercornAdapter(ServerAdapter):
             lines += [f"# {part}" for part in textwrap.wrap(setting.doc, 94)]
             lines += [f"{key} = {text}" for key, text in setting.config(resolved[setting.name])]
         return Artifact(CONFIG_FILE, "\n".join(lines) + "\n", run_hint=run)
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """The config file is Python: it reads the box's limits and sets `workers` from the
+        rule itself, printing the `sizing:` line first in hypercorn's log (the main process
+        reads the file once; its workers get the config from it). hypercorn takes every
+        module-level name of the file into its config, which it pickles for the workers it
+        spawns: the sizing code's names are removed once `workers` is set, as its functions
+        would not pickle."""
+        artifact = self._render_artifact(app, bind, values, header, env)
+        lines = [
+            "",
+            "# The names defined until here are hypercorn's settings; the sizing code's go below.",
+            "__kept = set(globals()) | {'workers'}",
+            *sizing_code(rule),
+            'workers = SIZED["processes"]',
+            "import sys",
+            "",
+            'print(SIZED["line"], file=sys.stderr, flush=True)',
+            "for __name in [name for name in globals() if name not in __kept]:",
+            "    del globals()[__name]",
+        ]
+        run = artifact.run_hint.replace(f"file:{CONFIG_FILE}", f"file:{filename}")
+        text = artifact.text.replace(f"# Run: {artifact.run_hint}", f"# Run: {run}", 1)
+        return (
+            replace(artifact, filename=filename, text=text + "\n".join(lines) + "\n", run_hint=run),
+        )
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

@@ -18,6 +18,7 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
@@ -26,6 +27,7 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
     Bind,
@@ -37,7 +39,13 @@ from tuner.servers.base import (
     first_version_number,
     shell_env_lines,
 )
+from tuner.servers.cmdlauncher import sized_check_argv, sized_command_files
 from tuner.settings import Setting, SettingsTable, Value
+
+# A sized launcher hands its `sizing:` line on in this variable to the file beside it that
+# Apache's start sources, which logs it.
+SIZING_LINE_VARIABLE = "MOD_WSGI_SIZING_LINE"
+SIZED_ENVVARS = "mod_wsgi_sized.envvars"
 
 SIGNS = StartupSigns(
     # Apache: "(98)Address already in use: AH00072: make_sock: could not bind to address".
@@ -163,6 +171,9 @@ class ModWsgiAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="processes", threads="threads", kind_label="Apache MPM"
     )
+    # mod_wsgi-express reads no variable for its counts; MOD_WSGI_ as the launcher's own
+    # MOD_WSGI_RUN_USER.
+    sizing_env = "MOD_WSGI_PROCESSES"
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         where = "embedded" if values["embedded_mode"] else "daemon threads"
@@ -245,7 +256,31 @@ class ModWsgiAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
+        return self._script(app, bind, values, header, env)
+
+    def _script(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str,
+        env: Mapping[str, str] | None,
+        from_env: Mapping[str, str] | None = None,
+        envvars: str | None = None,
+    ) -> Artifact:
+        """The launcher; `from_env` maps the settings whose value the command reads from a
+        variable (`--threads "${MOD_WSGI_THREADS:-5}"`, after the other settings), a sized
+        file's counts. processes = 1 is rendered then too (it is not left out). `envvars`:
+        the file beside it that Apache's start sources (`--envvars-script`)."""
         command = self._command("mod_wsgi-express", app, bind, values)
+        resolved = self.resolve(values)
+        read = [f'--envvars-script "$(dirname "$0")/{envvars}"'] if envvars else []
+        for name, variable in (from_env or {}).items():
+            words = self.table.by_name[name].argv(resolved[name])
+            if words:  # the measured words go: the variable's take their place, last
+                at = [i for i in range(len(command)) if command[i : i + len(words)] == words]
+                del command[at[0] : at[0] + len(words)]
+            read.append(f'--{name.replace("_", "-")} "${{{variable}:-{resolved[name]}}}"')
         lines = ["#!/bin/sh", *comment_block(header, "#")]
         lines += [
             "#",
@@ -267,8 +302,56 @@ class ModWsgiAdapter(ServerAdapter):
         ]
         # Apache's children, mod_wsgi's daemon processes among them, inherit these.
         lines += shell_env_lines(env)
-        lines.append(_continued(command) + ' "$@"')
+        lines.append(" \\\n  ".join([_continued(command), *read]) + ' "$@"')
         return self.shell_launcher(lines)
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """mod_wsgi-express.sh with --processes and --threads read from MOD_WSGI_PROCESSES
+        and MOD_WSGI_THREADS, the launcher beside it that sets them from the box's limits
+        (cmdlauncher.sized_command_files), and the envvars file that logs its `sizing:` line
+        once Apache starts: mod_wsgi-express empties a log file on its stderr (opening it
+        to write, to see that it can) before, which would erase a line printed then."""
+        launcher, script = sized_command_files(
+            self,
+            rule,
+            header,
+            filename,
+            {"processes": "MOD_WSGI_PROCESSES", "threads": "MOD_WSGI_THREADS"},
+            lambda text, from_env: self._script(
+                app, bind, values, text, env, from_env, SIZED_ENVVARS
+            ),
+            line_variable=SIZING_LINE_VARIABLE,
+        )
+        envvars = "\n".join(
+            [
+                *comment_block(header, "#"),
+                f"# Sourced by Apache's start (--envvars-script in {filename}), after",
+                "# mod_wsgi-express has written its config: the `sizing:` line",
+                f"# {launcher.filename} computed for this box, logged here.",
+                f'if [ -n "${{{SIZING_LINE_VARIABLE}:-}}" ]; then',
+                f"  printf '%s\\n' \"${SIZING_LINE_VARIABLE}\" >&2",
+                "fi",
+            ]
+        )
+        sourced = Artifact(SIZED_ENVVARS, envvars + "\n", run_hint=f"sh {filename}")
+        return (launcher, script, sourced)
+
+    def _sized_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        spec = self._artifact_launch(path, app, bind, values)
+        shell = spec.argv.index("/bin/sh")
+        argv = (*spec.argv[:shell], sys.executable, str(path))
+        return replace(spec, argv=argv)
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
@@ -285,6 +368,9 @@ class ModWsgiAdapter(ServerAdapter):
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return ["/bin/sh", "-n", str(path)]
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return sized_check_argv(path)
 
 
 def _continued(argv: list[str]) -> str:

@@ -198,6 +198,11 @@ class PythonLauncherAdapter(ServerAdapter):
     ) -> LaunchSpec:
         return self._spec(path, app, {}, bind)
 
+    def sized_lines(self) -> list[str]:
+        """Lines run after the sized count constants are set, to keep other constants in step
+        with them (none by default)."""
+        return []
+
     def _render_sized(
         self,
         app: AppRef,
@@ -220,6 +225,7 @@ class PythonLauncherAdapter(ServerAdapter):
             sized.append(f'{constant(model.processes)} = SIZED["processes"]')
         if model.threads:
             sized.append(f'{constant(model.threads)} = SIZED["threads"]')
+        sized += self.sized_lines()
         sized.append('print(SIZED["line"], file=sys.stderr, flush=True)')
         text = artifact.text[:at] + "\n".join(sized) + "\n\n" + artifact.text[at:]
         return (replace(artifact, filename=filename, text=text, run_hint=f"python3 {filename}"),)

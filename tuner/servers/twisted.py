@@ -107,6 +107,9 @@ class TwistedAdapter(PythonLauncherAdapter):
     process_model = ProcessModel(
         forks_workers=False, processes=None, threads="threads", kind_label="access log"
     )
+    # One process: the sized launcher scales its pool's threads, and this overrides their
+    # count (min_threads is capped at it already).
+    sizing_env = "TWISTED_THREADS"
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return "access log" if values["accesslog"] else "no access log"

@@ -23,12 +23,14 @@ import importlib.metadata
 import importlib.util
 import shlex
 import signal
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
     Bind,
@@ -41,7 +43,7 @@ from tuner.servers.base import (
     first_version_number,
     worker_counts,
 )
-from tuner.servers.cmdlauncher import command_launcher
+from tuner.servers.cmdlauncher import command_launcher, sized_check_argv, sized_command_files
 from tuner.servers.grids import product_grid
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -229,6 +231,8 @@ class UvicornAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=True, processes="workers", threads=None, kind_label="event loop"
     )
+    # uvicorn's own convention: --workers defaults to $WEB_CONCURRENCY.
+    sizing_env = "WEB_CONCURRENCY"
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         loop = runs_on("loop", values["loop"]) or "asyncio"
@@ -329,6 +333,17 @@ class UvicornAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
+        return self._script(app, bind, values, header, env)
+
+    def _script(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str,
+        env: Mapping[str, str] | None,
+        from_env: Mapping[str, str] | None = None,
+    ) -> Artifact:
         resolved = self.resolve(values)
         requirements = " ".join(shlex.quote(line) for line in self.requirements(resolved))
         return command_launcher(
@@ -348,7 +363,46 @@ class UvicornAdapter(ServerAdapter):
                 "and --host/--port for your deployment: 127.0.0.1 accepts connections",
                 "from this machine only (e.g. behind nginx).",
             ],
+            from_env=from_env,
         )
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """uvicorn.sh with --workers read from WEB_CONCURRENCY, and the launcher beside it
+        that sets that from the box's limits (cmdlauncher.sized_command_files). With
+        limit_max_requests, never one worker: it would run without the supervisor, and exit
+        after that many requests with nothing to restart it (check_combination)."""
+        adjust: list[str] = []
+        if int(self.resolve(values)["limit_max_requests"]):
+            adjust = [
+                "# limit_max_requests recycles workers under the supervisor only: 2 at least.",
+                'if SIZED["processes"] == 1:',
+                '    SIZED["processes"] = 2',
+                '    line = SIZED["line"].replace("chose 1 process x", "chose 2 processes x", 1)',
+                '    SIZED["line"] = line + "; 2: limit_max_requests needs the supervisor"',
+            ]
+        return sized_command_files(
+            self,
+            rule,
+            header,
+            filename,
+            {"processes": "WEB_CONCURRENCY"},
+            lambda text, from_env: self._script(app, bind, values, text, env, from_env),
+            adjust,
+        )
+
+    def _sized_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self._spec([sys.executable, str(path)], app, {"PATH": self.own_bin_first()})
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
@@ -358,3 +412,6 @@ class UvicornAdapter(ServerAdapter):
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return ["/bin/sh", "-n", str(path)]
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return sized_check_argv(path)

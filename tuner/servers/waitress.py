@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import signal
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
+from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
@@ -30,7 +32,7 @@ from tuner.servers.base import (
     Transport,
     first_version_number,
 )
-from tuner.servers.cmdlauncher import command_launcher
+from tuner.servers.cmdlauncher import command_launcher, sized_check_argv, sized_command_files
 from tuner.servers.grids import THREAD_STEPS, product_grid
 from tuner.settings import Setting, SettingsTable, Value
 
@@ -174,6 +176,9 @@ class WaitressAdapter(ServerAdapter):
     process_model = ProcessModel(
         forks_workers=False, processes=None, threads="threads", kind_label="I/O loop"
     )
+    # One process: a sized file scales its threads, and this overrides their count (waitress
+    # reads no variable of its own).
+    sizing_env = "WAITRESS_THREADS"
     # `waitress-serve --unix-socket=PATH` (its --help; socket mode 600 by default).
     binds = frozenset({HTTP_OVER_TCP, (Transport.UNIX, Protocol.HTTP)})
 
@@ -236,6 +241,17 @@ class WaitressAdapter(ServerAdapter):
         header: str = "",
         env: Mapping[str, str] | None = None,
     ) -> Artifact:
+        return self._script(app, bind, values, header, env)
+
+    def _script(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        header: str,
+        env: Mapping[str, str] | None,
+        from_env: Mapping[str, str] | None = None,
+    ) -> Artifact:
         resolved = self.resolve(values)
         return command_launcher(
             self,
@@ -251,7 +267,37 @@ class WaitressAdapter(ServerAdapter):
                 "folder) and --listen for your deployment: 127.0.0.1 accepts connections",
                 "from this machine only (e.g. behind nginx).",
             ],
+            from_env=from_env,
         )
+
+    def _render_sized(
+        self,
+        app: AppRef,
+        bind: Bind,
+        values: Mapping[str, Value],
+        rule: SizingRule,
+        header: str,
+        env: Mapping[str, str] | None,
+        filename: str,
+    ) -> tuple[Artifact, ...]:
+        """waitress-serve.sh with --threads read from WAITRESS_THREADS, and the launcher
+        beside it that sets that from the box's limits (cmdlauncher.sized_command_files)."""
+        return sized_command_files(
+            self,
+            rule,
+            header,
+            filename,
+            {"threads": "WAITRESS_THREADS"},
+            lambda text, from_env: self._script(app, bind, values, text, env, from_env),
+        )
+
+    def _sized_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        return self._spec([sys.executable, str(path)], app, {"PATH": self.own_bin_first()}, bind)
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return sized_check_argv(path)
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

@@ -177,6 +177,9 @@ class WrappedAdapter(ServerAdapter):
     ) -> LaunchSpec:
         return self.inner._sized_launch(path, app, bind, self.inner_values(values))
 
+    def sized_override(self) -> str:
+        return self.inner.sized_override()
+
     def shell_launcher(self, lines: list[str]) -> Artifact:
         return self.inner.shell_launcher(lines)
 
@@ -185,3 +188,6 @@ class WrappedAdapter(ServerAdapter):
 
     def artifact_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
         return self.inner.artifact_check_argv(path, app)
+
+    def sized_check_argv(self, path: Path, app: AppRef) -> list[str] | None:
+        return self.inner.sized_check_argv(path, app)

@@ -228,7 +228,10 @@ def boot_artifact(
         spec = _in_venv(adapter, spec, venv)
         log_path = venv.path / f"{path.name}.boot.log"
     try:
-        check = adapter.artifact_check_argv(path, app)
+        if sized:
+            check = adapter.sized_check_argv(path, app)
+        else:
+            check = adapter.artifact_check_argv(path, app)
         if check is not None:
             argv = adapter.argv_in(check, venv.bin_dir) if venv else check
             _run_check(adapter.name, argv, app, env)

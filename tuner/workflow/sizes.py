@@ -67,15 +67,17 @@ def size_setup(setup: StudySetup, cpus: float, settings: Mapping[str, Value]) ->
 def scaled_start(
     setup: StudySetup, settings: Mapping[str, Value], ratio: float
 ) -> dict[str, Value]:
-    """The reference winner's params with its process count scaled by `ratio` (at least 1),
-    as the space names them: the first trial of a smaller (or larger) size."""
+    """The reference winner's params with its process count (a one-process server's thread
+    count) scaled by `ratio` (at least 1), as the space names them: the first trial of a
+    smaller (or larger) size."""
     model = setup.adapter.process_model
+    scaled = model.processes or model.threads
     start: dict[str, Value] = {}
     for param in setup.space.params:
         if param.setting not in settings:
             continue
         value = settings[param.setting]
-        if param.setting == model.processes:
+        if param.setting == scaled:
             value = max(1, round(int(value) * ratio))
         start[param.name] = value
     return start
@@ -154,4 +156,5 @@ def measure_sizes(
         found = [to_record(t) for t in study.get_trials(deepcopy=False)]
         points.append(best_point(sized, cpus, found))
         records += found
-    return fit_rule(points, memory_samples(setup, winner, records), env)
+    rule = fit_rule(points, memory_samples(setup, winner, records), env)
+    return replace(rule, overrides=setup.adapter.sized_override())
