@@ -96,8 +96,8 @@ CASES = [
     (COMPARE + ["--for-cpus", "1"], "one size; a rule needs two at least (for one CPU limit, use"),
     (COMPARE + ["--for-cpus", "0.5,1", "--cpu-limit", "1"], "each size is its own CPU limit"),
     (
-        ["compare", HELLO, "--servers", "gunicorn,waitress", "--for-cpus", "0.5,1", *SHORT],
-        "--for-cpus: waitress writes no file sized at boot yet; servers that do: gunicorn",
+        ["compare", HELLO, "--servers", "gunicorn,werkzeug", "--for-cpus", "0.5,1", *SHORT],
+        "--for-cpus: werkzeug writes no file sized at boot yet; servers that do: gunicorn",
     ),
     (["tune", "apps/nope.py", "--server", "gunicorn"], "nope.py does not exist"),
     (["tune", "apps/hello.py:1bad", "--server", "gunicorn"], "callable '1bad' must be"),
