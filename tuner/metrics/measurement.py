@@ -347,6 +347,9 @@ class Measurement:
     # each response, or `--no-keepalive`): apart from `latency`, which counts from the
     # request's first byte, as wrk, h2load and k6 report it. None: no connect in the window.
     connect: Latency | None = None
+    # The load processes' CPU use summed, in cores (loadgen_cpu_pct is the busiest one's):
+    # what the load generator spent to send `median_rps`. None: an older record.
+    loadgen_busy_cpus: float | None = None
 
     @property
     def unfair(self) -> bool:
@@ -417,6 +420,8 @@ class Measurement:
             data["blocked_loop"] = self.blocked_loop.to_json()
         if self.connect is not None:
             data["connect_ms"] = self.connect.to_json()
+        if self.loadgen_busy_cpus is not None:
+            data["loadgen_busy_cpus"] = round(self.loadgen_busy_cpus, 3)
         return data
 
     @classmethod
@@ -478,6 +483,7 @@ class Measurement:
             idle_connections=IdleConnections.from_json(idle) if isinstance(idle, Mapping) else None,
             blocked_loop=BlockedLoop.from_json(blocked) if isinstance(blocked, Mapping) else None,
             connect=Latency.from_json(connect) if isinstance(connect, Mapping) else None,
+            loadgen_busy_cpus=_optional(data.get("loadgen_busy_cpus")),
         )
 
 
