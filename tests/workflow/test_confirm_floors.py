@@ -6,7 +6,15 @@ from __future__ import annotations
 from tests.support.measurements import measurement
 from tuner.metrics.measurement import Measurement, ServerCpu
 from tuner.search.objectives import MULTI, THROUGHPUT, Slo
-from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, close_call, decide
+from tuner.workflow.confirm import (
+    Candidate,
+    Confirmed,
+    ConfirmedSummary,
+    client_bound_line,
+    close_call,
+    decide,
+)
+from tuner.workflow.provenance import header_lines
 
 
 def run(rps: float, bound: bool = False) -> Measurement:
@@ -92,3 +100,38 @@ def test_the_kept_summary_carries_the_load_cpus_it_would_have_needed() -> None:
     kept = ConfirmedSummary.from_json(bound.to_json()).load_need
     assert kept is not None and kept.load_cpus == 2
     assert entry("trial 7", [1000]).summary().load_need is None
+
+
+def test_the_client_bound_line_names_the_configs_and_the_load_cpus_they_needed() -> None:
+    default = entry("default", [1000, 1010, 1005], bound=True)
+    best = entry("trial 7", [1500, 1600, 1550])
+    line = client_bound_line([default, best], load_cpus=1, spare=0)
+    assert line.startswith(
+        "client_bound (the load generator was the bottleneck) in the confirmation rounds of "
+        "default: its req/s is a floor for the server, not its result"
+    )
+    assert "about 2 load CPUs would have been needed" in line
+    assert line.endswith(
+        "this machine has none to spare: run on a bigger box or give the server fewer CPUs"
+    )
+    assert client_bound_line([best], load_cpus=1, spare=0) == ""
+
+
+def test_the_file_header_carries_the_client_bound_line() -> None:
+    default = entry("default", [100, 102, 101], bound=True)
+    best = entry("trial 7", [150, 160, 155], bound=True)
+    verdict = decide([default, best], THROUGHPUT, Slo())
+    assert verdict is not None
+    line = client_bound_line([default, best], load_cpus=1, spare=2)
+    lines = header_lines(
+        verdict=verdict,
+        chosen=verdict.winner,
+        study_name="s",
+        trial_number=None,
+        context={},
+        workload="GET /",
+        noise="low",
+        client_bound=line,
+    )
+    assert f"verdict: {verdict.summary}" in lines and f"WARNING: {line}" in lines
+    assert "this machine has 2 to spare" in line

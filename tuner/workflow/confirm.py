@@ -15,7 +15,7 @@ from typing import Any
 
 from tuner import interrupts
 from tuner.errors import TrialError
-from tuner.loadgen.capacity import LoadNeed, load_need
+from tuner.loadgen.capacity import LoadNeed, load_need, need_text
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
@@ -417,6 +417,28 @@ def settle(
         + f" (after {EXTRA_ROUNDS} more rounds of {pair[1].candidate.label} and the default: "
         "its median was the better one, but their runs overlapped)",
     )
+
+
+def client_bound_line(entries: Sequence[Confirmed], load_cpus: int, spare: int) -> str:
+    """One line for the confirmation rounds that reached the load generator's limit: which
+    configs, what their req/s are, and the load CPUs the hungriest would have needed
+    (`load_cpus`: the load CPUs the rounds had; `spare`: this machine's CPUs in neither set);
+    "" when none did."""
+    bound = [entry for entry in entries if entry.client_bound]
+    if not bound:
+        return ""
+    labels = ", ".join(entry.candidate.label for entry in bound)
+    needs = [need for entry in bound if (need := entry.load_need()) is not None]
+    need = max(needs, key=lambda n: n.load_cpus, default=None)
+    line = (
+        f"client_bound (the load generator was the bottleneck) in the confirmation rounds of "
+        f"{labels}: {'its' if len(bound) == 1 else 'their'} req/s "
+        f"{'is a floor' if len(bound) == 1 else 'are floors'} for the server, not "
+        f"{'its result' if len(bound) == 1 else 'results'}; more load CPUs (--load-cpus) would "
+        "settle it"
+    )
+    estimate = need_text(need, load_cpus, spare)
+    return f"{line}; {estimate}" if estimate else line
 
 
 def close_call(
