@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.loadgen.checks import CLIENT_BOUND_CPU_PCT
+
+if TYPE_CHECKING:
+    from tuner.metrics.measurement import Measurement
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,15 @@ def load_need(rps: float, load_busy_cpus: float, server_busy_share: float) -> Lo
     # Each load core kept under the line where its figure would be judged client_bound again.
     cores = server_rps / (per_core * CLIENT_BOUND_CPU_PCT / 100)
     return LoadNeed(per_core, server_rps, max(1, math.ceil(cores - 1e-9)))
+
+
+def need_of(measurement: Measurement) -> LoadNeed | None:
+    """The estimate for one run: None unless it was client_bound and recorded both CPU
+    figures (the server's, started by us; the load's, since loadgen_busy_cpus exists)."""
+    cpu, load = measurement.server_cpu, measurement.loadgen_busy_cpus
+    if not measurement.client_bound or cpu is None or load is None:
+        return None
+    return load_need(measurement.median_rps, load, cpu.utilisation)
 
 
 def need_text(need: LoadNeed | None, load_cpus: int, spare: int) -> str:
