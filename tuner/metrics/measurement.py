@@ -399,6 +399,7 @@ class Measurement:
             "target_rps": self.target_rps,
             "loadgen_cpu": self.loadgen_cpu_pct,
             "loadgen_cpu_kernel": self.loadgen_kernel_cpu_pct,
+            "loadgen_busy_cpus": _rounded(self.loadgen_busy_cpus),
             "client_bound": self.client_bound,
             "notes": list(self.notes),
         }
@@ -420,8 +421,6 @@ class Measurement:
             data["blocked_loop"] = self.blocked_loop.to_json()
         if self.connect is not None:
             data["connect_ms"] = self.connect.to_json()
-        if self.loadgen_busy_cpus is not None:
-            data["loadgen_busy_cpus"] = round(self.loadgen_busy_cpus, 3)
         return data
 
     @classmethod
@@ -508,6 +507,10 @@ def _float(value: object, missing: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return missing
     return float(value)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _optional(value: object) -> float | None:
