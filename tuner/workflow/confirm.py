@@ -521,9 +521,7 @@ def floors_summary(best: Confirmed, default: Confirmed) -> str:
     rps = _one_versus(RPS, best, default)
     figures = f" ({versus_ranges(label, rps)})" if rps else ""
     change = f"req/s {rps.change} the default's" if rps else "its figures"
-    if best is default:
-        said = "the default reached the load generator's limit (client_bound)"
-    elif best.client_bound and default.client_bound:
+    if best.client_bound and default.client_bound:
         said = (
             f"{label} and the default both reached the load generator's limit (client_bound): "
             f"their req/s are floors, not results{figures}, so neither is shown to beat the "
