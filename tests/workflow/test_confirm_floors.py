@@ -15,6 +15,7 @@ from tuner.workflow.confirm import (
     decide,
 )
 from tuner.workflow.provenance import header_lines
+from tuner.workflow.tune import TuneOutcome
 
 
 def run(rps: float, bound: bool = False) -> Measurement:
@@ -135,3 +136,18 @@ def test_the_file_header_carries_the_client_bound_line() -> None:
     )
     assert f"verdict: {verdict.summary}" in lines and f"WARNING: {line}" in lines
     assert "this machine has 2 to spare" in line
+
+
+def test_tune_json_names_the_client_bound_configs_and_the_load_cpus_needed() -> None:
+    default = entry("default", [1000, 1010, 1005], bound=True)
+    best = entry("trial 7", [1500, 1600, 1550], bound=True)
+    verdict = decide([default, best], THROUGHPUT, Slo())
+    line = client_bound_line([default, best], load_cpus=1, spare=0)
+    outcome = TuneOutcome([], [default, best], verdict, None, "", client_bound=line)
+    data = outcome.to_json()
+    assert data["client_bound"]["configs"] == ["default", "trial 7"]
+    assert data["client_bound"]["load_need"]["load_cpus"] == 2
+    assert data["client_bound"]["line"] == line
+    assert data["verdict"]["client_bound"] == ["trial 7", "default"]
+    assert not data["verdict"]["beats_default_beyond_noise"]
+    assert TuneOutcome([], [], None, None, "").to_json()["client_bound"] is None
