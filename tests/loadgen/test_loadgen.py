@@ -421,6 +421,7 @@ def test_result_json_has_stable_keys(server) -> None:
         "target_rps",
         "loadgen_cpu",
         "loadgen_cpu_kernel",
+        "loadgen_busy_cpus",
         "client_bound",
         "notes",
         # http-socket closes after each response: the requests carried connects.
@@ -431,6 +432,8 @@ def test_result_json_has_stable_keys(server) -> None:
     lat = result.latency
     assert 0 < lat.p50_ms <= lat.p90_ms <= lat.p99_ms <= lat.p999_ms <= lat.max_ms
     assert 0 < result.loadgen_cpu_pct <= 100
+    # One load process here: its CPU is all the load's, in cores.
+    assert result.loadgen_busy_cpus == pytest.approx(result.loadgen_cpu_pct / 100)
     # Loopback TCP work runs in the sender's kernel time: some, never more than the total.
     assert 0 < result.loadgen_kernel_cpu_pct <= result.loadgen_cpu_pct
     assert result.response_bytes > 0

@@ -17,6 +17,8 @@ from tuner.commands.options import (
     workload_from,
 )
 from tuner.commands.tune import add_app_settings_option
+from tuner.loadgen.capacity import need_of, need_text
+from tuner.machine.cpus import spare_cpus
 from tuner.servers import SERVERS
 from tuner.servers.appenv import adapter_for_app
 from tuner.settings import parse_assignments
@@ -81,12 +83,17 @@ def handle(args: argparse.Namespace) -> int:
     console = display.console(args.json)
     with display.load_progress(console, load.warmup_s, load.duration_s) as on_window:
         result = run_bench(plan, on_window=on_window)
+    # A client_bound rate is a floor: about how many load CPUs it would have taken.
+    need = need_of(result.measurement)
+    said = need_text(need, len(load_cpus), spare_cpus(server_cpus, load_cpus))
+    json_form = {**result.to_json(), **({"load_need": need.to_json()} if need else {})}
     display.emit_result(
         console,
         result.measurement,
-        result.to_json(),
+        json_form,
         title=f"{adapter.name} {args.app}" + (f" behind {args.front}" if args.front else ""),
         settings=result.settings,
         as_json=args.json,
+        more_notes=[said] if said else [],
     )
     return 0

@@ -37,6 +37,7 @@ from tuner.servers import SERVERS, get_adapter, server_names
 DEFAULT_BUDGET_MIN = 14.0
 
 if TYPE_CHECKING:
+    from tuner.report.compare import Split
     from tuner.report.study_view import PlainListener
     from tuner.search.study import StudySetup
     from tuner.workflow.compare import ServerRow
@@ -166,7 +167,8 @@ def handle(args: argparse.Namespace) -> int:
             }
         )
     else:
-        print_tables(stdout_console(), [compare_table(rows), *sized_tables(rows)])
+        table = compare_table(rows, load_split(setups))
+        print_tables(stdout_console(), [table, *sized_tables(rows)])
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
     unproven = [o.unproven for o in outcomes.values() if o.unproven is not None]
     for kept in unproven:  # its study finished: the file is kept, marked (exit 3)
@@ -333,7 +335,7 @@ def _write(
             "Entry points: " + "; ".join(f"{s.contender} serves {s.app_text}" for s in setups)
         )
     summary += sized.summary()
-    tables = [compare_table(rows), *sized_tables(rows)]
+    tables = [compare_table(rows, load_split(setups)), *sized_tables(rows)]
     page = render_page(f"tuner compare: {name}", summary, [chart], tables)
     write_report(out, "compare.html", page, [chart])
     summary_json = {
@@ -343,6 +345,15 @@ def _write(
         "servers": [r.to_json() for r in rows],
     }
     atomic_write(out / "compare.json", (json.dumps(summary_json, indent=1) + "\n").encode())
+
+
+def load_split(setups: Sequence[StudySetup]) -> Split:
+    """The load CPUs every server's rounds had, and this machine's CPUs to spare."""
+    from tuner.machine.cpus import spare_cpus
+    from tuner.report.compare import Split
+
+    load = setups[0].load.load_cpus
+    return Split(len(load), spare_cpus(setups[0].server_cpus, load))
 
 
 def _installed(text: str, front: str | None, interfaces: Sequence[Interface]) -> list[str]:

@@ -204,11 +204,9 @@ def handle(args: argparse.Namespace) -> int:
             "[red]no config passed the SLOs in the confirmation rounds; no file written[/]"
         )
         return 1
-    if outcome.verdict.winner.client_bound:
+    if outcome.client_bound:
         console.print(
-            "[yellow]warning: the load generator was the bottleneck (client_bound) while "
-            "measuring the recommended config; its real ceiling may be higher. Give the load "
-            "generator more CPUs with --load-cpus.[/]"
+            f"warning: {outcome.client_bound}", style="yellow", markup=False, highlight=False
         )
     if blocked := outcome.blocked_loop_line():
         console.print(blocked, style="yellow", markup=False, highlight=False)

@@ -378,4 +378,5 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
         slow_clients=breakdown.slow_clients(spec, snaps, finals, duration),
         idle_connections=idle,
         connect=breakdown.latency_of(connect) if connect.total else None,
+        loadgen_busy_cpus=sum(f.cpu_pct for f in finals) / 100,
     )

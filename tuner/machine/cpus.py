@@ -51,6 +51,14 @@ def default_split() -> tuple[tuple[int, ...], tuple[int, ...]]:
     return cpus[:half], cpus[half:]
 
 
+def spare_cpus(
+    server: Sequence[int], load: Sequence[int], available: Sequence[int] | None = None
+) -> int:
+    """The CPUs this process may use that are in neither the server's set nor the load's."""
+    cpus = available_cpus() if available is None else available
+    return len(set(cpus) - set(server) - set(load))
+
+
 def check_disjoint(server: tuple[int, ...], load: tuple[int, ...]) -> None:
     shared = sorted(set(server) & set(load))
     if shared:

@@ -347,6 +347,9 @@ class Measurement:
     # each response, or `--no-keepalive`): apart from `latency`, which counts from the
     # request's first byte, as wrk, h2load and k6 report it. None: no connect in the window.
     connect: Latency | None = None
+    # The load processes' CPU use summed, in cores (loadgen_cpu_pct is the busiest one's):
+    # what the load generator spent to send `median_rps`. None: an older record.
+    loadgen_busy_cpus: float | None = None
 
     @property
     def unfair(self) -> bool:
@@ -396,6 +399,7 @@ class Measurement:
             "target_rps": self.target_rps,
             "loadgen_cpu": self.loadgen_cpu_pct,
             "loadgen_cpu_kernel": self.loadgen_kernel_cpu_pct,
+            "loadgen_busy_cpus": _rounded(self.loadgen_busy_cpus),
             "client_bound": self.client_bound,
             "notes": list(self.notes),
         }
@@ -478,6 +482,7 @@ class Measurement:
             idle_connections=IdleConnections.from_json(idle) if isinstance(idle, Mapping) else None,
             blocked_loop=BlockedLoop.from_json(blocked) if isinstance(blocked, Mapping) else None,
             connect=Latency.from_json(connect) if isinstance(connect, Mapping) else None,
+            loadgen_busy_cpus=_optional(data.get("loadgen_busy_cpus")),
         )
 
 
@@ -502,6 +507,10 @@ def _float(value: object, missing: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return missing
     return float(value)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _optional(value: object) -> float | None:

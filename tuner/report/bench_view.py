@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -66,15 +66,17 @@ def emit_result(
     title: str,
     settings: Mapping[str, Value] | None = None,
     as_json: bool,
+    more_notes: Sequence[str] = (),
 ) -> None:
-    """One JSON object on stdout (`json_form`), or the table and the notes."""
+    """One JSON object on stdout (`json_form`), or the table and the notes (`more_notes`
+    after the measurement's own)."""
     if as_json:
         json.dump(json_form, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
         return
     Console().print(result_table(measurement, title, settings or {}, json_form))
-    for note in measurement.notes:
-        out.print(f"[yellow]note:[/] {note}")
+    for note in (*measurement.notes, *more_notes):
+        out.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def result_table(
@@ -89,9 +91,12 @@ def result_table(
     table.add_column(style="bold")
     table.add_column()
     flags = [flag for flag, on in (("client_bound", m.client_bound), ("unfair", m.unfair)) if on]
+    # A client_bound rate is the load generator's limit: the server's is at least it.
+    floor = (">= ", "; a floor: client_bound") if m.client_bound else ("", "")
     table.add_row(
         "throughput",
-        f"{m.median_rps:,.1f} req/s (median of 1 s windows; overall {m.overall_rps:,.1f})",
+        f"{floor[0]}{m.median_rps:,.1f} req/s (median of 1 s windows; overall "
+        f"{m.overall_rps:,.1f}{floor[1]})",
     )
     table.add_row("requests", f"{m.requests:,} in {m.duration_s:.1f} s")
     lat = m.latency

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
+from tuner.loadgen.capacity import need_text
 from tuner.metrics.stats import Spread, clearly_better, ratio, spread_text
 from tuner.report.figures import Chart, png_bytes
 from tuner.report.tables import Table, ratio_text, sizing_table
@@ -25,7 +27,9 @@ BOUND_HATCH = "//"
 BAR_HEIGHT = 0.38
 
 
-def compare_table(rows: Sequence[ServerRow]) -> Table:
+def compare_table(rows: Sequence[ServerRow], split: Split | None = None) -> Table:
+    """The table and its notes; `split`: the load CPUs the rounds had and this machine's CPUs
+    to spare, for the load CPUs a client_bound figure would have needed."""
     lines = []
     for row in rows:
         for name, entry in (("default", row.default), ("tuned", row.tuned)):
@@ -64,7 +68,7 @@ def compare_table(rows: Sequence[ServerRow]) -> Table:
         race_lines(rows)
         + [f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}" for row in rows]
         + [line for row in rows if (line := cpu_bound_line(row))]
-        + client_bound_lines(rows)
+        + client_bound_lines(rows, split)
         + [best_line([row for row in rows if row.finalist])],
     )
 
@@ -100,18 +104,33 @@ def rps_ratio_text(entry: ConfirmedSummary, default: ConfirmedSummary) -> str:
     return text if text == "n/a" else FLOOR + text
 
 
-def client_bound_lines(rows: Sequence[ServerRow]) -> list[str]:
-    """One line per client_bound figure: what it means, and what would settle it."""
-    return [
-        f"{row.server} {name}: client_bound (the load generator was the bottleneck): its "
-        "req/s is our limit, a floor for the server, not its result; more load CPUs "
-        "(--load-cpus) would settle it"
-        for row in rows
-        for name, entry in (("default", row.default), ("tuned", row.tuned))
-        if entry is not None
-        and entry.client_bound
-        and not (name == "tuned" and row.tuned_is_default)
-    ]
+@dataclass(frozen=True)
+class Split:
+    """The load CPUs the rounds had, and this machine's CPUs in neither the server's set nor
+    the load's."""
+
+    load_cpus: int
+    spare: int
+
+
+def client_bound_lines(rows: Sequence[ServerRow], split: Split | None = None) -> list[str]:
+    """One line per client_bound figure: what it means, what would settle it, and (with the
+    `split`) about how many load CPUs it would have needed."""
+    lines = []
+    for row in rows:
+        for name, entry in (("default", row.default), ("tuned", row.tuned)):
+            if entry is None or not entry.client_bound:
+                continue
+            if name == "tuned" and row.tuned_is_default:
+                continue
+            line = (
+                f"{row.server} {name}: client_bound (the load generator was the bottleneck): "
+                "its req/s is our limit, a floor for the server, not its result; more load "
+                "CPUs (--load-cpus) would settle it"
+            )
+            need = need_text(entry.load_need, split.load_cpus, split.spare) if split else ""
+            lines.append(f"{line}; {need}" if need else line)
+    return lines
 
 
 def config_label(row: ServerRow, name: str) -> str:

@@ -95,18 +95,41 @@ class Versus:
     headline: Headline
     mine: Spread
     default: Spread
+    # The figure is a floor (req/s measured client_bound: the load generator's limit, the
+    # server's is at least it), mine or the default's.
+    mine_floor: bool = False
+    default_floor: bool = False
 
     @property
     def better(self) -> bool:
+        """Better beyond the noise, as far as the figures show: a floor of the default's may
+        hide a figure as good as mine, so it is never beaten; a floor of mine above it is."""
+        if self.default_floor:
+            return False
         return clearly_better(
             self.mine, self.default, higher_is_better=self.headline.higher_is_better
         )
 
     @property
     def worse(self) -> bool:
+        if self.mine_floor:
+            return False
         return clearly_better(
             self.default, self.mine, higher_is_better=self.headline.higher_is_better
         )
+
+    @property
+    def change(self) -> str:
+        """The ratio to the default: "x1.20", "at least x1.20" (mine a floor), "at most x1.20"
+        (the default's a floor), "no ratio (both floors)"."""
+        if self.mine_floor and self.default_floor:
+            return "no ratio (both floors)"
+        times = f"x{ratio(self.mine.median, self.default.median):.2f}"
+        if self.mine_floor == self.default_floor:
+            return times
+        # A floor of a higher-is-better figure: the true ratio is at least (mine) or at most
+        # (the default's) the measured one.
+        return ("at least " if self.mine_floor else "at most ") + times
 
 
 class Objective(ABC):
@@ -180,16 +203,12 @@ class SingleObjective(Objective):
 
     def summary(self, label: str, versus: Sequence[Versus], beats: bool) -> str:
         (figure,) = versus
-        h, b, d = figure.headline, figure.mine, figure.default
-        change = ratio(b.median, d.median)
-        ranges = (
-            f"{label} {b.low:,.1f}-{b.high:,.1f} {h.unit} vs default "
-            f"{d.low:,.1f}-{d.high:,.1f} {h.unit} over {len(b.samples)} interleaved rounds"
-        )
+        h, change = figure.headline, figure.change
+        ranges = versus_ranges(label, figure)
         if beats:
-            return f"{label} beats the default beyond the noise ({h.name} x{change:.2f}; {ranges})"
+            return f"{label} beats the default beyond the noise ({h.name} {change}; {ranges})"
         return (
-            f"{label} has the best median ({h.name} x{change:.2f} the default's) but "
+            f"{label} has the best median ({h.name} {change} the default's) but "
             f"is not measurably better than the default: the ranges overlap ({ranges}); expect "
             "about the default's figures"
         )
@@ -227,12 +246,25 @@ class ParetoObjective(Objective):
         figures = []
         for figure in versus:
             verdict = "better" if figure.better else "worse" if figure.worse else "within noise"
-            change = ratio(figure.mine.median, figure.default.median)
-            figures.append(f"{figure.headline.short} x{change:.2f} ({verdict})")
+            figures.append(f"{figure.headline.short} {figure.change} ({verdict})")
         return (
             f"{label} is the Pareto pick (fast within 5% of the fastest, then "
             f"leanest); vs the default: {', '.join(figures)}"
         )
+
+
+def versus_ranges(label: str, figure: Versus) -> str:
+    """ "LABEL 1.0-2.0 req/s vs default 1.0-2.0 req/s over 3 interleaved rounds", a floor's
+    range marked (">= ", as `compare` marks it)."""
+    unit, mine, theirs = figure.headline.unit, figure.mine, figure.default
+
+    def span(spread: Spread, floor: bool) -> str:
+        return f"{'>= ' if floor else ''}{spread.low:,.1f}-{spread.high:,.1f} {unit}"
+
+    return (
+        f"{label} {span(mine, figure.mine_floor)} vs default "
+        f"{span(theirs, figure.default_floor)} over {len(mine.samples)} interleaved rounds"
+    )
 
 
 THROUGHPUT = SingleObjective("throughput", RPS)

@@ -15,10 +15,21 @@ from typing import Any
 
 from tuner import interrupts
 from tuner.errors import TrialError
+from tuner.loadgen.capacity import LoadNeed, load_need, need_text
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
-from tuner.search.objectives import P99, PSS, RPS, Figures, Headline, Objective, Slo, Versus
+from tuner.search.objectives import (
+    P99,
+    PSS,
+    RPS,
+    Figures,
+    Headline,
+    Objective,
+    Slo,
+    Versus,
+    versus_ranges,
+)
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE
 from tuner.workflow.equals import cheapest_among_equals, settings_changed
 
@@ -95,6 +106,18 @@ class Confirmed:
     def client_bound(self) -> bool:
         return any(run.client_bound for run in self.runs)
 
+    def load_need(self) -> LoadNeed | None:
+        """The load CPUs its client_bound runs would have needed (the medians of their
+        figures); None when no run was client_bound or a figure was not recorded."""
+        bound = [r for r in self.runs if r.client_bound and r.server_cpu and r.loadgen_busy_cpus]
+        if not bound:
+            return None
+        return load_need(
+            statistics.median(r.median_rps for r in bound),
+            statistics.median(r.loadgen_busy_cpus or 0.0 for r in bound),
+            statistics.median(r.server_cpu.utilisation if r.server_cpu else 0.0 for r in bound),
+        )
+
     def median_figures(self) -> Figures:
         """The medians of the runs, as the objective judges them (worst when no run)."""
         rps, p99, pss = self.rps, self.p99, self.pss
@@ -137,6 +160,7 @@ class Confirmed:
             latency_ms_median=self.latency_medians(),
             cpu_busy=self.cpu_busy,
             of_cpus=self.of_cpus,
+            load_need=self.load_need(),
         )
 
 
@@ -159,6 +183,7 @@ class ConfirmedSummary:
     latency_ms_median: dict[str, float] = field(default_factory=dict)
     cpu_busy: Spread | None = None  # CPUs the server tree kept busy (ServerCpu.busy_cpus)
     of_cpus: float | None = None  # of the CPUs it could use
+    load_need: LoadNeed | None = None  # client_bound: the load CPUs it would have needed
 
     @property
     def unfair(self) -> bool:
@@ -195,6 +220,7 @@ class ConfirmedSummary:
             "latency_ms_median": self.latency_ms_median,
             "cpu_busy": _spread_json(self.cpu_busy),
             "of_cpus": self.of_cpus,
+            "load_need": self.load_need.to_json() if self.load_need else None,
         }
 
     @classmethod
@@ -217,6 +243,7 @@ class ConfirmedSummary:
             latency_ms_median=dict(data.get("latency_ms_median") or {}),
             cpu_busy=_spread_from(data.get("cpu_busy")),
             of_cpus=None if data.get("of_cpus") is None else float(data["of_cpus"]),
+            load_need=LoadNeed.from_json(data.get("load_need")),
         )
 
 
@@ -281,6 +308,9 @@ class Verdict:
     # The configs the noise could not separate from the winner (labels), when it was chosen
     # among equals as the cheapest.
     tied_with: tuple[str, ...] = ()
+    # Of the configs the verdict weighed (the best median, the default), those measured
+    # client_bound: their req/s are floors (labels).
+    client_bound: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -289,6 +319,7 @@ class Verdict:
             "beats_default_beyond_noise": self.beats_default,
             "summary": self.summary,
             "tied_with": list(self.tied_with),
+            "client_bound": list(self.client_bound),
         }
 
 
@@ -313,7 +344,8 @@ def decide(
         return None
     best = objective.pick(usable, Confirmed.median_figures, slo)
     if best is default:
-        return Verdict(best, default, rule, False, objective.default_wins)
+        bound = (best.candidate.label,) if best.client_bound else ()
+        return Verdict(best, default, rule, False, objective.default_wins, client_bound=bound)
     if default is None or not default.usable(_ANY_ERRORS):
         best, tied, why = _among_equals(best, usable, objective, defaults)
         label = best.candidate.label
@@ -321,20 +353,23 @@ def decide(
         summary += _fairness_note(best)
         return Verdict(best, default, rule, True, summary, tied)
     passed_over = ""
+    bound = tuple(e.candidate.label for e in (best, default) if e.client_bound)
     if default.usable(slo):
         # What is written must beat the default beyond the noise, and so must a cheaper
         # config written instead of the best median.
-        beaters = [
-            e
-            for e in usable
-            if e is not default and any(v.better for v in _versus(e, default, objective))
-        ]
+        beaters = [e for e in usable if e is not default and _beats(e, default, objective)]
         if not beaters:
-            summary = (
-                objective.summary(best.candidate.label, _versus(best, default, objective), False)
-                + "; a difference inside the noise is no difference, so the default is written"
-            )
-            return Verdict(default, default, rule, False, summary)
+            if bound:
+                summary = floors_summary(best, default)
+            else:
+                summary = (
+                    objective.summary(
+                        best.candidate.label, _versus(best, default, objective), False
+                    )
+                    + "; a difference inside the noise is no difference, so the default is "
+                    "written"
+                )
+            return Verdict(default, default, rule, False, summary, client_bound=bound)
         if best not in beaters:
             # The best median overlaps the default, yet another config is better than the
             # default in every run (its runs spread less): write that one.
@@ -350,11 +385,13 @@ def decide(
     if not default.usable(slo):  # the default breaks an SLO: anything usable beats it
         summary = objective.summary(label, versus, True) + why + _fairness_note(best)
         return Verdict(best, default, rule, True, summary, tied)
-    beats = any(figure.better for figure in versus)
+    beats = _beats(best, default, objective)
     summary = objective.summary(label, versus, beats) + passed_over + why
     if objective.warns_of_tail:
         summary += _tail_warning(best, default)
-    return Verdict(best, default, rule, beats, summary + _fairness_note(best), tied)
+    bound = tuple(e.candidate.label for e in (best, default) if e.client_bound)
+    summary += _fairness_note(best)
+    return Verdict(best, default, rule, beats, summary, tied, client_bound=bound)
 
 
 def settle(
@@ -382,6 +419,28 @@ def settle(
     )
 
 
+def client_bound_line(entries: Sequence[Confirmed], load_cpus: int, spare: int) -> str:
+    """One line for the confirmation rounds that reached the load generator's limit: which
+    configs, what their req/s are, and the load CPUs the hungriest would have needed
+    (`load_cpus`: the load CPUs the rounds had; `spare`: this machine's CPUs in neither set);
+    "" when none did."""
+    bound = [entry for entry in entries if entry.client_bound]
+    if not bound:
+        return ""
+    labels = ", ".join(entry.candidate.label for entry in bound)
+    needs = [need for entry in bound if (need := entry.load_need()) is not None]
+    need = max(needs, key=lambda n: n.load_cpus, default=None)
+    line = (
+        f"client_bound (the load generator was the bottleneck) in the confirmation rounds of "
+        f"{labels}: {'its' if len(bound) == 1 else 'their'} req/s "
+        f"{'is a floor' if len(bound) == 1 else 'are floors'} for the server, not "
+        f"{'its result' if len(bound) == 1 else 'results'}; more load CPUs (--load-cpus) would "
+        "settle it"
+    )
+    estimate = need_text(need, load_cpus, spare)
+    return f"{line}; {estimate}" if estimate else line
+
+
 def close_call(
     confirmed: Sequence[Confirmed], verdict: Verdict | None, objective: Objective, slo: Slo
 ) -> list[Confirmed]:
@@ -391,7 +450,10 @@ def close_call(
         return []
     usable = [entry for entry in confirmed if entry.usable(slo)]
     best = objective.pick(usable, Confirmed.median_figures, slo)
-    return [] if best is verdict.default else [verdict.default, best]
+    if best is verdict.default or verdict.default.client_bound:
+        # More rounds cannot turn the default's floor into a result: more load CPUs can.
+        return []
+    return [verdict.default, best]
 
 
 def _among_equals(
@@ -426,10 +488,60 @@ def _among_equals(
 def _versus(best: Confirmed, default: Confirmed, objective: Objective) -> list[Versus]:
     out = []
     for headline in objective.headlines:
-        mine, theirs = best.spread(headline), default.spread(headline)
-        if mine is not None and theirs is not None:
-            out.append(Versus(headline, mine, theirs))
+        if (figure := _one_versus(headline, best, default)) is not None:
+            out.append(figure)
     return out
+
+
+def _one_versus(headline: Headline, best: Confirmed, default: Confirmed) -> Versus | None:
+    """One figure of `best` against the default's; req/s measured client_bound is a floor."""
+    mine, theirs = best.spread(headline), default.spread(headline)
+    if mine is None or theirs is None:
+        return None
+    floors = headline is RPS
+    return Versus(
+        headline, mine, theirs, floors and best.client_bound, floors and default.client_bound
+    )
+
+
+def _beats(entry: Confirmed, default: Confirmed, objective: Objective) -> bool:
+    """Better than the default beyond the noise on a figure the objective is about, as far as
+    the figures show it: two configs that both reached the load generator's limit measured
+    it, not themselves, so neither beats the other on any figure."""
+    if entry.client_bound and default.client_bound:
+        return False
+    return any(figure.better for figure in _versus(entry, default, objective))
+
+
+def floors_summary(best: Confirmed, default: Confirmed) -> str:
+    """The verdict when the best median is not shown to beat the default because a req/s is a
+    floor (client_bound, the load generator's limit): no claim either way, the default (the
+    cheaper) is written, and what would settle it. Worded as `compare` words its floors."""
+    label = best.candidate.label
+    rps = _one_versus(RPS, best, default)
+    figures = f" ({versus_ranges(label, rps)})" if rps else ""
+    change = f"req/s {rps.change} the default's" if rps else "its figures"
+    if best.client_bound and default.client_bound:
+        said = (
+            f"{label} and the default both reached the load generator's limit (client_bound): "
+            f"their req/s are floors, not results{figures}, so neither is shown to beat the "
+            "other"
+        )
+    elif default.client_bound:
+        said = (
+            f"the default reached the load generator's limit (client_bound): its req/s is a "
+            f"floor, not a result{figures}, so {label} ({change}) is not shown to beat it"
+        )
+    else:
+        said = (
+            f"{label} reached the load generator's limit (client_bound): its req/s is a floor, "
+            f"not a result{figures}, {change}, not beyond the noise, so it is not shown to "
+            "beat the default"
+        )
+    return (
+        said + "; a difference we cannot measure is no difference, so the default (the "
+        "cheaper) is written; more load CPUs (--load-cpus) or a bigger split would settle it"
+    )
 
 
 def _tail_warning(winner: Confirmed, default: Confirmed) -> str:

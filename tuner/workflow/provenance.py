@@ -22,8 +22,10 @@ def header_lines(
     context: Mapping[str, Any],
     workload: str,
     noise: str,
+    client_bound: str = "",
 ) -> list[str]:
-    """Plain text lines (the adapter turns them into comments)."""
+    """Plain text lines (the adapter turns them into comments); `client_bound`: the line on
+    the confirmation rounds that reached the load generator's limit."""
     versions = context.get("versions", {})
     machine = context.get("machine", {})
     lines = [
@@ -40,7 +42,7 @@ def header_lines(
         "",
     ]
     if verdict is not None:
-        lines += _evidence(verdict, chosen)
+        lines += _evidence(verdict, chosen, client_bound)
     elif chosen is not None:
         lines += ["measured (interleaved re-measurement, min / median / max):", _row(chosen, None)]
     lines += [
@@ -63,7 +65,7 @@ def _front_line(context: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _evidence(verdict: Verdict, chosen: Confirmed | None) -> list[str]:
+def _evidence(verdict: Verdict, chosen: Confirmed | None, client_bound: str = "") -> list[str]:
     shown = chosen or verdict.winner
     lines = ["measured side by side in interleaved rounds (min / median / max):"]
     reference = verdict.default
@@ -77,7 +79,9 @@ def _evidence(verdict: Verdict, chosen: Confirmed | None) -> list[str]:
                 f"  {name:15} " + _row(entry, reference if entry is not reference else None)
             )
     lines.append(f"verdict: {verdict.summary}")
-    if shown.client_bound:
+    if client_bound:
+        lines.append(f"WARNING: {client_bound}")
+    elif shown.client_bound:
         lines.append(
             "WARNING: the load generator was the bottleneck (client_bound) in some runs; "
             "the real ceiling may be higher: re-tune with more --load-cpus"

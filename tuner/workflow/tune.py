@@ -13,6 +13,7 @@ from tuner.errors import AppBrokenError, ConfigError
 from tuner.front import front_of
 from tuner.loadgen.checks import nearly_fair
 from tuner.loadgen.engine import keep_workers
+from tuner.machine.cpus import spare_cpus
 from tuner.machine.sizing import SizingRule
 from tuner.measure.runner import limits_context, run_bench, run_context
 from tuner.metrics.measurement import Measurement
@@ -39,6 +40,7 @@ from tuner.workflow.confirm import (
     Candidate,
     Confirmed,
     Verdict,
+    client_bound_line,
     confirm,
     more_rounds,
     settle,
@@ -63,6 +65,9 @@ class TuneOutcome:
     unproven: Unproven | None = None  # written as FILE.unproven instead: see emit.py
     requirements: AppRequirements | None = None  # the app's, named in the file
     sizing: SizingRule | None = None  # --for-cpus: the rule the file computes its counts by
+    # The confirmation rounds that reached the load generator's limit, and the load CPUs they
+    # would have needed ("" when none did).
+    client_bound: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,9 +97,23 @@ class TuneOutcome:
             else None,
             "noise": self.noise,
             "sizing": self.sizing.literal() if self.sizing else None,
+            "client_bound": self.client_bound_json(),
             "blocked_loop": self.blocked_loop_json(),
             "distinct_configs": self.distinct_configs,
             "repeats_not_measured": sum(r.duplicate_of is not None for r in self.records),
+        }
+
+    def client_bound_json(self) -> dict[str, Any] | None:
+        """The client_bound configs, the load CPUs the hungriest would have needed, the line."""
+        if not self.client_bound:
+            return None
+        bound = [entry for entry in self.confirmed if entry.client_bound]
+        needs = [need for entry in bound if (need := entry.load_need()) is not None]
+        need = max(needs, key=lambda n: n.load_cpus, default=None)
+        return {
+            "configs": [entry.candidate.label for entry in bound],
+            "load_need": need.to_json() if need else None,
+            "line": self.client_bound,
         }
 
     @property
@@ -226,6 +245,8 @@ def conclude(
     write the winner's file with its evidence."""
     verdict = settle(confirmed, setup.objective, setup.slo, setup.adapter.resolve({}), more=more)
     noise = noise_summary(StudyAttrs.read(study.user_attrs).cpu_probe_ms or [], confirmed)
+    load_cpus = setup.load.load_cpus
+    bound = client_bound_line(confirmed, len(load_cpus), spare_cpus(setup.server_cpus, load_cpus))
     written = unproven = sizing = None
     if verdict is not None:
         chosen = verdict.winner
@@ -240,6 +261,7 @@ def conclude(
             context={**_context(setup), "sized_at_boot": sizing is not None},
             workload=describe_workload(setup),
             noise=noise,
+            client_bound=bound,
         )
         # Kept first, so `tuner emit --study` can write the pick again with these settings and
         # this header (a variant's settings are no trial's).
@@ -264,7 +286,7 @@ def conclude(
         else:
             _write_front_block(setup, chosen.candidate.settings, header, written)
     outcome = TuneOutcome(
-        records, confirmed, verdict, written, noise, unproven, app_requirements, sizing
+        records, confirmed, verdict, written, noise, unproven, app_requirements, sizing, bound
     )
     save_result(study, outcome.to_json())
     return outcome
