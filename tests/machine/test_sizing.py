@@ -77,3 +77,18 @@ def test_the_rule_is_kept_whole_as_json() -> None:
     )
     again = SizingRule.from_dict(json.loads(json.dumps(rule.to_dict())))
     assert again == rule
+
+
+def test_a_count_that_falls_as_cpus_grow_is_held_at_the_largest_sizes() -> None:
+    # Measured (fib, gunicorn gthread): 12 threads best at 0.5 CPUs, 6 at 1 CPU. The line
+    # through them, -12 x CPUs + 18, would give 1 thread at 2 CPUs and above.
+    rule = fit_rule([SizePoint(0.5, 1, 12), SizePoint(1.0, 1, 6)], [(1, 60.0)], "WEB_CONCURRENCY")
+    assert rule.threads == CountLine(0.0, 6.0)
+    assert [rule.counts(cpus)[1] for cpus in (0.5, 0.75, 1.0, 2.0, 4.0)] == [6] * 5
+    text = "\n".join(rule.describe_lines())
+    assert "The best threads fell as CPUs grew: held at 6" in text
+    assert "0.5 CPUs: 1 process x 12 threads (the rule gives 1 x 6)" in text
+    # a rising line is kept as fitted
+    assert fit_rule(
+        [SizePoint(0.5, 2, 4), SizePoint(1.0, 3, 4)], [(2, 70.0)], "WEB_CONCURRENCY"
+    ).processes == CountLine(2.0, 1.0)

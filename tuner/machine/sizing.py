@@ -123,6 +123,15 @@ class SizingRule:
                 f"  {point.cpus:g} CPUs: {bootlimits._plural(point.processes, 'process')} x "
                 f"{bootlimits._plural(point.threads, 'thread')}{served}{off}"
             )
+        for name, line, measured in (
+            ("processes", self.processes, [p.processes for p in self.points]),
+            ("threads", self.threads, [p.threads for p in self.points]),
+        ):
+            if line.per_cpu == 0 and len(set(measured)) > 1:
+                lines.append(
+                    f"The best {name} fell as CPUs grew: held at {line.base:g}, the largest "
+                    "size's, not carried past the measured sizes as a falling line."
+                )
         lines.append(
             f"Measured between {low:g} and {high:g} CPUs; on a box outside that range the counts "
             "are extrapolated from this line, not measured."
@@ -150,6 +159,17 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> CountLine:
     moved = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
     slope = moved / spread if spread else 0.0
     return CountLine(round(slope, 3) + 0.0, round(mean_y - slope * mean_x, 3) + 0.0)
+
+
+def rising_line(xs: Sequence[float], ys: Sequence[float]) -> CountLine:
+    """The fitted line, unless it falls as CPUs grow: then the count at the largest size. Each
+    smaller size's best count is one run of a few trials, and more CPUs needing fewer workers
+    is noise more often than a trend; extrapolated, a falling line gives one thread or one
+    process on a bigger box."""
+    line = fit_line(xs, ys)
+    if line.per_cpu >= 0:
+        return line
+    return CountLine(0.0, ys[xs.index(max(xs))])
 
 
 def fit_memory(samples: Sequence[tuple[int, float]]) -> tuple[float, float]:
@@ -181,8 +201,8 @@ def fit_rule(
     xs = [p.cpus for p in ordered]
     master_mb, process_mb = fit_memory(memory)
     return SizingRule(
-        processes=fit_line(xs, [float(p.processes) for p in ordered]),
-        threads=fit_line(xs, [float(p.threads) for p in ordered]),
+        processes=rising_line(xs, [float(p.processes) for p in ordered]),
+        threads=rising_line(xs, [float(p.threads) for p in ordered]),
         points=ordered,
         master_mb=master_mb,
         process_mb=process_mb,
