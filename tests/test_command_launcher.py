@@ -12,6 +12,7 @@ import pytest
 
 from tuner.apps import AppRef
 from tuner.servers import get_adapter
+from tuner.servers.base import DIRECT, ArtifactRequest
 from tuner.servers.cmdlauncher import command_launcher
 
 NASTY = "x\nline $(id) `id` 'q' \"dq\" \\ end"
@@ -23,13 +24,14 @@ ENV = {"DB_URL": "postgres://u:p@h/db?x=1 2", "QUOTE": NASTY}
 def render(one_line: bool) -> str:
     adapter = get_adapter("waitress")
     resolved = adapter.resolve({"threads": 12})
+    request = ArtifactRequest(
+        AppRef("app", "app", FOLDER), DIRECT, resolved, f"evidence\nstudy {NASTY}", ENV
+    )
     return command_launcher(
         adapter,
-        AppRef("app", "app", FOLDER),
+        request,
         ARGV,
         resolved,
-        header=f"evidence\nstudy {NASTY}",
-        env=ENV,
         install="pip install waitress",
         intro=["the intro line"],
         notes=["a note", "another note"],

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from tuner.apps import AppRef
 from tuner.servers.base import (
     Artifact,
+    ArtifactRequest,
     Bind,
     LaunchSpec,
     ProcessModel,
@@ -164,15 +165,11 @@ class WsgirefAdapter(ServerAdapter):
         text = self._launcher(app, bind.host, bind.port, values, header="")
         return self._spec(launcher, app, {str(launcher): text})
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        text = self._launcher(app, bind.host, bind.port, values, header, env)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        app, bind = request.app, request.bind
+        text = self._launcher(
+            app, bind.host, bind.port, request.values, request.header, request.env
+        )
         return Artifact(LAUNCHER, text, run_hint=f"python3 {LAUNCHER}", mode=0o755)
 
     def _artifact_launch(

@@ -24,6 +24,7 @@ from tuner.servers.base import (
     DIRECT,
     HTTP_OVER_TCP,
     Artifact,
+    ArtifactRequest,
     Baseline,
     Bind,
     LaunchSpec,
@@ -125,16 +126,10 @@ class FrontedAdapter(WrappedAdapter):
 
     # --- the server's file, bound as the front reaches it -------------------------------------
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        behind = self.bind_for(values, bind.host, bind.port)
-        return self.inner.render_artifact(app, behind, self.inner_values(values), header, env)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        behind = self.bind_for(request.values, request.bind.host, request.bind.port)
+        inner = self.inner_values(request.values)
+        return self.inner.render_artifact(request.app, behind, inner, request.header, request.env)
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

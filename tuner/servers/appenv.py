@@ -20,9 +20,17 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.appsettings import AppSettings, load_app_settings, settings_path
-from tuner.machine.sizing import SizingRule
-from tuner.servers.base import DIRECT, Artifact, Baseline, Bind, LaunchSpec, ServerAdapter
-from tuner.servers.wrapped import WrappedAdapter
+from tuner.servers.base import (
+    DIRECT,
+    Artifact,
+    ArtifactRequest,
+    Baseline,
+    Bind,
+    LaunchSpec,
+    ServerAdapter,
+    SizedRequest,
+)
+from tuner.servers.wrapped import Request, WrappedAdapter
 from tuner.settings import SettingsTable, Value
 
 
@@ -84,29 +92,15 @@ class WithAppSettings(WrappedAdapter):
     # (artifact_launch adds no environment: booting the file proves that it sets the app's
     # variables.)
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        environment = {**self.environment(values), **(env or {})}
-        return super()._render_artifact(app, bind, values, header, environment)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        return super()._render_artifact(self._with_environment(request))
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
-        environment = {**self.environment(values), **(env or {})}
-        return super()._render_sized(app, bind, values, rule, header, environment, filename)
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
+        return super()._render_sized(self._with_environment(request))
+
+    def _with_environment(self, request: Request) -> Request:
+        """`request` whose env sets the app's settings too (its own env, if any, wins)."""
+        return replace(request, env={**self.environment(request.values), **(request.env or {})})
 
 
 def with_app_settings(adapter: ServerAdapter, app_settings: AppSettings) -> ServerAdapter:

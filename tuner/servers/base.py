@@ -158,6 +158,31 @@ class Artifact:
     mode: int = 0o644
 
 
+@dataclass(frozen=True)
+class ArtifactRequest:
+    """What a deployable file is rendered from: the app, the `Bind` its server listens at,
+    the config (`values`), the `header` that goes first as comments, and the app's own
+    settings (`env`, tuner/appsettings.py) that the file sets in the app's environment. Built
+    once, by `render_artifact` (or `render_sized`), and handed whole to the adapter's hooks;
+    a hook that changes one part (a wrapper's values, a launcher's header) `replace`s it."""
+
+    app: AppRef
+    bind: Bind
+    values: Mapping[str, Value]
+    header: str = ""
+    env: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizedRequest(ArtifactRequest):
+    """An `ArtifactRequest` for the files sized at boot (`render_sized`): the `rule` their
+    counts come from (the adapter's own variable in it) and `filename`, the name of the
+    config file. Its header already describes the rule."""
+
+    rule: SizingRule
+    filename: str
+
+
 def bind_address(host: str, port: int) -> str:
     """`host:port`, with IPv6 literals bracketed as servers expect."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -261,8 +286,10 @@ class ServerAdapter(abc.ABC):
     `binds` (`check_bind`), then calls the adapter's hook of the same name with a leading
     underscore. The check lives here, not in each adapter nor in each caller (the runner, the
     written file's boot, the front's block, the tests): adapters are as short either way, but
-    here no caller can forget it and no adapter repeats it. A server that speaks only HTTP
-    over TCP reads `bind.host` and `bind.port` in its hooks and needs nothing else. A hook
+    here no caller can forget it and no adapter repeats it. The file hooks take one value,
+    what the file is rendered from (`_render_artifact(ArtifactRequest)`,
+    `_render_sized(SizedRequest)`), built once by the final method. A server that speaks only
+    HTTP over TCP reads `bind.host` and `bind.port` in its hooks and needs nothing else. A hook
     that needs another operation calls that one's hook (the bind is checked already); a
     wrapper (`WrappedAdapter`) forwards each hook to the wrapped adapter's.
     """
@@ -561,17 +588,10 @@ class ServerAdapter(abc.ABC):
         does the rest)."""
         self.check_bind(bind)
         self.check_app(app)
-        return self._render_artifact(app, bind, values, header, env)
+        return self._render_artifact(ArtifactRequest(app, bind, values, header, env))
 
     @abc.abstractmethod
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
         """`render_artifact` for a bind already checked."""
 
     @final
@@ -624,25 +644,17 @@ class ServerAdapter(abc.ABC):
         rule = replace(rule, env=self.sizing_env, overrides=self.sized_override())
         described = "\n".join(["Sized at boot:", *rule.describe_lines()])
         full = f"{header}\n{described}" if header else described
-        return self._render_sized(
-            app, bind, values, rule, full, env, filename or self.artifact_filename
+        request = SizedRequest(
+            app, bind, values, full, env, rule=rule, filename=filename or self.artifact_filename
         )
+        return self._render_sized(request)
 
     def sized_override(self) -> str:
         """The count `sizing_env` overrides: the processes, or the threads of a one-process
         server (whose threads are what scales)."""
         return "processes" if self.process_model.processes else "threads"
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """`render_sized` for a bind already checked, by an adapter with `sizing_env`."""
         raise NotImplementedError
 

@@ -19,13 +19,14 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
+    ArtifactRequest,
     Bind,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
+    SizedRequest,
     StartupSigns,
     comment_block,
     python_env_lines,
@@ -129,7 +130,7 @@ class BjoernAdapter(ServerAdapter):
             raise ConfigError(f"bjoern listens on IPv4 only; {bind.host} is an IPv6 address")
         # Absolute: the launcher runs in the app's folder, and trials pass a relative workdir.
         launcher = workdir.resolve() / LAUNCHER
-        text = self._render_artifact(app, bind, values).text
+        text = self._render_artifact(ArtifactRequest(app, bind, values)).text
         return self._spec(launcher, app, {str(launcher): text})
 
     def _spec(self, launcher: Path, app: AppRef, files: Mapping[str, str]) -> LaunchSpec:
@@ -144,16 +145,10 @@ class BjoernAdapter(ServerAdapter):
             files=files,
         )
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        resolved = self.resolve(values)
-        lines = ["#!/usr/bin/env python3", *comment_block(header, "#")]
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        app, bind, env = request.app, request.bind, request.env
+        resolved = self.resolve(request.values)
+        lines = ["#!/usr/bin/env python3", *comment_block(request.header, "#")]
         lines += [
             "#",
             "# bjoern has no config file and forks nothing itself: this launcher imports the",
@@ -181,29 +176,21 @@ class BjoernAdapter(ServerAdapter):
             mode=0o755,
         )
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """The launcher with PROCESSES computed at boot: the sizing code goes after the tuned
         constants and sets it from the rule, then prints the `sizing:` line, before the
         program (which forks PROCESSES bjoern processes)."""
-        artifact = self._render_artifact(app, bind, values, header, env)
+        artifact = self._render_artifact(request)
         at = artifact.text.rindex(_BODY)
         sized = [
-            *sizing_code(rule),
+            *sizing_code(request.rule),
             'PROCESSES = SIZED["processes"]',
             "import sys",
             "",
             'print(SIZED["line"], file=sys.stderr, flush=True)',
         ]
         text = artifact.text[:at] + "\n" + "\n".join(sized) + "\n" + artifact.text[at:]
+        filename = request.filename
         return (replace(artifact, filename=filename, text=text, run_hint=f"python3 {filename}"),)
 
     def _artifact_launch(

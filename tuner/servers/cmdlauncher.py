@@ -22,11 +22,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tuner.apps import AppRef
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
+    ArtifactRequest,
     ServerAdapter,
+    SizedRequest,
     comment_block,
     shell_env_lines,
     sizing_code,
@@ -40,32 +40,31 @@ _PROBE = 7770001
 
 def command_launcher(
     adapter: ServerAdapter,
-    app: AppRef,
+    request: ArtifactRequest,
     argv: Sequence[str],
     resolved: Mapping[str, Value],
     *,
-    header: str,
-    env: Mapping[str, str] | None,
     install: str,
     intro: Sequence[str],
     notes: Sequence[str],
     one_line: bool = False,
     from_env: Mapping[str, str] | None = None,
 ) -> Artifact:
-    """`adapter`'s artifact, run as `sh FILE`: `header` as comments, the run line (with
-    `install`, the pip command), the comment lines `intro`, every setting of the adapter's
-    table at its `resolved` value with its doc, the comment lines `notes`, `env` exported,
-    `cd` into the app's folder, and `exec argv` (argv[0] is the command as a user's PATH
+    """`adapter`'s artifact, run as `sh FILE`: the request's header as comments, the run line
+    (with `install`, the pip command), the comment lines `intro`, every setting of the
+    adapter's table at its `resolved` value with its doc, the comment lines `notes`, the
+    request's env exported, `cd` into the app's folder, and `exec argv` (argv[0] is the
+    command as a user's PATH
     finds it), one word per line unless `one_line`. `from_env` maps settings (the counts of a
     sized file) to the variable each reads its value from, its resolved value the default."""
-    lines = ["#!/bin/sh", *comment_block(header, "#")]
+    lines = ["#!/bin/sh", *comment_block(request.header, "#")]
     lines.append(f"# Run: sh {adapter.artifact_filename}  (with {install}).")
     lines += [f"# {line}" for line in intro]
     for setting in adapter.table.settings:
         lines.append(f"#   {setting.name} = {resolved[setting.name]}: {setting.doc}")
     lines += [f"# {line}" for line in notes]
-    lines += shell_env_lines(env)
-    lines.append(f"cd {shlex.quote(app.pythonpath)} || exit 1")
+    lines += shell_env_lines(request.env)
+    lines.append(f"cd {shlex.quote(request.app.pythonpath)} || exit 1")
     words = [shlex.quote(arg) for arg in argv]
     for name, variable in (from_env or {}).items():
         setting = adapter.table.by_name[name]
@@ -130,22 +129,21 @@ os.execvp("sh", ["sh", script])
 
 def sized_command_files(
     adapter: ServerAdapter,
-    rule: SizingRule,
-    header: str,
-    filename: str,
+    request: SizedRequest,
     variables: Mapping[str, str],
-    render: Callable[[str, Mapping[str, str]], Artifact],
+    render: Callable[[ArtifactRequest, Mapping[str, str]], Artifact],
     adjust: Sequence[str] = (),
     line_variable: str | None = None,
 ) -> tuple[Artifact, ...]:
-    """(the Python launcher, the shell launcher it runs, named `filename`): the launcher reads
-    the box's limits, prints the `sizing:` line and runs `sh filename` with each count in its
-    variable (`variables`: "processes" / "threads" -> the variable the shell launcher reads it
-    from, the measured count when unset). `render(header, from_env)` is the adapter's shell
-    launcher with the count settings of `from_env` read from their variables. The override
-    variable `rule.env` is one of them: set by hand, the sizing code takes it as the count,
-    and the shell launcher alone reads it too. `adjust`: lines run once SIZED is computed,
-    before its line is printed, for a count the server cannot run with its other settings.
+    """(the Python launcher, the shell launcher it runs, named `request.filename`): the
+    launcher reads the box's limits, prints the `sizing:` line and runs `sh FILENAME` with each
+    count in its variable (`variables`: "processes" / "threads" -> the variable the shell
+    launcher reads it from, the measured count when unset). `render(request, from_env)` is the
+    adapter's shell launcher for `request` with the count settings of `from_env` read from
+    their variables. The override variable `request.rule.env` is one of them: set by hand,
+    the sizing code takes it as the count, and the shell launcher alone reads it too.
+    `adjust`: lines run once SIZED is computed, before its line is printed, for a count the
+    server cannot run with its other settings.
     `line_variable`: the line is handed on in that variable, for the server's own start to
     log, instead of printed here (a server that empties a log file on its stderr as it
     starts would erase it)."""
@@ -158,7 +156,8 @@ def sized_command_files(
         f"Counts: {read}; {name}, beside this file, sets them from this box's limits "
         "(unset, the counts below are the measured ones)."
     )
-    script = render(f"{header}\n{note}" if header else note, from_env)
+    header, filename = request.header, request.filename
+    script = render(replace(request, header=f"{header}\n{note}" if header else note), from_env)
     script = replace(script, filename=filename, run_hint=f"sh {filename}")
     exports = [
         f"os.environ[{variable!r}] = str(SIZED[{count!r}])" for count, variable in variables.items()
@@ -168,7 +167,7 @@ def sized_command_files(
         *comment_block(header, "#"),
         f"# Run: python3 {name}  (it runs sh {filename}, beside it, with the counts it",
         "# computes for this box).",
-        *sizing_code(rule),
+        *sizing_code(request.rule),
         *adjust,
         *_SIZED_RUN.format(
             announce=(

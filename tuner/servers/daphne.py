@@ -30,6 +30,7 @@ from types import MappingProxyType
 from tuner.apps import AppRef, Interface
 from tuner.servers.base import (
     Artifact,
+    ArtifactRequest,
     Bind,
     EventLoops,
     LaunchSpec,
@@ -139,22 +140,13 @@ class DaphneAdapter(ServerAdapter):
     ) -> LaunchSpec:
         return self._spec([self.executable(), *self._argv(app, bind, values)], app, {})
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        resolved = self.resolve(values)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        resolved = self.resolve(request.values)
         return command_launcher(
             self,
-            app,
-            ["daphne", *self._argv(app, bind, resolved)],
+            request,
+            ["daphne", *self._argv(request.app, request.bind, resolved)],
             resolved,
-            header=header,
-            env=env,
             install=self.install_hint,
             intro=["daphne reads no config file: every tuned setting is on the command line:"],
             notes=[

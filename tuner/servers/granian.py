@@ -22,15 +22,16 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError, ToolMissingError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
+    ArtifactRequest,
     Bind,
     LaunchSpec,
     ProcessModel,
     Protocol,
     ServerAdapter,
+    SizedRequest,
     StartupSigns,
     Transport,
     comment_block,
@@ -247,35 +248,23 @@ class GranianAdapter(ServerAdapter):
             bind=bind if bind.kind != HTTP_OVER_TCP else None,
         )
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self._script(app, bind, values, header, env)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        return self._script(request)
 
     def _script(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str,
-        env: Mapping[str, str] | None,
-        from_env: Mapping[str, str] | None = None,
+        self, request: ArtifactRequest, from_env: Mapping[str, str] | None = None
     ) -> Artifact:
         """The launcher; `from_env` maps the settings whose value the file reads from a
         variable (`NAME=${VARIABLE:-measured}`), a sized file's counts."""
+        app, bind, env = request.app, request.bind, request.env
         from_env = from_env or {}
         where = (
             [f"GRANIAN_UDS={bind.path}"]
             if bind.path
             else [f"GRANIAN_HOST={bind.host}", f"GRANIAN_PORT={bind.port}"]
         )
-        resolved = self.resolve(values)
-        lines = ["#!/bin/sh", *comment_block(header, "#")]
+        resolved = self.resolve(request.values)
+        lines = ["#!/bin/sh", *comment_block(request.header, "#")]
         lines += [
             "#",
             "# granian reads no config file: its settings are the GRANIAN_* variables below.",
@@ -308,33 +297,17 @@ class GranianAdapter(ServerAdapter):
         ]
         return self.shell_launcher(lines)
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """granian.sh with GRANIAN_WORKERS (and GRANIAN_BLOCKING_THREADS, where the config
         sets them; left at 0, granian's own rule, backpressure / 2, stays) read from the
         environment, and the launcher beside it that sets them from the box's limits
         (cmdlauncher.sized_command_files)."""
-        resolved = self.resolve(values)
+        resolved = self.resolve(request.values)
         variables = {"processes": _env("workers")}
         threads = self.process_model.threads
         if threads and int(resolved[threads]):
             variables["threads"] = _env(threads)
-        return sized_command_files(
-            self,
-            rule,
-            header,
-            filename,
-            variables,
-            lambda text, from_env: self._script(app, bind, values, text, env, from_env),
-        )
+        return sized_command_files(self, request, variables, self._script)
 
     def _sized_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

@@ -15,16 +15,17 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     DIRECT,
     HTTP_OVER_TCP,
     Artifact,
+    ArtifactRequest,
     Bind,
     LaunchSpec,
     ProcessModel,
     Protocol,
     ServerAdapter,
+    SizedRequest,
     StartupSigns,
     Transport,
     comment_block,
@@ -341,41 +342,25 @@ class GunicornAdapter(ServerAdapter):
         `key = value` lines (the ASGI variant's uvicorn worker); none for WSGI."""
         return []
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        lines = self._file_lines(app, bind, self.resolve(values, bind=bind), header, env)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        lines = self._file_lines(request, self.resolve(request.values, bind=request.bind))
         return Artifact(
             self.artifact_filename,
             "\n".join(lines) + "\n",
             run_hint=f"gunicorn --config {self.artifact_filename}",
         )
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """gunicorn.conf.py is Python: it reads the box's limits and sets `workers` (and
         `threads`, for gthread) from the rule itself, and logs the `sizing:` line from gunicorn's
         on_starting hook, in gunicorn's own log. WEB_CONCURRENCY overrides the count (gunicorn's
         convention: its own default for `workers` reads it)."""
-        resolved = self.resolve(values, bind=bind)
+        resolved = self.resolve(request.values, bind=request.bind)
         # The uvicorn worker's table has no worker_class (nor threads): one loop per worker.
         threaded = resolved.get("worker_class") == "gthread"
         computed = ("workers", "threads") if threaded else ("workers",)
-        lines = self._file_lines(app, bind, resolved, header, env, computed)
-        lines += ["", *sizing_code(rule), 'workers = SIZED["processes"]']
+        lines = self._file_lines(request, resolved, computed)
+        lines += ["", *sizing_code(request.rule), 'workers = SIZED["processes"]']
         if threaded:
             lines.append('threads = SIZED["threads"]')
         lines += [
@@ -384,22 +369,21 @@ class GunicornAdapter(ServerAdapter):
             "def on_starting(server):",
             '    server.log.info(SIZED["line"])',
         ]
+        filename = request.filename
         return (
             Artifact(filename, "\n".join(lines) + "\n", run_hint=f"gunicorn --config {filename}"),
         )
 
     def _file_lines(
         self,
-        app: AppRef,
-        bind: Bind,
+        request: ArtifactRequest,
         resolved: Mapping[str, Value],
-        header: str,
-        env: Mapping[str, str] | None,
         computed: tuple[str, ...] = (),
     ) -> list[str]:
-        """The file's lines: header, wiring, the app's settings, the tuned settings (those in
-        `computed` are left to the sizing code that follows)."""
-        lines = comment_block(header, "#")
+        """The file's lines: header, wiring, the app's settings, the tuned settings at their
+        `resolved` values (those in `computed` are left to the sizing code that follows)."""
+        app, bind, env = request.app, request.bind, request.env
+        lines = comment_block(request.header, "#")
         if lines:
             lines.append("")
         lines.append("# Where the app is and where to listen. EDIT chdir (the app's folder on the")

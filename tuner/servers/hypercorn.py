@@ -30,14 +30,15 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
+    ArtifactRequest,
     Bind,
     EventLoops,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
+    SizedRequest,
     StartupSigns,
     comment_block,
     python_env_lines,
@@ -229,23 +230,17 @@ class HypercornAdapter(ServerAdapter):
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         config = (workdir / CONFIG_FILE).resolve()
-        text = self._render_artifact(app, bind, values).text
+        text = self._render_artifact(ArtifactRequest(app, bind, values)).text
         return self._spec(config, app, {str(config): text})
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        resolved = self.resolve(values)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        app, env = request.app, request.env
+        resolved = self.resolve(request.values)
         run = f"hypercorn --config file:{CONFIG_FILE} {app.spec}"
         requirement = self.install_hint
         if extras := self.extras(resolved):
             requirement = f"pip install 'hypercorn[{','.join(extras)}]'"
-        lines = comment_block(header, "#")
+        lines = comment_block(request.header, "#")
         lines += [
             f"# Run: {run}  (with {requirement}).",
             "# hypercorn's config file, Python form (`--config file:`): every module-level name",
@@ -256,7 +251,7 @@ class HypercornAdapter(ServerAdapter):
             "# working folder), and where to listen (127.0.0.1 accepts connections from this",
             "# machine only, e.g. behind nginx).",
             f"os.chdir({app.pythonpath!r})",
-            f"bind = [{bind.address()!r}]",
+            f"bind = [{request.bind.address()!r}]",
         ]
         if env:  # set before the workers are started, so each imports the app with them
             lines += ["", *python_env_lines(env)]
@@ -266,28 +261,19 @@ class HypercornAdapter(ServerAdapter):
             lines += [f"{key} = {text}" for key, text in setting.config(resolved[setting.name])]
         return Artifact(CONFIG_FILE, "\n".join(lines) + "\n", run_hint=run)
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """The config file is Python: it reads the box's limits and sets `workers` from the
         rule itself, printing the `sizing:` line first in hypercorn's log (the main process
         reads the file once; its workers get the config from it). hypercorn takes every
         module-level name of the file into its config, which it pickles for the workers it
         spawns: the sizing code's names are removed once `workers` is set, as its functions
         would not pickle."""
-        artifact = self._render_artifact(app, bind, values, header, env)
+        artifact = self._render_artifact(request)
         lines = [
             "",
             "# The names defined until here are hypercorn's settings; the sizing code's go below.",
             "__kept = set(globals()) | {'workers'}",
-            *sizing_code(rule),
+            *sizing_code(request.rule),
             'workers = SIZED["processes"]',
             "import sys",
             "",
@@ -295,6 +281,7 @@ class HypercornAdapter(ServerAdapter):
             "for __name in [name for name in globals() if name not in __kept]:",
             "    del globals()[__name]",
         ]
+        filename = request.filename
         run = artifact.run_hint.replace(f"file:{CONFIG_FILE}", f"file:{filename}")
         text = artifact.text.replace(f"# Run: {artifact.run_hint}", f"# Run: {run}", 1)
         return (

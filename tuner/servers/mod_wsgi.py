@@ -27,13 +27,14 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
+    ArtifactRequest,
     Bind,
     LaunchSpec,
     ProcessModel,
     ServerAdapter,
+    SizedRequest,
     StartupSigns,
     comment_block,
     first_version_number,
@@ -248,23 +249,12 @@ class ModWsgiAdapter(ServerAdapter):
             signs=SIGNS,
         )
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self._script(app, bind, values, header, env)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        return self._script(request)
 
     def _script(
         self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str,
-        env: Mapping[str, str] | None,
+        request: ArtifactRequest,
         from_env: Mapping[str, str] | None = None,
         envvars: str | None = None,
     ) -> Artifact:
@@ -272,8 +262,8 @@ class ModWsgiAdapter(ServerAdapter):
         variable (`--threads "${MOD_WSGI_THREADS:-5}"`, after the other settings), a sized
         file's counts. processes = 1 is rendered then too (it is not left out). `envvars`:
         the file beside it that Apache's start sources (`--envvars-script`)."""
-        command = self._command("mod_wsgi-express", app, bind, values)
-        resolved = self.resolve(values)
+        command = self._command("mod_wsgi-express", request.app, request.bind, request.values)
+        resolved = self.resolve(request.values)
         read = [f'--envvars-script "$(dirname "$0")/{envvars}"'] if envvars else []
         for name, variable in (from_env or {}).items():
             words = self.table.by_name[name].argv(resolved[name])
@@ -281,7 +271,7 @@ class ModWsgiAdapter(ServerAdapter):
                 at = [i for i in range(len(command)) if command[i : i + len(words)] == words]
                 del command[at[0] : at[0] + len(words)]
             read.append(f'--{name.replace("_", "-")} "${{{variable}:-{resolved[name]}}}"')
-        lines = ["#!/bin/sh", *comment_block(header, "#")]
+        lines = ["#!/bin/sh", *comment_block(request.header, "#")]
         lines += [
             "#",
             "# mod_wsgi-express writes an Apache config (in /tmp/mod_wsgi-HOST:PORT:UID unless",
@@ -301,20 +291,11 @@ class ModWsgiAdapter(ServerAdapter):
             "# defaults and left out).",
         ]
         # Apache's children, mod_wsgi's daemon processes among them, inherit these.
-        lines += shell_env_lines(env)
+        lines += shell_env_lines(request.env)
         lines.append(" \\\n  ".join([_continued(command), *read]) + ' "$@"')
         return self.shell_launcher(lines)
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """mod_wsgi-express.sh with --processes and --threads read from MOD_WSGI_PROCESSES
         and MOD_WSGI_THREADS, the launcher beside it that sets them from the box's limits
         (cmdlauncher.sized_command_files), and the envvars file that logs its `sizing:` line
@@ -322,15 +303,12 @@ class ModWsgiAdapter(ServerAdapter):
         to write, to see that it can) before, which would erase a line printed then."""
         launcher, script = sized_command_files(
             self,
-            rule,
-            header,
-            filename,
+            request,
             {"processes": "MOD_WSGI_PROCESSES", "threads": "MOD_WSGI_THREADS"},
-            lambda text, from_env: self._script(
-                app, bind, values, text, env, from_env, SIZED_ENVVARS
-            ),
+            lambda shell, from_env: self._script(shell, from_env, SIZED_ENVVARS),
             line_variable=SIZING_LINE_VARIABLE,
         )
+        header, filename = request.header, request.filename
         envvars = "\n".join(
             [
                 *comment_block(header, "#"),

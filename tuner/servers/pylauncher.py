@@ -21,14 +21,15 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
+    ArtifactRequest,
     Bind,
     LaunchSpec,
     LoadSign,
     ServerAdapter,
+    SizedRequest,
     StartupSigns,
     comment_block,
     python_env_lines,
@@ -143,7 +144,7 @@ class PythonLauncherAdapter(ServerAdapter):
         self, app: AppRef, bind: Bind, values: Mapping[str, Value], workdir: Path
     ) -> LaunchSpec:
         script = (workdir / self.artifact_filename).resolve()
-        text = self._render_artifact(app, bind, values).text
+        text = self._render_artifact(ArtifactRequest(app, bind, values)).text
         return self._spec(script, app, {str(script): text}, bind)
 
     def address_lines(self, app: AppRef, bind: Bind) -> list[str]:
@@ -156,27 +157,21 @@ class PythonLauncherAdapter(ServerAdapter):
             f"PORT = {bind.port!r}",
         ]
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
         """The launcher script for `bind` (its `address_lines`), the same for every server:
         notice, evidence header, how to run it, the app's import, the tuned settings as
         constants, then the server's own lines (`server_code`)."""
-        resolved = self.resolve(values, bind=bind)
+        app, bind = request.app, request.bind
+        resolved = self.resolve(request.values, bind=bind)
         lines = ["#!/usr/bin/env python3", *(f"# {line}" for line in self.notice)]
-        lines += comment_block(header, "#")
+        lines += comment_block(request.header, "#")
         lines.append(f"# Run: python3 {self.artifact_filename}  (with {self.install_hint}).")
         lines.append(
             _PROLOGUE.format(
                 address="\n".join(self.address_lines(app, bind)),
                 spec=app.spec,
                 app_failed=APP_IMPORT_FAILED,
-                env="".join(f"{line}\n" for line in python_env_lines(env)),
+                env="".join(f"{line}\n" for line in python_env_lines(request.env)),
             ).rstrip()
         )
         lines.append("")
@@ -203,24 +198,15 @@ class PythonLauncherAdapter(ServerAdapter):
         with them (none by default)."""
         return []
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """The launcher with its count constants computed at boot: the sizing code goes after
         the tuned constants and sets them from the rule, then prints the `sizing:` line,
         before the server's own lines (which read the constants)."""
-        artifact = self._render_artifact(app, bind, values, header, env)
-        start = "\n".join(self.server_code(self.resolve(values, bind=bind)))
+        artifact = self._render_artifact(request)
+        start = "\n".join(self.server_code(self.resolve(request.values, bind=request.bind)))
         at = artifact.text.rindex(start)
         model = self.process_model
-        sized = sizing_code(rule)
+        sized = sizing_code(request.rule)
         if model.processes:
             sized.append(f'{constant(model.processes)} = SIZED["processes"]')
         if model.threads:
@@ -228,6 +214,7 @@ class PythonLauncherAdapter(ServerAdapter):
         sized += self.sized_lines()
         sized.append('print(SIZED["line"], file=sys.stderr, flush=True)')
         text = artifact.text[:at] + "\n".join(sized) + "\n\n" + artifact.text[at:]
+        filename = request.filename
         return (replace(artifact, filename=filename, text=text, run_hint=f"python3 {filename}"),)
 
 

@@ -30,15 +30,16 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     Artifact,
+    ArtifactRequest,
     Bind,
     EventLoops,
     LaunchSpec,
     LoadSign,
     ProcessModel,
     ServerAdapter,
+    SizedRequest,
     StartupSigns,
     first_version_number,
     worker_counts,
@@ -325,34 +326,19 @@ class UvicornAdapter(ServerAdapter):
     ) -> LaunchSpec:
         return self._spec([self.executable(), *self._argv(app, bind, values)], app, {})
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self._script(app, bind, values, header, env)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        return self._script(request)
 
     def _script(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str,
-        env: Mapping[str, str] | None,
-        from_env: Mapping[str, str] | None = None,
+        self, request: ArtifactRequest, from_env: Mapping[str, str] | None = None
     ) -> Artifact:
-        resolved = self.resolve(values)
+        resolved = self.resolve(request.values)
         requirements = " ".join(shlex.quote(line) for line in self.requirements(resolved))
         return command_launcher(
             self,
-            app,
-            ["uvicorn", *self._argv(app, bind, resolved)],
+            request,
+            ["uvicorn", *self._argv(request.app, request.bind, resolved)],
             resolved,
-            header=header,
-            env=env,
             install=f"pip install {requirements}",
             intro=[
                 "uvicorn reads no config file: every tuned setting is on the command line",
@@ -366,22 +352,13 @@ class UvicornAdapter(ServerAdapter):
             from_env=from_env,
         )
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """uvicorn.sh with --workers read from WEB_CONCURRENCY, and the launcher beside it
         that sets that from the box's limits (cmdlauncher.sized_command_files). With
         limit_max_requests, never one worker: it would run without the supervisor, and exit
         after that many requests with nothing to restart it (check_combination)."""
         adjust: list[str] = []
-        if int(self.resolve(values)["limit_max_requests"]):
+        if int(self.resolve(request.values)["limit_max_requests"]):
             adjust = [
                 "# limit_max_requests recycles workers under the supervisor only: 2 at least.",
                 'if SIZED["processes"] == 1:',
@@ -390,13 +367,7 @@ class UvicornAdapter(ServerAdapter):
                 '    SIZED["line"] = line + "; 2: limit_max_requests needs the supervisor"',
             ]
         return sized_command_files(
-            self,
-            rule,
-            header,
-            filename,
-            {"processes": "WEB_CONCURRENCY"},
-            lambda text, from_env: self._script(app, bind, values, text, env, from_env),
-            adjust,
+            self, request, {"processes": "WEB_CONCURRENCY"}, self._script, adjust
         )
 
     def _sized_launch(

@@ -16,16 +16,17 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     DIRECT,
     HTTP_OVER_TCP,
     Artifact,
+    ArtifactRequest,
     Bind,
     LaunchSpec,
     ProcessModel,
     Protocol,
     ServerAdapter,
+    SizedRequest,
     StartupSigns,
     Transport,
     comment_block,
@@ -390,16 +391,10 @@ class UwsgiAdapter(ServerAdapter):
             bind=bind if bind.kind != HTTP_OVER_TCP else None,
         )
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        resolved = self.resolve(values, bind=bind)
-        lines = comment_block(header, "#")
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        app, bind, env = request.app, request.bind, request.env
+        resolved = self.resolve(request.values, bind=bind)
+        lines = comment_block(request.header, "#")
         lines.append("[uwsgi]")
         lines.append("; Always on: fail loudly, and stop on SIGTERM.")
         lines += [f"{option} = true" for option in ALWAYS_ON]
@@ -423,30 +418,22 @@ class UwsgiAdapter(ServerAdapter):
             run_hint=f"uwsgi --ini {self.artifact_filename}",
         )
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """uwsgi.ini cannot compute, so a launcher beside it does: it reads the box's limits,
         prints the `sizing:` line (the first line of uWSGI's log) and execs uWSGI with the ini
         and the counts, which the command line sets over the ini's (the ini alone runs one
         measured size). UWSGI_PROCESSES overrides the count: uWSGI's own convention, every
         option as UWSGI_<NAME>, so uWSGI reads the same value itself."""
-        resolved = self.resolve(values, bind=bind)
-        ini = self._render_artifact(app, bind, values, header, env)
+        filename = request.filename
+        resolved = self.resolve(request.values, bind=request.bind)
+        ini = self._render_artifact(request)
         launcher = SIZED_LAUNCHER.format(ini=filename).splitlines()
         threaded = int(resolved["gevent"]) == 0
         lines = [
             "#!/usr/bin/env python3",
-            *comment_block(header, "#"),
+            *comment_block(request.header, "#"),
             *launcher[:1],
-            *sizing_code(rule),
+            *sizing_code(request.rule),
             *launcher[1:],
         ]
         if threaded:

@@ -18,16 +18,17 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
+    ArtifactRequest,
     Bind,
     LaunchSpec,
     LoadSign,
     ProcessModel,
     Protocol,
     ServerAdapter,
+    SizedRequest,
     StartupSigns,
     Transport,
     first_version_number,
@@ -233,33 +234,18 @@ class WaitressAdapter(ServerAdapter):
         argv = [self.executable(), *self._argv(app, bind, values)]
         return self._spec(argv, app, {}, bind)
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self._script(app, bind, values, header, env)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        return self._script(request)
 
     def _script(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str,
-        env: Mapping[str, str] | None,
-        from_env: Mapping[str, str] | None = None,
+        self, request: ArtifactRequest, from_env: Mapping[str, str] | None = None
     ) -> Artifact:
-        resolved = self.resolve(values)
+        resolved = self.resolve(request.values)
         return command_launcher(
             self,
-            app,
-            ["waitress-serve", *self._argv(app, bind, resolved)],
+            request,
+            ["waitress-serve", *self._argv(request.app, request.bind, resolved)],
             resolved,
-            header=header,
-            env=env,
             install=self.install_hint,
             intro=["Every tuned setting is on the command line below, defaults included:"],
             notes=[
@@ -270,26 +256,10 @@ class WaitressAdapter(ServerAdapter):
             from_env=from_env,
         )
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """waitress-serve.sh with --threads read from WAITRESS_THREADS, and the launcher
         beside it that sets that from the box's limits (cmdlauncher.sized_command_files)."""
-        return sized_command_files(
-            self,
-            rule,
-            header,
-            filename,
-            {"threads": "WAITRESS_THREADS"},
-            lambda text, from_env: self._script(app, bind, values, text, env, from_env),
-        )
+        return sized_command_files(self, request, {"threads": "WAITRESS_THREADS"}, self._script)
 
     def _sized_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

@@ -14,21 +14,27 @@ then call the wrapped adapter's hooks.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
-from tuner.machine.sizing import SizingRule
 from tuner.servers.base import (
     DIRECT,
     Artifact,
+    ArtifactRequest,
     Baseline,
     Bind,
     EventLoops,
     LaunchSpec,
     ServerAdapter,
+    SizedRequest,
 )
 from tuner.settings import SettingsTable, Value
+
+# A file's request, plain or sized: a wrapper hands on the kind it was given.
+Request = TypeVar("Request", bound=ArtifactRequest)
 
 
 class WrappedAdapter(ServerAdapter):
@@ -54,6 +60,10 @@ class WrappedAdapter(ServerAdapter):
         """The part of a config the wrapped adapter knows: all of it, unless a wrapper adds
         settings of its own."""
         return dict(values)
+
+    def inner_request(self, request: Request) -> Request:
+        """`request` with the part of its config the wrapped adapter knows."""
+        return replace(request, values=self.inner_values(request.values))
 
     # --- the app's interface ----------------------------------------------------------------
 
@@ -144,33 +154,16 @@ class WrappedAdapter(ServerAdapter):
 
     # --- the deployable artifact -----------------------------------------------------------
 
-    def _render_artifact(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        header: str = "",
-        env: Mapping[str, str] | None = None,
-    ) -> Artifact:
-        return self.inner._render_artifact(app, bind, self.inner_values(values), header, env)
+    def _render_artifact(self, request: ArtifactRequest) -> Artifact:
+        return self.inner._render_artifact(self.inner_request(request))
 
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
         return self.inner._artifact_launch(path, app, bind, self.inner_values(values))
 
-    def _render_sized(
-        self,
-        app: AppRef,
-        bind: Bind,
-        values: Mapping[str, Value],
-        rule: SizingRule,
-        header: str,
-        env: Mapping[str, str] | None,
-        filename: str,
-    ) -> tuple[Artifact, ...]:
-        inner = self.inner_values(values)
-        return self.inner._render_sized(app, bind, inner, rule, header, env, filename)
+    def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
+        return self.inner._render_sized(self.inner_request(request))
 
     def _sized_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
