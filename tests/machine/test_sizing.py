@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuner.errors import ConfigError
+from tuner.machine import bootlimits
 from tuner.machine.sizing import CountLine, SizePoint, SizingRule, fit_line, fit_memory, fit_rule
 
 MB = 2**20
@@ -92,3 +93,25 @@ def test_a_count_that_falls_as_cpus_grow_is_held_at_the_largest_sizes() -> None:
     assert fit_rule(
         [SizePoint(0.5, 2, 4), SizePoint(1.0, 3, 4)], [(2, 70.0)], "WEB_CONCURRENCY"
     ).processes == CountLine(2.0, 1.0)
+
+
+def test_a_rule_with_least_processes_raises_a_lower_count_and_says_why() -> None:
+    import json
+    from dataclasses import replace
+
+    fitted = fit_rule([SizePoint(0.5, 1, 4), SizePoint(1.0, 3, 4)], [(1, 60.0)], "X")
+    assert "least_processes" not in fitted.literal()  # every other file's rule is as before
+    rule = replace(fitted, least_processes=2, least_reason="the supervisor recycles workers")
+    assert SizingRule.from_dict(json.loads(json.dumps(rule.to_dict()))) == rule
+    assert SizingRule.from_dict(fitted.to_dict()) == fitted
+    assert [fitted.counts(cpus)[0] for cpus in (0.25, 0.5, 1.0)] == [1, 1, 3]
+    assert [rule.counts(cpus)[0] for cpus in (0.25, 0.5, 1.0)] == [2, 2, 3]
+    text = "\n".join(rule.describe_lines())
+    assert "At least 2 processes on any box, the override included: the supervisor" in text
+    assert "0.5 CPUs: 1 process x 4 threads (the rule gives 2 x 4)" in text
+    box = {"cpus": 0.5, "cpus_from": "x", "memory": 64 * MB, "memory_from": "y"}
+    sized = bootlimits.size(rule.literal(), box, {})  # memory fits none: the floor still holds
+    assert sized["processes"] == 2
+    assert sized["line"].endswith("; at least 2: the supervisor recycles workers)")
+    assert bootlimits.size(rule.literal(), box, {"X": "1"})["processes"] == 2
+    assert bootlimits.size(rule.literal(), box, {"X": "5"})["processes"] == 5

@@ -428,11 +428,27 @@ def test_the_rule_keeps_what_its_variable_overrides() -> None:
 def test_uvicorn_recycling_workers_never_gets_one_worker(tmp_path: Path) -> None:
     # One worker runs without uvicorn's supervisor: limit_max_requests would stop it for good.
     values: dict[str, Value] = {"workers": 2, "limit_max_requests": 100}
+    launcher, script = sized_files("uvicorn", Interface.ASGI, values, tmp_path)
+    held = literal(launcher.text)
+    assert held["least_processes"] == 2 and "supervisor" in str(held["least_reason"])
+    assert "# At least 2 processes on any box" in script.text  # the rule's header says so
     box = fake_box(tmp_path / "box", cpu_max="10000 100000")  # 0.1 CPU: the rule gives 1
     assert rule().counts(0.1)[0] == 1
     _, found, stderr = stand_in_saw(run_launcher(tmp_path, "uvicorn", Interface.ASGI, values, box))
     assert found["WEB_CONCURRENCY"] == "2"
-    assert "chose 2 processes x" in stderr and "; 2: limit_max_requests needs" in stderr
+    assert "chose 2 processes x" in stderr and "; at least 2: limit_max_requests" in stderr
+    # Set by hand to 1, the override is raised too; a count above the floor is kept.
+    done = run_launcher(tmp_path, "uvicorn", Interface.ASGI, values, box, WEB_CONCURRENCY="1")
+    _, found, stderr = stand_in_saw(done)
+    assert found["WEB_CONCURRENCY"] == "2" and "WEB_CONCURRENCY=1 overrides" in stderr
+    whole = fake_box(tmp_path / "whole", cpu_max="100000 100000")
+    _, found, stderr = stand_in_saw(
+        run_launcher(tmp_path, "uvicorn", Interface.ASGI, values, whole)
+    )
+    assert found["WEB_CONCURRENCY"] == str(rule().counts(1.0)[0]) and "at least" not in stderr
     plain = fake_box(tmp_path / "plain", cpu_max="10000 100000")
-    _, found, _ = stand_in_saw(run_launcher(tmp_path, "uvicorn", Interface.ASGI, {}, plain))
+    _, found, stderr = stand_in_saw(run_launcher(tmp_path, "uvicorn", Interface.ASGI, {}, plain))
     assert found["WEB_CONCURRENCY"] == "1"  # without recycling, one worker is uvicorn alone
+    assert "at least" not in stderr
+    plain_launcher, _ = sized_files("uvicorn", Interface.ASGI, {}, tmp_path)
+    assert "least_processes" not in literal(plain_launcher.text)

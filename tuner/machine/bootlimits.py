@@ -193,8 +193,9 @@ def size(rule, box, environ):
     "process_mb", "margin", "env", "measured_cpus": [low, high]}. The process count is capped so
     that the master plus the processes (their PSS as measured) fit under `margin` of the memory
     limit; the environment variable `rule["env"]`, when set, overrides it (the thread count
-    instead, with "overrides": "threads": a one-process server's). `line` says what was found
-    and what was chosen, for the server's log.
+    instead, with "overrides": "threads": a one-process server's). Last, a rule with
+    "least_processes" (and its "least_reason") raises a lower process count to it. `line` says
+    what was found and what was chosen, for the server's log.
     """
     cpus = box["cpus"]
     processes = count_at(rule["processes"], cpus)
@@ -233,6 +234,10 @@ def size(rule, box, environ):
         else:
             why.append("{}={} overrides {}".format(rule["env"], int(override), processes))
             processes = int(override)
+    least = rule.get("least_processes", 1)
+    if processes < least:
+        why.append("at least {}: {}".format(least, rule["least_reason"]))
+        processes = least
     chose = "{} x {}".format(_plural(processes, "process"), _plural(threads, "thread"))
     line = "sizing: found {}; chose {} ({})".format(found, chose, "; ".join(why))
     return {"processes": processes, "threads": threads, "line": line}

@@ -53,7 +53,9 @@ class CountLine:
 class SizingRule:
     """Process and thread counts by CPUs, the points they were fitted from, and the memory
     that caps the process count: the master's and each process's PSS, with `margin` of the
-    limit kept free. `env` is the variable that overrides the process count at boot."""
+    limit kept free. `env` is the variable that overrides the process count at boot.
+    `least_processes`: the fewest processes the config runs with whatever the box (or the
+    override), `least_reason` why; a count below it is raised to it."""
 
     processes: CountLine
     threads: CountLine
@@ -64,6 +66,8 @@ class SizingRule:
     margin: float = DEFAULT_MARGIN
     # The count `env` overrides: "threads" for a one-process server, whose threads scale.
     overrides: str = "processes"
+    least_processes: int = 1
+    least_reason: str = ""
 
     @property
     def measured_cpus(self) -> tuple[float, float]:
@@ -81,6 +85,11 @@ class SizingRule:
             "env": self.env,
             "measured_cpus": list(self.measured_cpus),
             **({} if self.overrides == "processes" else {"overrides": self.overrides}),
+            **(
+                {"least_processes": self.least_processes, "least_reason": self.least_reason}
+                if self.least_processes > 1
+                else {}
+            ),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,6 +107,8 @@ class SizingRule:
             env=str(raw["env"]),
             margin=float(raw["margin"]),
             overrides=str(raw.get("overrides", "processes")),
+            least_processes=int(raw.get("least_processes", 1)),
+            least_reason=str(raw.get("least_reason", "")),
         )
 
     def counts(self, cpus: float, memory_bytes: int | None = None) -> tuple[int, int]:
@@ -132,6 +143,11 @@ class SizingRule:
                     f"The best {name} fell as CPUs grew: held at {line.base:g}, the largest "
                     "size's, not carried past the measured sizes as a falling line."
                 )
+        if self.least_processes > 1:
+            lines.append(
+                f"At least {self.least_processes} processes on any box, the override included: "
+                f"{self.least_reason}."
+            )
         lines.append(
             f"Measured between {low:g} and {high:g} CPUs; on a box outside that range the counts "
             "are extrapolated from this line, not measured."

@@ -640,8 +640,15 @@ class ServerAdapter(abc.ABC):
                 "--cpu-limit, one study per size"
             )
         # The variable and the count it overrides are this server's (a launcher passes the
-        # count on in that same variable).
-        rule = replace(rule, env=self.sizing_env, overrides=self.sized_override())
+        # count on in that same variable), and so are the fewest processes this config runs.
+        least, reason = self.sized_least_processes(values)
+        rule = replace(
+            rule,
+            env=self.sizing_env,
+            overrides=self.sized_override(),
+            least_processes=least,
+            least_reason=reason,
+        )
         described = "\n".join(["Sized at boot:", *rule.describe_lines()])
         full = f"{header}\n{described}" if header else described
         request = SizedRequest(
@@ -653,6 +660,11 @@ class ServerAdapter(abc.ABC):
         """The count `sizing_env` overrides: the processes, or the threads of a one-process
         server (whose threads are what scales)."""
         return "processes" if self.process_model.processes else "threads"
+
+    def sized_least_processes(self, values: Mapping[str, Value]) -> tuple[int, str]:
+        """The fewest processes a file sized at boot starts for this config, on any box and
+        whatever its override says, and why (`SizingRule.least_processes`): one by default."""
+        return 1, ""
 
     def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """`render_sized` for a bind already checked, by an adapter with `sizing_env`."""

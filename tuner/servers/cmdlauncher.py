@@ -132,7 +132,6 @@ def sized_command_files(
     request: SizedRequest,
     variables: Mapping[str, str],
     render: Callable[[ArtifactRequest, Mapping[str, str]], Artifact],
-    adjust: Sequence[str] = (),
     line_variable: str | None = None,
 ) -> tuple[Artifact, ...]:
     """(the Python launcher, the shell launcher it runs, named `request.filename`): the
@@ -142,8 +141,6 @@ def sized_command_files(
     adapter's shell launcher for `request` with the count settings of `from_env` read from
     their variables. The override variable `request.rule.env` is one of them: set by hand,
     the sizing code takes it as the count, and the shell launcher alone reads it too.
-    `adjust`: lines run once SIZED is computed, before its line is printed, for a count the
-    server cannot run with its other settings.
     `line_variable`: the line is handed on in that variable, for the server's own start to
     log, instead of printed here (a server that empties a log file on its stderr as it
     starts would erase it)."""
@@ -168,7 +165,6 @@ def sized_command_files(
         f"# Run: python3 {name}  (it runs sh {filename}, beside it, with the counts it",
         "# computes for this box).",
         *sizing_code(request.rule),
-        *adjust,
         *_SIZED_RUN.format(
             announce=(
                 f'os.environ[{line_variable!r}] = SIZED["line"]'

@@ -354,21 +354,15 @@ class UvicornAdapter(ServerAdapter):
 
     def _render_sized(self, request: SizedRequest) -> tuple[Artifact, ...]:
         """uvicorn.sh with --workers read from WEB_CONCURRENCY, and the launcher beside it
-        that sets that from the box's limits (cmdlauncher.sized_command_files). With
-        limit_max_requests, never one worker: it would run without the supervisor, and exit
-        after that many requests with nothing to restart it (check_combination)."""
-        adjust: list[str] = []
-        if int(self.resolve(request.values)["limit_max_requests"]):
-            adjust = [
-                "# limit_max_requests recycles workers under the supervisor only: 2 at least.",
-                'if SIZED["processes"] == 1:',
-                '    SIZED["processes"] = 2',
-                '    line = SIZED["line"].replace("chose 1 process x", "chose 2 processes x", 1)',
-                '    SIZED["line"] = line + "; 2: limit_max_requests needs the supervisor"',
-            ]
-        return sized_command_files(
-            self, request, {"processes": "WEB_CONCURRENCY"}, self._script, adjust
-        )
+        that sets that from the box's limits (cmdlauncher.sized_command_files)."""
+        return sized_command_files(self, request, {"processes": "WEB_CONCURRENCY"}, self._script)
+
+    def sized_least_processes(self, values: Mapping[str, Value]) -> tuple[int, str]:
+        """With limit_max_requests, never one worker: it would run without the supervisor, and
+        exit after that many requests with nothing to restart it (check_combination)."""
+        if int(self.resolve(values)["limit_max_requests"]):
+            return 2, "limit_max_requests recycles workers under uvicorn's supervisor only"
+        return 1, ""
 
     def _sized_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

@@ -173,6 +173,9 @@ class WrappedAdapter(ServerAdapter):
     def sized_override(self) -> str:
         return self.inner.sized_override()
 
+    def sized_least_processes(self, values: Mapping[str, Value]) -> tuple[int, str]:
+        return self.inner.sized_least_processes(self.inner_values(values))
+
     def shell_launcher(self, lines: list[str]) -> Artifact:
         return self.inner.shell_launcher(lines)
 
