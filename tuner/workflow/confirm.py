@@ -98,8 +98,9 @@ class Confirmed:
         of its runs: under overload a config near the fairness line (gunicorn's gevent worker
         on a tiny app) crosses it in some runs and not others, and an any-run rule would turn
         on how many rounds happened to be run (3 rounds passed a config that 5 rounds failed,
-        so the tuner and a longer check disagreed). A config unfair in fewer runs can win,
-        and the verdict says in how many runs it was unfair."""
+        so the tuner and a longer check disagreed). A config unfair in fewer runs can win once
+        `EXTRA_ROUNDS` more have judged it again (see `fairness_call`), and the verdict says in
+        how many runs it was unfair."""
         return mostly_unfair(self.unfair_runs, len(self.runs))
 
     @property
@@ -401,22 +402,71 @@ def settle(
     defaults: Mapping[str, Any] | None,
     more: Callable[[Sequence[Confirmed]], None],
 ) -> Verdict | None:
-    """`decide`; on a close call (see `close_call`), `more(pair)` measures the pair
-    `EXTRA_ROUNDS` more, and the verdict is decided again over all the runs and says so."""
+    """`decide`; when the verdict is in doubt, `more(pair)` measures the pair `EXTRA_ROUNDS`
+    more, once, and the verdict is decided again over all the runs and says why: a close call
+    (see `close_call`), or a winner unfair in some of its runs (see `fairness_call`). The two
+    cannot both apply: one needs the default written, the other another config."""
     verdict = decide(confirmed, objective, slo, defaults)
     pair = close_call(confirmed, verdict, objective, slo)
-    if not pair:
+    doubted = fairness_call(verdict)
+    if not pair and not doubted:
         return verdict
-    more(pair)
-    verdict = decide(confirmed, objective, slo, defaults)
-    if verdict is None:
+    entries = pair or doubted
+    suspect = entries[-1]
+    before = (suspect.unfair_runs, len(suspect.runs))
+    more(entries)
+    again = decide(confirmed, objective, slo, defaults)
+    if again is None:
         return None
+    if pair:
+        why = "its median was the better one, but their runs overlapped"
+    else:
+        why = _fairness_rounds_text(suspect, *before, again, entries)
+    of = suspect.candidate.label + (" and the default" if len(entries) > 1 else "")
     return replace(
-        verdict,
-        summary=verdict.summary
-        + f" (after {EXTRA_ROUNDS} more rounds of {pair[1].candidate.label} and the default: "
-        "its median was the better one, but their runs overlapped)",
+        again, summary=again.summary + f" (after {EXTRA_ROUNDS} more rounds of {of}: {why})"
     )
+
+
+def fairness_call(verdict: Verdict | None) -> list[Confirmed]:
+    """The default (when there is one) and the winner, when the winner is another config that
+    was unfair in some of its runs but fewer than half: the pair worth `EXTRA_ROUNDS` more
+    before it is written: under overload a config near the fairness line (gunicorn's gevent
+    worker) can pass the majority of 3 runs and fail most runs of a longer check. Over all its
+    runs it is then judged by the same rule (`mostly_unfair`). The default written changes
+    nothing, so it is not measured again for its fairness."""
+    if verdict is None or verdict.winner is verdict.default:
+        return []
+    winner = verdict.winner
+    if not winner.unfair_runs or winner.unfair:
+        return []
+    return [verdict.default, winner] if verdict.default is not None else [winner]
+
+
+def _fairness_rounds_text(
+    suspect: Confirmed,
+    unfair_before: int,
+    runs_before: int,
+    again: Verdict,
+    measured: Sequence[Confirmed],
+) -> str:
+    """Why the extra rounds were run for fairness and what they showed."""
+    label = suspect.candidate.label
+    said = (
+        f"{label} was unfair in {unfair_before} of its {runs_before} runs; over all its "
+        f"{len(suspect.runs)} runs it was unfair in {suspect.unfair_runs}, "
+    )
+    if suspect.unfair:
+        said += "at least half, so it cannot be written"
+    else:
+        said += "fewer than half, so its fairness does not rule it out"
+    chosen = again.winner
+    if chosen.unfair_runs and all(chosen is not entry for entry in measured):
+        said += (
+            f"; {chosen.candidate.label}, written instead, was not measured again (the extra "
+            "rounds are run once)"
+        )
+    return said
 
 
 def client_bound_line(entries: Sequence[Confirmed], load_cpus: int, spare: int) -> str:

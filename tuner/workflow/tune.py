@@ -241,8 +241,9 @@ def conclude(
     check_clean_venv: bool = True,
     sizing_for: SizingFor | None = None,
 ) -> TuneOutcome:
-    """Decide from the confirmation rounds (`more` measures a close call's pair again), and
-    write the winner's file with its evidence."""
+    """Decide from the confirmation rounds (`more` measures a pair in doubt again: a close
+    call, or a winner unfair in some of its runs), and write the winner's file with its
+    evidence."""
     verdict = settle(confirmed, setup.objective, setup.slo, setup.adapter.resolve({}), more=more)
     noise = noise_summary(StudyAttrs.read(study.user_attrs).cpu_probe_ms or [], confirmed)
     load_cpus = setup.load.load_cpus
