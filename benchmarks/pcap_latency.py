@@ -4,7 +4,9 @@
 `exchanges(path, port)` reads the capture (classic pcap, Linux loopback or cooked link
 layer; standard library only) and returns, per request, its connection, the time its first
 byte went out to the server and the time the last byte of its answer came back. That is the
-latency as the wire saw it: no client's clock, queue or window is involved.
+latency as the wire saw it: no client's clock, queue or window is involved. `requests` keeps
+the unanswered ones too, and `window_latencies` counts a window of them the way our load
+generator does.
 
 Requests are never pipelined by either client (one in flight per connection), so on each
 connection a request is a run of client-to-server payload and its answer the run of
@@ -45,6 +47,13 @@ class Exchange:
     @property
     def latency_ms(self) -> float:
         return (self.answered_s - self.sent_s) * 1000
+
+
+@dataclass(frozen=True)
+class Request:
+    client_port: int
+    sent_s: float  # its first byte, client to server
+    answered_s: float | None  # its answer's last byte; None: the capture holds no answer
 
 
 def available() -> bool:
@@ -94,6 +103,17 @@ def _wait_listening(proc: subprocess.Popen[str]) -> None:
 
 
 def exchanges(path: Path, server_port: int) -> list[Exchange]:
+    """The answered requests, in the order their answers ended."""
+    done = [
+        Exchange(r.client_port, r.sent_s, r.answered_s)
+        for r in requests(path, server_port)
+        if r.answered_s is not None
+    ]
+    return sorted(done, key=lambda e: e.answered_s)
+
+
+def requests(path: Path, server_port: int) -> list[Request]:
+    """Every request the capture holds, answered or not, in capture order of their ends."""
     data = path.read_bytes()
     magic = struct.unpack_from("<I", data)[0]
     order, scale = {
@@ -105,7 +125,7 @@ def exchanges(path: Path, server_port: int) -> list[Exchange]:
     link = struct.unpack_from(order + "I", data, 20)[0]
     skip = {_LINK_ETHERNET: 14, _LINK_RAW: 0, _LINK_SLL: 16}[link]
     open_: dict[int, list[float | None]] = {}  # client port -> [sent, answered]
-    done: list[Exchange] = []
+    done: list[Request] = []
     pos = 24
     while pos + 16 <= len(data):
         sec, frac, caplen, _ = struct.unpack_from(order + "IIII", data, pos)
@@ -137,14 +157,32 @@ def exchanges(path: Path, server_port: int) -> list[Exchange]:
             state[1] = when
     for client, state in open_.items():
         _finish(client, state, done)
-    return sorted(done, key=lambda e: e.answered_s)
+    return done
 
 
-def _finish(client: int, state: list[float | None], done: list[Exchange]) -> None:
+def _finish(client: int, state: list[float | None], done: list[Request]) -> None:
     sent, answered = state
-    if sent is not None and answered is not None:
-        done.append(Exchange(client, sent, answered))
+    if sent is not None:
+        done.append(Request(client, sent, answered))
     state[0] = state[1] = None
+
+
+def window_latencies(found: Sequence[Request], start_s: float, end_s: float) -> list[float]:
+    """The latencies of a measurement window [start_s, end_s] (capture seconds) as our load
+    generator counts them: each answer that ended in the window, and each request sent before
+    the window's end and not answered by then, at its age at the end. A request a server
+    queues for seconds shows in the tail so; a count of answers alone (wrk's, and the plain
+    wire figure) leaves out every request still waiting when the window ends."""
+    out = []
+    for r in found:
+        if r.sent_s > end_s:
+            continue
+        if r.answered_s is not None and r.answered_s <= end_s:
+            if r.answered_s >= start_s:
+                out.append((r.answered_s - r.sent_s) * 1000)
+        else:
+            out.append((end_s - r.sent_s) * 1000)
+    return out
 
 
 def percentile(values: Sequence[float], quantile: float) -> float:

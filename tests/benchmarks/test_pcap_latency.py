@@ -6,7 +6,13 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from benchmarks.pcap_latency import exchanges, percentile, wrk_corrected
+from benchmarks.pcap_latency import (
+    exchanges,
+    percentile,
+    requests,
+    window_latencies,
+    wrk_corrected,
+)
 
 SERVER, CLIENT_A, CLIENT_B = 8000, 40001, 40002
 SYN, ACK, PSH = 0x02, 0x10, 0x08
@@ -66,3 +72,32 @@ def test_wrk_correction_adds_samples_the_wire_never_saw() -> None:
     assert percentile(measured, 90) == 450.0
     assert percentile(corrected, 90) == 700.0
     assert percentile(corrected, 50) == percentile(measured, 50) == 100.0
+
+
+def test_a_window_counts_the_requests_still_unanswered_at_its_end_at_their_age(
+    tmp_path: Path,
+) -> None:
+    # Three connections; the window is capture time 11.0-12.0 s. A: answered in the window.
+    # B: sent in the warm-up, answered after the window's end. C: sent, never answered.
+    a, b, c = CLIENT_A, CLIENT_B, CLIENT_B + 1
+    path = _pcap(
+        tmp_path / "w.pcap",
+        [
+            (10.000, a, SERVER, PSH | ACK, 100),  # A's first: answered before the window
+            (10.100, SERVER, a, PSH | ACK, 100),
+            (10.500, b, SERVER, PSH | ACK, 100),  # B: waits past the window's end
+            (10.900, c, SERVER, PSH | ACK, 100),  # C: no answer at all
+            (11.400, a, SERVER, PSH | ACK, 100),  # A's second: 200 ms, in the window
+            (11.600, SERVER, a, PSH | ACK, 100),
+            (12.300, SERVER, b, PSH | ACK, 100),
+            (12.500, a, SERVER, PSH | ACK, 100),  # sent after the window: not in it
+        ],
+    )
+    found = requests(path, SERVER)
+    assert len(found) == 5
+    counted = sorted(round(ms) for ms in window_latencies(found, 11.0, 12.0))
+    # A's second at its latency; B and C at their ages at 12.0; A's first ended before 11.0.
+    assert counted == [200, 1100, 1500]
+    # A count of answers alone has B only once answered (1.8 s, after the window) and C never.
+    answered = [round(e.latency_ms) for e in exchanges(path, SERVER)]
+    assert sorted(answered) == [100, 200, 1800]
