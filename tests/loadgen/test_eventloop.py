@@ -89,9 +89,9 @@ def run_with_deadline(loop: Loop, seconds: float = WAIT_S) -> None:
 
 
 def wait_for_the_kernel(sock: socket.socket, event: int) -> int:
-    """Until the kernel reports `event` (or POLLERR / POLLHUP) on our socket, without reading
-    it: a peer's FIN or RST on loopback may reach our socket after its close() returned (a
-    deferred softirq on a busy machine)."""
+    """Wait until the kernel reports `event` (or POLLERR / POLLHUP) on our socket, reading
+    nothing, and return the events: a peer's FIN or RST on loopback may reach our socket after
+    its close() returned (a deferred softirq on a busy machine)."""
     poller = select.poll()
     poller.register(sock, event)
     ready = poller.poll(WAIT_S * 1000)
@@ -241,14 +241,14 @@ def test_a_large_write_arrives_whole_before_the_half_close(listener):
     received = bytearray()
     written = threading.Event()
 
-    def read_slowly_to_eof(peer: socket.socket) -> None:
+    def read_late_to_eof(peer: socket.socket) -> None:
         # Not before our write: the buffers fill, so the rest waits for output readiness.
         assert written.wait(WAIT_S)
         while chunk := peer.recv(65536):
             received.extend(chunk)
         peer.sendall(b"done")
 
-    thread = serve_once(listener, read_slowly_to_eof)
+    thread = serve_once(listener, read_late_to_eof)
     loop = Loop()
 
     class Sender(Recorder):
