@@ -204,8 +204,10 @@ def running(
         yield server
 
 
-def wait_for_pids(server: ServerProcess, count: int, timeout_s: float = 5.0) -> list[int]:
-    """The server's pids once there are `count`: it answers as soon as its first worker does."""
+def wait_for_pids(server: ServerProcess, count: int, timeout_s: float = 30.0) -> list[int]:
+    """The server's pids once there are `count`: it answers as soon as its first worker does.
+    The deadline is a safety bound (every caller expects `count`): a slow, busy machine may
+    take seconds to start the last worker."""
     deadline = time.monotonic() + timeout_s
     delay = 0.01
     while len(pids := server.pids()) < count and time.monotonic() < deadline:

@@ -127,7 +127,7 @@ def test_idle_connections_are_held_open_and_the_run_stays_bounded(gunicorn, tmp_
         took = time.monotonic() - started
         done.set()
         watcher.join(5)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # a safety bound, not the premise
         while established(server.port) and time.monotonic() < deadline:
             time.sleep(0.05)
         left = established(server.port)

@@ -8,10 +8,11 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from tuner.loadgen.eventloop import Connection, Loop, PacedConnection
+from tuner.loadgen.eventloop import PACE_INTERVAL_NS, Connection, Loop, PacedConnection
 
 
 class Recorder:
@@ -75,12 +76,57 @@ def listener():
     sock.close()
 
 
-def run_with_deadline(loop: Loop, seconds: float = 5.0) -> None:
+# A safety bound on waits that end on an event: generous, as a slow busy machine may stall.
+WAIT_S = 30.0
+
+
+def run_with_deadline(loop: Loop, seconds: float = WAIT_S) -> None:
     """Run until a protocol stops the loop; fail instead of hanging."""
     timed_out = []
     loop.call_later(seconds, lambda: (timed_out.append(True), loop.stop()))
     loop.run()
     assert not timed_out, "the loop did not stop in time"
+
+
+def wait_for_the_kernel(sock: socket.socket, event: int) -> int:
+    """Wait until the kernel reports `event` (or POLLERR / POLLHUP) on our socket, reading
+    nothing, and return the events: a peer's FIN or RST on loopback may reach our socket after
+    its close() returned (a deferred softirq on a busy machine)."""
+    poller = select.poll()
+    poller.register(sock, event)
+    ready = poller.poll(WAIT_S * 1000)
+    assert ready, f"the kernel reported no {event:#x} on our socket"
+    return ready[0][1]
+
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+
+
+def _first_answer_stamped() -> bool:
+    """Whether the kernel stamped the first data of a fresh loopback connection."""
+    with socket.create_server(("127.0.0.1", 0)) as server, socket.socket() as client:
+        client.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        client.connect(server.getsockname())
+        peer, _ = server.accept()
+        with peer:
+            peer.sendall(b"x")
+            _, stamps, _, _ = client.recvmsg(16, 1024)
+    return bool(stamps)
+
+
+@pytest.fixture
+def kernel_stamps() -> Iterator[None]:
+    """The kernel stamps every packet on arrival. It starts to when a socket asks for stamps,
+    but the first one to ask (none held them on) only schedules the switch, a deferred work
+    item (net_enable_timestamp): until it has run, TCP data comes with no stamp. So a socket
+    that asks for them is held for the test, and a probe waits until the kernel stamps."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as holder:
+        holder.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        deadline = time.monotonic() + WAIT_S
+        while not _first_answer_stamped():
+            assert time.monotonic() < deadline, "the kernel never stamped a loopback packet"
+            time.sleep(0.01)  # polling for the switch
+        yield
 
 
 def serve_once(listener: socket.socket, handle) -> threading.Thread:
@@ -122,7 +168,7 @@ def test_request_response_then_the_peer_closes(listener):
     # Written before the connect finished: sent once it has.
     connection.write(b"ping")
     run_with_deadline(loop)
-    thread.join(5)
+    thread.join(WAIT_S)
     assert bytes(protocol.data) == b"got ping"
     assert protocol.events[0] == "connection_made"
     assert protocol.events[-1] == "connection_lost"
@@ -131,7 +177,7 @@ def test_request_response_then_the_peer_closes(listener):
     loop.close()
 
 
-def test_the_arrival_is_the_kernels_not_when_a_busy_loop_reads_it(listener):
+def test_the_arrival_is_the_kernels_not_when_a_busy_loop_reads_it(listener, kernel_stamps):
     """The latency must end when the answer arrived, not when our loop got round to it: a
     loop busy with other sockets reads later, and `arrived_ns` still says when it came."""
     sent = threading.Event()
@@ -152,10 +198,10 @@ def test_the_arrival_is_the_kernels_not_when_a_busy_loop_reads_it(listener):
         def connection_made(self, connection: Connection) -> None:
             super().connection_made(connection)
             connection.write(b"ping")
-            assert sent.wait(5)
+            assert sent.wait(WAIT_S)
             # The kernel may queue the answer after `sendall` returns (a deferred softirq
             # on a busy machine): wait until it is in our socket, as the kernel says.
-            readable, _, _ = select.select([connection.sock], [], [], 5)
+            readable, _, _ = select.select([connection.sock], [], [], WAIT_S)
             assert readable
             self.read_after = time.time_ns()  # everything the loop does next is later
 
@@ -165,7 +211,7 @@ def test_the_arrival_is_the_kernels_not_when_a_busy_loop_reads_it(listener):
     connection.close()
     loop.call_soon(loop.stop)
     loop.run()
-    thread.join(5)
+    thread.join(WAIT_S)
     assert bytes(protocol.data) == b"pong"
     before, after = stamps
     assert before <= connection.arrived_ns <= protocol.read_after
@@ -181,6 +227,8 @@ def test_a_refused_connect_is_reported_once_and_nothing_else():
     loop = Loop()
     protocol = Recorder(loop, stop_on="connection_failed")
     Connection(loop, protocol, "127.0.0.1", port)
+    # The refusal may come after connect() returned (the kernel's RST, late on a busy machine).
+    run_with_deadline(loop)
     loop.call_later(0.1, loop.stop)  # time for a (wrong) second report to arrive
     loop.run()
     assert protocol.events == ["connection_failed"]
@@ -191,14 +239,16 @@ def test_a_refused_connect_is_reported_once_and_nothing_else():
 def test_a_large_write_arrives_whole_before_the_half_close(listener):
     payload = bytes(range(256)) * (32 * 1024)  # 8 MB: far more than the socket buffers
     received = bytearray()
+    written = threading.Event()
 
-    def read_slowly_to_eof(peer: socket.socket) -> None:
-        time.sleep(0.05)  # let our send buffer fill, so the rest waits for output readiness
+    def read_late_to_eof(peer: socket.socket) -> None:
+        # Not before our write: the buffers fill, so the rest waits for output readiness.
+        assert written.wait(WAIT_S)
         while chunk := peer.recv(65536):
             received.extend(chunk)
         peer.sendall(b"done")
 
-    thread = serve_once(listener, read_slowly_to_eof)
+    thread = serve_once(listener, read_late_to_eof)
     loop = Loop()
 
     class Sender(Recorder):
@@ -206,12 +256,13 @@ def test_a_large_write_arrives_whole_before_the_half_close(listener):
             super().connection_made(connection)
             connection.write(payload)
             connection.write_eof()  # must wait for the payload
+            written.set()
             assert connection.pending, "expected the kernel to take only part of 8 MB"
 
     protocol = Sender(loop)
     Connection(loop, protocol, *listener.getsockname())
     run_with_deadline(loop, 20)
-    thread.join(5)
+    thread.join(WAIT_S)
     assert received == payload
     assert bytes(protocol.data) == b"done"
     loop.close()
@@ -229,7 +280,7 @@ def test_after_close_nothing_is_reported_and_the_peer_sees_the_end(listener):
     protocol = CloseOnData(loop)
     Connection(loop, protocol, *listener.getsockname())
     run_with_deadline(loop)
-    thread.join(5)
+    thread.join(WAIT_S)
     assert protocol.events == ["connection_made", "data_received"]
     assert peer_saw == [b""]
     loop.close()
@@ -267,7 +318,9 @@ def test_timers_are_precise_below_a_millisecond():
     loop.call_at(first, fire, first, 30)
     run_with_deadline(loop)
     assert min(lateness_us) >= 0  # never early
-    assert sorted(lateness_us)[len(lateness_us) // 2] < 500  # the median, in microseconds
+    # In microseconds. epoll alone makes every timer >= 700 us late; a busy machine delays
+    # some wake-ups, never all: the lower quartile, not the median.
+    assert sorted(lateness_us)[len(lateness_us) // 4] < 500, sorted(lateness_us)
     loop.close()
 
 
@@ -275,7 +328,7 @@ def test_an_alarm_for_a_passed_instant_fires_at_once():
     loop = Loop()
     fired = []
     loop.call_at(time.monotonic_ns() - 1_000_000, lambda: (fired.append(True), loop.stop()))
-    run_with_deadline(loop, 1.0)
+    run_with_deadline(loop)
     assert fired == [True]
     loop.close()
 
@@ -284,18 +337,27 @@ def test_closing_after_the_peer_closed_leaves_no_time_wait(listener):
     """The server closed first (it is done with the socket): we end with RST, so its kernel
     keeps no TIME_WAIT entry (on loopback, the load core would pay for it)."""
     psutil = pytest.importorskip("psutil")
-    port = listener.getsockname()[1]
     thread = serve_once(listener, lambda peer: peer.sendall(b"bye"))  # then closes
     loop = Loop()
+    ours: set[tuple[str, int]] = {listener.getsockname()}
+
+    def peer_closed() -> None:
+        thread.join(WAIT_S)
+        assert protocol.connection is not None
+        ours.add(protocol.connection.sock.getsockname())
+        wait_for_the_kernel(protocol.connection.sock, select.POLLRDHUP)  # its FIN is in
+
     # The peer has sent and closed before we read.
-    protocol = CloseOnData(loop, before_reading=lambda: thread.join(5))
+    protocol = CloseOnData(loop, before_reading=peer_closed)
     Connection(loop, protocol, *listener.getsockname())
     run_with_deadline(loop)
     assert bytes(protocol.data) == b"bye"
+    # This connection's own ends only: the listener's port may be one a closed server had,
+    # whose clients' TIME_WAIT entries name it for another minute.
     lingering = [
         c
         for c in psutil.net_connections(kind="tcp")
-        if c.status == psutil.CONN_TIME_WAIT and port in (c.laddr.port, c.raddr and c.raddr.port)
+        if c.status == psutil.CONN_TIME_WAIT and c.raddr and {c.laddr, c.raddr} == ours
     ]
     assert lingering == []
     loop.close()
@@ -308,7 +370,7 @@ def test_a_write_failure_is_not_reported_after_an_abort(listener):
     connected = threading.Event()
 
     def reset(peer: socket.socket) -> None:
-        connected.wait(5)  # only once we are connected: a reset before is a failed connect
+        connected.wait(WAIT_S)  # only once we are connected: a reset before is a failed connect
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
     thread = serve_once(listener, reset)  # accepts, then closes with RST
@@ -318,7 +380,9 @@ def test_a_write_failure_is_not_reported_after_an_abort(listener):
         def connection_made(self, connection: Connection) -> None:
             super().connection_made(connection)
             connected.set()
-            thread.join(5)
+            thread.join(WAIT_S)
+            # The peer's close() returned; its RST may reach our socket later.
+            assert wait_for_the_kernel(connection.sock, select.POLLRDHUP) & select.POLLHUP
             connection.write(b"too late")  # fails: the peer has reset the connection
             self.failed_at_once = connection.closed
             connection.abort()
@@ -351,7 +415,7 @@ def test_a_paced_connection_sends_at_its_bandwidth(listener):
     connection.write_eof()  # after the last paced byte, not before
     loop.call_later(0.3, loop.stop)
     run_with_deadline(loop)
-    thread.join(5)
+    thread.join(WAIT_S)
     assert sum(n for _, n in arrivals) == 2000
     assert len(arrivals) >= 10  # in pieces, as the link carried them
     took = arrivals[-1][0] - started
@@ -377,9 +441,13 @@ def test_a_paced_connection_reads_at_its_bandwidth_and_holds_the_writer_back(lis
     started = time.monotonic()
     run_with_deadline(loop)
     took = time.monotonic() - started
-    thread.join(5)
+    thread.join(WAIT_S)
     assert len(protocol.data) == size
     assert 0.7 <= took <= 1.2, took
+    # A read an interval's worth at a time, not each byte as it fell due (the loop woke
+    # hundreds of thousands of times, and its CPU time stretched the read on a busy machine).
+    reads = protocol.events.count("data_received")
+    assert reads <= 2 * took / (PACE_INTERVAL_NS / 1e9) + 10, reads
     # The writer could not hand the whole response to the kernel at once: it waited on the
     # slow reader, as a sync worker writing to a phone does.
     assert writer_done[0] - started >= 0.1  # measured 0.19-0.2 s; unpaced: at once
@@ -406,7 +474,7 @@ def test_a_paced_connection_saves_no_credit_while_idle(listener):
     protocol = Timed(loop)
     PacedConnection(loop, protocol, *listener.getsockname(), bytes_per_s=100_000)
     run_with_deadline(loop)
-    thread.join(5)
+    thread.join(WAIT_S)
     second = [t for t, total in times if total > 10_000]
     assert len(protocol.data) == 20_000
     assert second[-1] - second[0] >= 0.08, times  # 0.1 s at 100 kB/s

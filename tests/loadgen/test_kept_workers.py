@@ -57,7 +57,9 @@ def load_workers() -> list[psutil.Process]:
 def assert_measured(result: Measurement, duration_s: float) -> None:
     assert result.errors == Errors()
     assert result.requests > 0
-    assert result.duration_s == pytest.approx(duration_s, abs=0.1)
+    # Never short (the end is a timer), late by what a busy machine may delay it, and not
+    # the 0.2 s warm-up longer.
+    assert duration_s <= result.duration_s < duration_s + 0.15, result.duration_s
     assert len(result.window_rps) == round(duration_s)
 
 
@@ -74,7 +76,7 @@ def test_kept_workers_serve_every_run_and_leave_with_the_block(server: ServerPro
         with keep_workers():  # nested: still the same workers
             assert_measured(run_load(spec(server.port, duration_s=2.0)), 2.0)
         assert load_workers() == workers
-    _, alive = psutil.wait_procs(workers, timeout=5)
+    _, alive = psutil.wait_procs(workers, timeout=30)  # a safety bound, not the premise
     assert not alive
     assert load_workers() == []
 
@@ -85,7 +87,7 @@ def test_a_dead_kept_worker_is_replaced(server: ServerProcess) -> None:
         (worker,) = load_workers()
         os.kill(worker.pid, signal.SIGKILL)
         # Not reaped here: multiprocessing reaps its own children.
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # a safety bound, not the premise
         while worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE:
             assert time.monotonic() < deadline
             time.sleep(0.01)

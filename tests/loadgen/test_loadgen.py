@@ -112,7 +112,7 @@ def server(tmp_path, real_servers) -> Iterator[Server]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # a safety bound, not the premise
         while _group_alive(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _group_alive(proc.pid), f"server group {proc.pid} left running"
@@ -387,7 +387,9 @@ def test_windows_are_reported_and_can_stop_the_run(server) -> None:
     result = run_load(spec(port, duration_s=20.0, warmup_s=0.2), on_window)
     assert time.monotonic() - started < 10
     assert [w.index for w in seen] == [0, 1]
-    assert seen[0].elapsed_s == pytest.approx(1.0, abs=0.05)
+    # Never early (the loop's timers), and late by what a busy machine may delay its timer,
+    # not by the 0.2 s warm-up (a window counted from the run's start).
+    assert 1.0 <= seen[0].elapsed_s < 1.15, seen[0]
     assert all(w.requests > 0 and w.rps > 0 and w.p99_ms > 0 for w in seen)
     assert result.duration_s < 3.0
     assert result.requests >= sum(w.requests for w in seen)

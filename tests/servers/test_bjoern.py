@@ -48,7 +48,7 @@ def listening_sockets(port: int) -> int:
     return count
 
 
-def wait_gone(pids: list[int], timeout_s: float = 5.0) -> list[int]:
+def wait_gone(pids: list[int], timeout_s: float = 30.0) -> list[int]:
     """The pids still running (not zombies) after up to `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -71,7 +71,7 @@ def test_the_processes_share_the_port_as_the_listen_mode_says(
 ) -> None:
     with start(bjoern, tmp_path, processes=3, listen_mode=mode) as server:
         assert len(wait_for_pids(server, 4)) == 4  # the launcher + 3 bjoern processes
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # a safety bound, not the premise
         while listening_sockets(server.port) < sockets and time.monotonic() < deadline:
             time.sleep(0.05)
         assert listening_sockets(server.port) == sockets
@@ -95,7 +95,7 @@ def test_a_bjoern_process_that_dies_stops_the_launcher(
     with start(bjoern, tmp_path, processes=3) as server:
         children = wait_for_pids(server, 4)[1:]
         os.kill(children[0], signal.SIGKILL)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # a safety bound, not the premise
         while server.returncode is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert server.returncode == 1

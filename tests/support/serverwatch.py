@@ -47,7 +47,7 @@ def servers_started_since(since: float) -> list[psutil.Process]:
     return found
 
 
-def wait_none_left(since: float, timeout_s: float = 10.0) -> list[str]:
+def wait_none_left(since: float, timeout_s: float = 30.0) -> list[str]:
     """Waits (polling) until no server process started since `since` is left, and returns the
     leftovers. Left = alive and either ours (a descendant of this test process) or an orphan
     (its tuner is gone); other people's servers on a shared machine have a live parent of their

@@ -397,7 +397,16 @@ class PacedConnection(Connection):
     burst's first bytes wait one interval, like its last ones.
     """
 
-    __slots__ = ("rate", "outbox", "out_clock_ns", "pumping", "eof_after", "in_clock_ns", "paused")
+    __slots__ = (
+        "rate",
+        "read_step",
+        "outbox",
+        "out_clock_ns",
+        "pumping",
+        "eof_after",
+        "in_clock_ns",
+        "paused",
+    )
     SOCKET_OPTIONS = (
         # A small receive window (the kernel doubles it): a few KB in flight, like a slow link.
         (socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),
@@ -410,6 +419,8 @@ class PacedConnection(Connection):
         self, loop: Loop, protocol: ConnectionProtocol, host: str, port: int, bytes_per_s: float
     ) -> None:
         self.rate = bytes_per_s / 1e9  # bytes per nanosecond
+        # What the link carries in a wake-up's interval: a read waits until that much is due.
+        self.read_step = max(1, int(self.rate * PACE_INTERVAL_NS))
         self.outbox = b""  # written by the protocol, not yet let out by the link
         self.out_clock_ns = 0  # when the link has carried everything let out so far
         self.pumping = False  # a timer will let out more of `outbox`
@@ -473,9 +484,10 @@ class PacedConnection(Connection):
 
     def _read(self, now: int) -> None:
         due = int((now - self.in_clock_ns) * self.rate)
-        if due <= 0:
+        if due < self.read_step:
             # Stop watching (a level-triggered socket with data, or a hang-up, would wake the
-            # loop on every pass) until the link has carried more.
+            # loop on every pass) until the link has carried an interval's worth: reading each
+            # byte as it fell due would wake the loop every few microseconds.
             self.paused = True
             self.loop.unwatch(self.fd)
             self.loop.call_at(self._next_ns(now, self.in_clock_ns), self._resume)
