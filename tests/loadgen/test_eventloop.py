@@ -12,7 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tuner.loadgen.eventloop import PACE_INTERVAL_NS, Connection, Loop, PacedConnection
+from tuner.loadgen.eventloop import (
+    PACE_INTERVAL_NS,
+    Connection,
+    Loop,
+    PacedConnection,
+    stamp_holder,
+)
 
 
 class Recorder:
@@ -120,8 +126,7 @@ def kernel_stamps() -> Iterator[None]:
     but the first one to ask (none held them on) only schedules the switch, a deferred work
     item (net_enable_timestamp): until it has run, TCP data comes with no stamp. So a socket
     that asks for them is held for the test, and a probe waits until the kernel stamps."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as holder:
-        holder.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    with stamp_holder():  # what each load worker holds for its run
         deadline = time.monotonic() + WAIT_S
         while not _first_answer_stamped():
             assert time.monotonic() < deadline, "the kernel never stamped a loopback packet"

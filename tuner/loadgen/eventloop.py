@@ -42,6 +42,17 @@ _STAMP_SPACE = socket.CMSG_SPACE(struct.calcsize("@ll"))
 _unpack_stamp = struct.Struct("@ll").unpack
 
 
+def stamp_holder() -> socket.socket:
+    """A socket that asks for receive stamps, to hold for a whole run. The kernel stamps
+    packets only while some socket asks, and the first to ask merely schedules the switch
+    (net_enable_timestamp's deferred work): data that arrives before it has run, or after
+    the last asking socket closed, has no stamp and is timed when read. Held open from
+    before the run's start, the switch is on for every connection of the run."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    holder.setsockopt(_SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    return holder
+
+
 class Timer:
     __slots__ = ("when_ns", "callback", "args", "cancelled")
 

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection as Pipe
 
 import httptools
 
-from tuner.loadgen.eventloop import Connection, Loop, PacedConnection, Timer
+from tuner.loadgen.eventloop import Connection, Loop, PacedConnection, Timer, stamp_holder
 from tuner.loadgen.messages import Done, EntryFigures, Failed, Go, Ready, Stop, WindowReport
 from tuner.metrics.histogram import Histogram
 from tuner.metrics.measurement import ERROR_KINDS
@@ -786,17 +786,18 @@ def run_worker(cfg: WorkerConfig, pipe: Pipe) -> None:
     """One run: pin, report ready, wait for the common start, run; Failed if anything fails."""
     try:
         os.sched_setaffinity(0, {cfg.cpu})
-        loop = Loop()
-        worker = Worker(cfg, pipe, loop)
-        # The hot path makes no reference cycles that outlive a run; a collector pass over
-        # thousands of live connection objects would only add pauses to the latencies.
-        gc.disable()
-        pipe.send(Ready())
-        message = pipe.recv()
-        if isinstance(message, Go):
-            worker.start(message.start_ns)
-            loop.run()
-        loop.close()
+        with stamp_holder():
+            loop = Loop()
+            worker = Worker(cfg, pipe, loop)
+            # The hot path makes no reference cycles that outlive a run; a collector pass
+            # over thousands of live connection objects would only add pauses to the latencies.
+            gc.disable()
+            pipe.send(Ready())
+            message = pipe.recv()
+            if isinstance(message, Go):
+                worker.start(message.start_ns)
+                loop.run()
+            loop.close()
     except BaseException:
         with contextlib.suppress(OSError, ValueError):  # the parent is gone: nobody to tell
             pipe.send(Failed(traceback.format_exc()))
