@@ -1,5 +1,5 @@
-"""`tuner compare` races by default: a short real race of three servers on apps/fib.py, one of
-them werkzeug's dev server, far behind granian on a CPU-bound app (x5 on fib's medians in
+"""`tuner compare` races by default: a short real race of four servers on apps/fib.py, the
+fourth werkzeug's dev server, far behind granian on a CPU-bound app (x5 on fib's medians in
 docs/pages/benchmarks.md, "Every server, side by side"; about x3 at this test's 0.6 s windows
 and 16 connections). A slower machine slows both alike, as both run the same app on the same
 CPU, and the noise margin would have to pass 200% to hide the gap. Its structure is tested,
@@ -19,13 +19,15 @@ from tests.support.serverwatch import wait_none_left
 
 pytestmark = pytest.mark.usefixtures("real_servers")
 
-SERVERS = ("granian", "waitress", "werkzeug")
+SERVERS = ("granian", "waitress", "cheroot", "werkzeug")
+PODIUM = {"granian", "waitress", "cheroot"}
 
 
 def test_the_server_far_behind_stops_early_and_the_page_says_why(tmp_path) -> None:
     """A one-minute budget leaves room for the first rung (its smallest, 3 trials a server)
-    and the final rounds only: werkzeug, x5 behind granian with no rung left to catch up,
-    stops drawing trials with its reason; with three servers all three reach the final."""
+    and the final rounds only: werkzeug, fourth and x5 behind granian with no rung left to
+    catch up, stops drawing trials with its reason; the top three never stop and reach the
+    final, werkzeug brings its default there."""
     started = time.time()
     done = tuner(
         "compare",
@@ -44,23 +46,25 @@ def test_the_server_far_behind_stops_early_and_the_page_says_why(tmp_path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert wait_none_left(started) == []
-    assert "race: rung 1: 3 servers, 3 trials each" in done.stdout
+    assert "race: rung 1: 4 servers, 3 trials each" in done.stdout
     assert "race: werkzeug stops drawing trials: behind granian by x" in done.stdout
     summary = json.loads((tmp_path / "race" / "compare.json").read_text())
-    assert set(summary["race"]["finalists"]) == set(SERVERS)
+    assert set(summary["race"]["finalists"]) == PODIUM
+    assert set(summary["race"]["stopped"]) == {"werkzeug"}
     assert summary["race"]["stopped"]["werkzeug"].startswith("behind granian by x")
     rows = {row["server"]: row for row in summary["servers"]}
     assert rows["werkzeug"]["stopped"].startswith("behind granian by x")
     assert "after 3 trials, beyond the noise" in rows["werkzeug"]["stopped"]
     assert rows["granian"]["stopped"] == ""
-    assert all(row["finalist"] for row in rows.values())
+    assert {server for server, row in rows.items() if row["finalist"]} == PODIUM
     assert rows["werkzeug"]["trials"] == 3
     for row in rows.values():  # every server's default and tuned config in the final rounds
         assert row["default"]["runs"] + len(row["default"]["failures"]) == 1
         assert row["tuned"] is not None
     page = " ".join(html.unescape((tmp_path / "race" / "compare.html").read_text()).split())
     assert "werkzeug: stopped early: behind granian by x" in page
-    assert "werkzeug (3 trials, stopped early)" in page
+    final_line = page.split("raced: in the final rounds: ")[1].split("<")[0]
+    assert "werkzeug" not in final_line and "granian (" in final_line
     assert "raced: in the final rounds: granian (" in page
     terminal = " ".join(done.stdout.split())
     assert "werkzeug: stopped early: behind granian by x" in terminal

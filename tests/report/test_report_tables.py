@@ -448,8 +448,9 @@ def test_the_report_shows_the_recommended_trials_figures_per_template() -> None:
 
 
 def test_a_raced_compare_says_who_reached_the_final_and_who_stopped_early_and_why() -> None:
-    """gunicorn and uwsgi in the final, gunicorn stopped early (still in the top three), and
-    waitress out of the final: its best config as the race's rounds measured it, no file."""
+    """gunicorn and uwsgi in the final, gunicorn stopped early (a compare stored before the
+    top three never stopped), and waitress out of the final: its best config as the race's
+    rounds measured it, no file."""
     stopped = "behind uwsgi by x3.1 after 6 trials, beyond the noise (10%)"
     raced = [
         replace(GUNICORN, trials=12),

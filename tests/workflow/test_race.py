@@ -59,18 +59,31 @@ def test_a_gap_beyond_the_noise_is_not_enough_when_the_last_rung_gained_as_much(
     assert calls(climbing, rungs_left=0)["waitress"].startswith("behind granian by x2.0")
 
 
-def test_a_stopped_server_in_the_top_three_still_reaches_the_final() -> None:
-    """Three servers, one far behind: it stops drawing trials, and its best so far is still
-    measured in the final rounds (with at most three servers, every one is a finalist)."""
+def test_the_top_three_never_stop_and_all_reach_the_final() -> None:
+    """Three servers, one far behind: the final rounds measure all three, so none stops
+    drawing trials (each must be there tuned, not as a first rung left it)."""
     three = [
         standing("granian", 3000, 3010),
         standing("waitress", 1500, 1520),
         standing("werkzeug", 600, 610),
     ]
-    decided = calls(three)
-    assert decided["granian"] == "" and decided["werkzeug"].startswith("behind granian by x5.0")
+    assert set(calls(three, rungs_left=0).values()) == {""}
     finalists = race.finalists(three, noise=0.1, higher_is_better=True)
     assert finalists == ["granian", "waitress", "werkzeug"]
+
+
+def test_a_server_third_after_a_rung_that_found_nothing_goes_on() -> None:
+    """x1.5 behind the leader, no gain over its default, no rung left: a fourth server would
+    stop; in third place it draws on, and the fourth, as far behind, stops."""
+    field = [
+        standing("bjoern", 14000, 14200),
+        standing("uwsgi", 11000, 11100),
+        standing("granian", 9300, 9400),
+        standing("waitress", 9200, 9300),
+    ]
+    decided = calls(field, rungs_left=0)
+    assert decided["granian"] == ""
+    assert decided["waitress"].startswith("behind bjoern by x1.5")
 
 
 def test_a_lower_is_better_headline_is_judged_the_other_way() -> None:

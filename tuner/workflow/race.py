@@ -17,9 +17,11 @@ race"):
   gain over the last rung, compounded over every rung the budget could still give it (an
   optimistic bound: a best-so-far curve gains less each rung, not more).
 - Successive halving drops a fixed fraction each rung; here nobody is dropped for rank alone,
-  servers inside the noise never stop each other, and a stopped server stops drawing trials
-  but keeps its place: the final rounds take the top MIN_FINALISTS, stopped or not, and every
-  server the noise cannot separate from the leader.
+  servers inside the noise never stop each other, and the final rounds take the top
+  MIN_FINALISTS and every server the noise cannot separate from the leader.
+- The top MIN_FINALISTS never stop: they are measured in the final rounds whatever happens,
+  and their figures there must be their tuned best, not a first rung's: a server ranked third
+  after a first rung that found little, stopped there, is compared untuned.
 """
 
 from __future__ import annotations
@@ -100,15 +102,18 @@ def judge(
 ) -> list[Call]:
     """Stop each server whose best is behind the leader's beyond the noise, by more than its
     untried space could add in `rungs_left` more rungs; the others go on. A server whose runs
-    overlap the leader's is never stopped. Stopping ends a server's trials, not its place in
-    the final rounds (`finalists`): a third server far behind the leader stops drawing, and
-    its best so far is still measured there."""
+    overlap the leader's is never stopped, nor are the top MIN_FINALISTS: the final rounds
+    (`finalists`) measure them anyway, and what they show must be each one tuned."""
     order = ranked(standings, higher_is_better=higher_is_better)
     if not order:
         return []
     leader = order[0]
+    podium = {s.server for s in order[:MIN_FINALISTS]}
     calls = []
     for standing in standings:
+        if standing.server in podium:
+            calls.append(Call(standing.server, False))
+            continue
         times = gap(leader.confirmed, standing.confirmed, higher_is_better=higher_is_better)
         apart = clearly_better(
             leader.confirmed, standing.confirmed, higher_is_better=higher_is_better
