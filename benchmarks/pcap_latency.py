@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _LINK_ETHERNET, _LINK_RAW, _LINK_SLL = 1, 101, 113
-_SYN, _ACK = 0x02, 0x10
+_FIN, _SYN, _RST, _ACK = 0x01, 0x02, 0x04, 0x10
 # Without --immediate-mode, libpcap's ring hands over packets a block at a time (a block
 # is retired when full or after 1 s): the packets of the block still open when tcpdump is
 # stopped were lost (0 of 18 captured, in 2 runs of 3). With it, a settle before and after.
@@ -54,6 +54,9 @@ class Request:
     client_port: int
     sent_s: float  # its first byte, client to server
     answered_s: float | None  # its answer's last byte; None: the capture holds no answer
+    # When the server closed the connection with it unanswered (FIN or RST): a client sends
+    # it again on a new connection, and that one is the request that counts.
+    dropped_s: float | None = None
 
 
 def available() -> bool:
@@ -146,15 +149,16 @@ def requests(path: Path, server_port: int) -> list[Request]:
         state = open_.setdefault(client, [None, None])
         if to_server and flags & _SYN and not flags & _ACK:
             _finish(client, state, done)  # the port is reused by a new connection
-        if payload <= 0:
-            continue
-        if to_server:
+        if payload > 0 and to_server:
             if state[1] is not None:
                 _finish(client, state, done)
             if state[0] is None:
                 state[0] = when
-        elif state[0] is not None:
+        elif payload > 0 and state[0] is not None:
             state[1] = when
+        if not to_server and flags & (_FIN | _RST) and state[0] is not None and state[1] is None:
+            done.append(Request(client, state[0], None, when))
+            state[0] = None
     for client, state in open_.items():
         _finish(client, state, done)
     return done
@@ -180,6 +184,8 @@ def window_latencies(found: Sequence[Request], start_s: float, end_s: float) -> 
         if r.answered_s is not None and r.answered_s <= end_s:
             if r.answered_s >= start_s:
                 out.append((r.answered_s - r.sent_s) * 1000)
+        elif r.dropped_s is not None and r.dropped_s <= end_s:
+            continue  # sent again on a new connection, and counted there
         else:
             out.append((end_s - r.sent_s) * 1000)
     return out

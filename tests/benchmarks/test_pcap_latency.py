@@ -15,7 +15,7 @@ from benchmarks.pcap_latency import (
 )
 
 SERVER, CLIENT_A, CLIENT_B = 8000, 40001, 40002
-SYN, ACK, PSH = 0x02, 0x10, 0x08
+FIN, SYN, ACK, PSH = 0x01, 0x02, 0x10, 0x08
 
 
 def _packet(when: float, sport: int, dport: int, flags: int, payload: int) -> bytes:
@@ -79,7 +79,8 @@ def test_a_window_counts_the_requests_still_unanswered_at_its_end_at_their_age(
 ) -> None:
     # Three connections; the window is capture time 11.0-12.0 s. A: answered in the window.
     # B: sent in the warm-up, answered after the window's end. C: sent, never answered.
-    a, b, c = CLIENT_A, CLIENT_B, CLIENT_B + 1
+    # D: the server closes it unanswered; the client sends it again on E.
+    a, b, c, d, e = CLIENT_A, CLIENT_B, CLIENT_B + 1, CLIENT_B + 2, CLIENT_B + 3
     path = _pcap(
         tmp_path / "w.pcap",
         [
@@ -91,13 +92,18 @@ def test_a_window_counts_the_requests_still_unanswered_at_its_end_at_their_age(
             (11.600, SERVER, a, PSH | ACK, 100),
             (12.300, SERVER, b, PSH | ACK, 100),
             (12.500, a, SERVER, PSH | ACK, 100),  # sent after the window: not in it
+            (10.950, d, SERVER, PSH | ACK, 100),
+            (11.200, SERVER, d, FIN | ACK, 0),  # closed with D's request unanswered
+            (11.210, e, SERVER, PSH | ACK, 100),  # ... sent again: 290 ms, in the window
+            (11.500, SERVER, e, PSH | ACK, 100),
         ],
     )
     found = requests(path, SERVER)
-    assert len(found) == 5
+    assert len(found) == 7
     counted = sorted(round(ms) for ms in window_latencies(found, 11.0, 12.0))
-    # A's second at its latency; B and C at their ages at 12.0; A's first ended before 11.0.
-    assert counted == [200, 1100, 1500]
+    # A's second and E at their latencies; B and C at their ages at 12.0; A's first ended
+    # before 11.0; D is not waiting at the end: it was sent again as E.
+    assert counted == [200, 290, 1100, 1500]
     # A count of answers alone has B only once answered (1.8 s, after the window) and C never.
     answered = [round(e.latency_ms) for e in exchanges(path, SERVER)]
-    assert sorted(answered) == [100, 200, 1800]
+    assert sorted(answered) == [100, 200, 290, 1800]
