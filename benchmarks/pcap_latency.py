@@ -54,8 +54,9 @@ class Request:
     client_port: int
     sent_s: float  # its first byte, client to server
     answered_s: float | None  # its answer's last byte; None: the capture holds no answer
-    # When the server closed the connection with it unanswered (FIN or RST): a client sends
-    # it again on a new connection, and that one is the request that counts.
+    # When either end closed the connection with it unanswered (FIN or RST): nobody waits
+    # for it any more (the client sends it again on a new connection, counted there, or
+    # counts an error).
     dropped_s: float | None = None
 
 
@@ -156,8 +157,8 @@ def requests(path: Path, server_port: int) -> list[Request]:
                 state[0] = when
         elif payload > 0 and state[0] is not None:
             state[1] = when
-        if not to_server and flags & (_FIN | _RST) and state[0] is not None and state[1] is None:
-            done.append(Request(client, state[0], None, when))
+        if flags & (_FIN | _RST) and state[0] is not None and state[1] is None:
+            done.append(Request(client, state[0], None, when))  # dropped
             state[0] = None
     for client, state in open_.items():
         _finish(client, state, done)
