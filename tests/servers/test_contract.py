@@ -303,10 +303,21 @@ def _spy(name: str, method: Any, ran: list[tuple[str, object]]) -> Any:
     """`method`, noting its name and the bind it is given in `ran` before it runs."""
 
     def spy(*args: object, **kwargs: object) -> object:
-        ran.append((name, next(a for a in (*args, *kwargs.values()) if isinstance(a, Bind))))
+        ran.append((name, _bind_in((*args, *kwargs.values()))))
         return method(*args, **kwargs)
 
     return spy
+
+
+def _bind_in(args: tuple[object, ...]) -> Bind:
+    """The Bind a hook was given: an argument, or the `bind` of its render request."""
+    for arg in args:
+        if isinstance(arg, Bind):
+            return arg
+        inner = getattr(arg, "bind", None)
+        if isinstance(inner, Bind):
+            return inner
+    raise AssertionError(f"no bind among {args!r}")
 
 
 # --- running it --------------------------------------------------------------------------------
