@@ -111,6 +111,10 @@ class Samples:
     cpu: list[float] = field(default_factory=list)
     client_bound: list[bool] = field(default_factory=list)
     starved: list[int] = field(default_factory=list)  # ours: connections passed over
+    # From the packets: SYNs the client had to send again (the server's accept queue was
+    # full), and connects still unaccepted at our window's end (their requests not yet out).
+    syn_resent: list[int] = field(default_factory=list)
+    connecting_at_end: list[int] = field(default_factory=list)
     # CPU time on the load core per request, microseconds: user space and kernel.
     user_us: list[float] = field(default_factory=list)
     kernel_us: list[float] = field(default_factory=list)
@@ -158,10 +162,11 @@ def wire(port: int, args: argparse.Namespace, out: Samples) -> Iterator[list[flo
         if dropped[0] != 0:
             print(f"capture: {dropped[0]} packets dropped; no wire figures", file=sys.stderr)
             return
-        done = pcap_latency.exchanges(path, port)
-        found = pcap_latency.requests(path, port)
+        capture = pcap_latency.read(path, port)
+    done, found = capture.exchanges(), capture.requests
     if not done:
         return
+    out.syn_resent.append(sum(c.syns - 1 for c in capture.connects))
     first = min(r.sent_s for r in found)
     start, end = (window or [0.0, float("inf")])[:2]
     latencies = [e.latency_ms for e in done if start <= e.answered_s - first <= end]
@@ -169,6 +174,8 @@ def wire(port: int, args: argparse.Namespace, out: Samples) -> Iterator[list[flo
         values.append(pcap_latency.percentile(latencies, quantile))
     if window:
         counted = pcap_latency.window_latencies(found, first + start, first + end)
+        waiting = pcap_latency.connects_waiting(capture.connects, first + end)
+        out.connecting_at_end.append(len(waiting))
         for quantile, values in out.wire_window.items():
             values.append(pcap_latency.percentile(counted, quantile))
     runtime = max(e.answered_s for e in done) - first
@@ -226,6 +233,10 @@ def run_ours(port: int, path: str, args: argparse.Namespace, out: Samples) -> No
     out.starved.append(result.starved_connections)
     kernel = result.loadgen_kernel_cpu_pct
     out.add_cost(result.overall_rps, result.loadgen_cpu_pct - kernel, kernel)
+
+
+def _med_count(values: list[int]) -> str:
+    return f"{statistics.median(values):.0f}" if values else "-"
 
 
 def _spread(values: list[float]) -> str:
@@ -362,11 +373,15 @@ def print_wire(rows: list[tuple[Server, Samples, Samples]]) -> None:
         "answer's last byte in; ours: the answers in our measurement window, wrk: all of "
         "its run); wrk-corr: wrk's stats_correct applied to the wire's latencies of its run; "
         "wire+q: the wire counted as our window counts, the requests still unanswered at its "
-        "end at their age then; starved: our connections with no answer in the window, passed over"
+        "end at their age then; starved: our connections with no answer in the window, "
+        "passed over; "
+        "syn+/conn@end: SYNs sent again in our run (the server's accept queue was full), and "
+        "connects still unaccepted at our window's end"
     )
     print(
         f"{'server':<24} {'p50 wrk/ours/wire/wire+q':>26} {'p90 wrk/ours/wire/wire+q':>26} "
         f"{'p99 wrk/wire(wrk)/wrk-corr':>27} {'p99 ours/wire/wire+q':>22} {'starved':>7} "
+        f"{'syn+/conn@end':>13} "
         f"{'ours/wire':>16} {'ours/wire+q p50 p90 p99':>24} {'targets':>7}"
     )
     for server, wrk, ours in rows:
@@ -391,6 +406,7 @@ def print_wire(rows: list[tuple[Server, Samples, Samples]]) -> None:
             f"{_med(wrk.p99):>8}/{_med(wrk.wire[99])}/{_med(wrk.wire_wrk_corrected_p99):<8} "
             f"{_med(ours.p99):>7}/{_med(ours.wire[99])}/{_med(ours.wire_window[99]):<7} "
             f"{statistics.median(ours.starved):>7.0f} "
+            f"{_med_count(ours.syn_resent):>6}/{_med_count(ours.connecting_at_end):<6} "
             f"{plain[0]:>5.2f} {plain[1]:>4.2f} {plain[2]:>5.2f} "
             f"{counted[0]:>7.2f} {counted[1]:>5.2f} {counted[2]:>5.2f} "
             f"{'met' if met else 'MISSED':>7}"

@@ -106,18 +106,41 @@ def _wait_listening(proc: subprocess.Popen[str]) -> None:
         raise RuntimeError(f"tcpdump did not start: {line.strip()}")
 
 
+@dataclass(frozen=True)
+class Connect:
+    client_port: int
+    syn_s: float  # the client's first SYN for this connection
+    syns: int  # SYNs it sent: more than one when the server dropped them (full accept queue)
+    accepted_s: float | None  # the server's SYN-ACK; None: none in the capture
+
+
+@dataclass(frozen=True)
+class Capture:
+    requests: list[Request]  # in capture order of their ends
+    connects: list[Connect]  # in order of their first SYN
+
+    def exchanges(self) -> list[Exchange]:
+        """The answered requests, in the order their answers ended."""
+        done = [
+            Exchange(r.client_port, r.sent_s, r.answered_s)
+            for r in self.requests
+            if r.answered_s is not None
+        ]
+        return sorted(done, key=lambda e: e.answered_s)
+
+
 def exchanges(path: Path, server_port: int) -> list[Exchange]:
     """The answered requests, in the order their answers ended."""
-    done = [
-        Exchange(r.client_port, r.sent_s, r.answered_s)
-        for r in requests(path, server_port)
-        if r.answered_s is not None
-    ]
-    return sorted(done, key=lambda e: e.answered_s)
+    return read(path, server_port).exchanges()
 
 
 def requests(path: Path, server_port: int) -> list[Request]:
     """Every request the capture holds, answered or not, in capture order of their ends."""
+    return read(path, server_port).requests
+
+
+def read(path: Path, server_port: int) -> Capture:
+    """The capture's requests and connects to `server_port`, read in one pass."""
     data = path.read_bytes()
     magic = struct.unpack_from("<I", data)[0]
     order, scale = {
@@ -130,6 +153,7 @@ def requests(path: Path, server_port: int) -> list[Request]:
     skip = {_LINK_ETHERNET: 14, _LINK_RAW: 0, _LINK_SLL: 16}[link]
     open_: dict[int, list[float | None]] = {}  # client port -> [sent, answered]
     done: list[Request] = []
+    connects: dict[int, list[Connect]] = {}  # client port -> its connects, the last current
     pos = 24
     while pos + 16 <= len(data):
         sec, frac, caplen, _ = struct.unpack_from(order + "IIII", data, pos)
@@ -150,6 +174,11 @@ def requests(path: Path, server_port: int) -> list[Request]:
         state = open_.setdefault(client, [None, None])
         if to_server and flags & _SYN and not flags & _ACK:
             _finish(client, state, done)  # the port is reused by a new connection
+            _syn(connects.setdefault(client, []), client, when)
+        elif flags & _SYN and flags & _ACK and not to_server and connects.get(client):
+            last = connects[client][-1]
+            if last.accepted_s is None:
+                connects[client][-1] = Connect(client, last.syn_s, last.syns, when)
         if payload > 0 and to_server:
             if state[1] is not None:
                 _finish(client, state, done)
@@ -162,7 +191,27 @@ def requests(path: Path, server_port: int) -> list[Request]:
             state[0] = None
     for client, state in open_.items():
         _finish(client, state, done)
-    return done
+    every = sorted((c for each in connects.values() for c in each), key=lambda c: c.syn_s)
+    return Capture(done, every)
+
+
+def _syn(seen: list[Connect], client: int, when: float) -> None:
+    """A client's SYN: sent again for a connect not yet accepted, or a new connect."""
+    if seen and seen[-1].accepted_s is None:
+        seen[-1] = Connect(client, seen[-1].syn_s, seen[-1].syns + 1, None)
+    else:
+        seen.append(Connect(client, when, 1, None))
+
+
+def connects_waiting(connects: Sequence[Connect], end_s: float) -> list[float]:
+    """The ages (ms) at `end_s` of the connects begun before it and not accepted by then:
+    the requests waiting on them have no byte out yet, so neither the wire nor a client that
+    counts from the first byte out holds them at the window's end."""
+    return [
+        (end_s - c.syn_s) * 1000
+        for c in connects
+        if c.syn_s <= end_s and (c.accepted_s is None or c.accepted_s > end_s)
+    ]
 
 
 def _finish(client: int, state: list[float | None], done: list[Request]) -> None:

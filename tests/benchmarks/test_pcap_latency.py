@@ -7,8 +7,10 @@ import struct
 from pathlib import Path
 
 from benchmarks.pcap_latency import (
+    connects_waiting,
     exchanges,
     percentile,
+    read,
     requests,
     window_latencies,
     wrk_corrected,
@@ -107,3 +109,38 @@ def test_a_window_counts_the_requests_still_unanswered_at_its_end_at_their_age(
     # A count of answers alone has B only once answered (1.8 s, after the window) and C never.
     answered = [round(e.latency_ms) for e in exchanges(path, SERVER)]
     assert sorted(answered) == [100, 200, 290, 1800]
+
+
+def test_a_connect_the_server_held_back_is_waiting_with_no_request_out(tmp_path: Path) -> None:
+    # The window ends at 12.0. A connects at once. B's SYNs are dropped (a full accept
+    # queue) and sent again at +1 s and +3 s: accepted at 13.5, after the window. C's first
+    # SYN is dropped, its second accepted at 11.5, in the window. A's port is reused by D.
+    a, b, c = CLIENT_A, CLIENT_B, CLIENT_B + 1
+    path = _pcap(
+        tmp_path / "s.pcap",
+        [
+            (10.000, a, SERVER, SYN, 0),
+            (10.001, SERVER, a, SYN | ACK, 0),
+            (10.002, a, SERVER, PSH | ACK, 100),
+            (10.300, SERVER, a, PSH | ACK, 100),
+            (10.400, a, SERVER, FIN | ACK, 0),
+            (10.500, b, SERVER, SYN, 0),
+            (10.500, c, SERVER, SYN, 0),
+            (11.500, b, SERVER, SYN, 0),
+            (11.500, c, SERVER, SYN, 0),
+            (11.501, SERVER, c, SYN | ACK, 0),
+            (11.502, c, SERVER, PSH | ACK, 100),
+            (11.700, a, SERVER, SYN, 0),  # D, on A's port
+            (11.701, SERVER, a, SYN | ACK, 0),
+            (13.500, b, SERVER, SYN, 0),
+            (13.501, SERVER, b, SYN | ACK, 0),
+            (13.502, b, SERVER, PSH | ACK, 100),
+        ],
+    )
+    capture = read(path, SERVER)
+    assert [(x.client_port, x.syns) for x in capture.connects] == [(a, 1), (b, 3), (c, 2), (a, 1)]
+    # Only B waits on its connect at 12.0, since its first SYN at 10.5; its request is not out,
+    # so the window's latencies do not hold it (C's is out, at its age then).
+    assert [round(ms) for ms in connects_waiting(capture.connects, 12.0)] == [1500]
+    assert [round(ms) for ms in window_latencies(capture.requests, 11.0, 12.0)] == [498]
+    assert [round(e.latency_ms) for e in capture.exchanges()] == [298]
