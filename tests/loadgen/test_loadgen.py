@@ -335,6 +335,69 @@ def test_starved_connections_make_the_run_unfair(server) -> None:
     assert result.latency.max_ms >= 1000
 
 
+def _listen_overflows() -> int:
+    """The kernel's count of SYNs dropped because a listener's accept queue was full."""
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    for names, values in zip(lines[::2], lines[1::2], strict=True):
+        if names.startswith("TcpExt:"):
+            return int(dict(zip(names.split(), values.split(), strict=True))["ListenOverflows"])
+    raise AssertionError("no TcpExt line in /proc/net/netstat")
+
+
+def _tcp_states(port: int, end: int) -> list[str]:
+    """The kernel's states of the IPv4 sockets whose local (end 1) or remote (end 2) port is
+    `port`: "01" established, "02" connecting (SYN_SENT)."""
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return [row[3] for row in rows if int(row[end].rsplit(":", 1)[1], 16) == port]
+
+
+def test_a_wait_to_connect_is_the_connect_figures_not_the_latency() -> None:
+    """An unanswered request at the window's end counts from its first byte out, as an
+    answered one does (and the packets, and wrk): the wait for a connect that the server's
+    full accept queue held back is the connect figures'. Built from the kernel: a listener
+    that never serves, its one-place accept queue plugged by our own connection, so the
+    load's SYN is dropped; once the kernel shows that, the plug is taken out and the load's
+    retransmitted SYN (its first comes a second later) connects, and its request waits
+    unanswered to the window's end. Counted from its issue, it would be older than the window."""
+    with socket.socket() as listener:
+        listener.bind((HOST, 0))
+        listener.listen(0)  # a queue of one
+        port = listener.getsockname()[1]
+        before = _listen_overflows()
+        plug = socket.create_connection((HOST, port), timeout=5)
+        deadline = time.monotonic() + 30  # a safety bound, not the premise
+        while "01" not in _tcp_states(port, 1) and time.monotonic() < deadline:
+            time.sleep(0.005)  # until the kernel has queued the plug's server end
+        taken: list[socket.socket] = []
+
+        def unplug() -> None:
+            deadline = time.monotonic() + 30  # a safety bound, not the premise
+            while not ("02" in _tcp_states(port, 2) and _listen_overflows() > before):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.005)
+            taken.append(listener.accept()[0])
+
+        thread = threading.Thread(target=unplug, daemon=True)
+        thread.start()
+        try:
+            result = run_load(spec(port, connections=1, warmup_s=0.2, duration_s=2.5, timeout_s=4))
+        finally:
+            thread.join(30)
+            plug.close()
+            for sock in taken:
+                sock.close()
+    assert taken, "the load's SYN was never dropped: the premise did not hold"
+    assert result.requests == 0
+    # The connect waited out at least the kernel's first SYN timeout (1 s), in the window:
+    # finished there, or still unfinished at its end (then its age there).
+    assert result.connect is not None and result.connect.max_ms >= 900, result.connect
+    # The request went out a second or more after the run began, so its age at the window's
+    # end is shorter than the window. Counted from its issue, the wait to connect included, it
+    # would be the warm-up and the window together.
+    assert result.latency.max_ms < result.duration_s * 1000, (result.latency, result.duration_s)
+
+
 def test_a_slow_client_passed_over_is_still_starved(server) -> None:
     # The same server serves one connection forever: whichever it is, at least one of the
     # two slow clients waits unanswered. Slow by design is allowed for; passed over is not.

@@ -176,7 +176,7 @@ class Slot:
         self.entry = 0  # the workload entry of the current request
         self.conn: Conn | None = None
         self.busy = False
-        self.start_ns = 0  # issued (intended time in open loop): timeouts and ages count from here
+        self.start_ns = 0  # issued (intended time in open loop): timeouts, starving count from here
         # The latency counts from `sent_ns` (time.time_ns()'s clock, as the kernel's receive
         # timestamps) to the answer's arrival. In a closed loop, the request's first byte out:
         # what the server is given to answer, as wrk and the packets on the wire count it;
@@ -226,6 +226,8 @@ class Slot:
     def connect(self) -> None:
         worker = self.worker
         self.connect_ns = time.monotonic_ns()
+        if self.stamp_at_send:
+            self.sent_ns = 0  # no byte of the request is out until the connect finishes
         conn = Conn(self, worker.plan_new_connection())
         self.conn = conn
         if self.parser is None:
@@ -624,10 +626,17 @@ class Worker:
         slowest_us = max(self.slowest_completed_us, self.w_hist.max_us)
         slowest_slow_us = max(self.slowest_slow_us, slowest_us, self.w_slow_hist.max_us)
         self.starved = self.slow_starved = 0
+        wall_now = time.time_ns()  # `sent_ns`'s clock
         for slot in self.slots:
             if slot.busy:
                 age_ns = now - slot.start_ns
-                self.record_unanswered(slot, age_ns // 1000)
+                if slot.stamp_at_send and slot.sent_ns == 0:
+                    # Still connecting: as for an answered request, the connect's wait is
+                    # the connect histogram's, and the latency counts from the first byte
+                    # out, as the packets and wrk count it.
+                    self.w_connect_hist.record((now - slot.connect_ns) // 1000)
+                else:
+                    self.record_unanswered(slot, max(0, wall_now - slot.sent_ns) // 1000)
                 if age_ns >= self.timeout_ns:
                     self.w_errors[TIMEOUT] += 1
             if (
