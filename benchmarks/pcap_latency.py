@@ -179,6 +179,11 @@ def read(path: Path, server_port: int) -> Capture:
             last = connects[client][-1]
             if last.accepted_s is None:
                 connects[client][-1] = Connect(client, last.syn_s, last.syns, when)
+        if client not in connects:
+            # Connected before the capture began: not this run's. A client that exited
+            # (wrk, the run before) leaves sockets whose unacknowledged request the kernel
+            # keeps sending again for seconds; seen here first, each looked like a request.
+            continue
         if payload > 0 and to_server:
             if state[1] is not None:
                 _finish(client, state, done)

@@ -86,6 +86,7 @@ def test_a_window_counts_the_requests_still_unanswered_at_its_end_at_their_age(
     path = _pcap(
         tmp_path / "w.pcap",
         [
+            *[(9.990, port, SERVER, SYN, 0) for port in (a, b, c, d, e)],
             (10.000, a, SERVER, PSH | ACK, 100),  # A's first: answered before the window
             (10.100, SERVER, a, PSH | ACK, 100),
             (10.500, b, SERVER, PSH | ACK, 100),  # B: waits past the window's end
@@ -144,3 +145,24 @@ def test_a_connect_the_server_held_back_is_waiting_with_no_request_out(tmp_path:
     assert [round(ms) for ms in connects_waiting(capture.connects, 12.0)] == [1500]
     assert [round(ms) for ms in window_latencies(capture.requests, 11.0, 12.0)] == [498]
     assert [round(e.latency_ms) for e in capture.exchanges()] == [298]
+
+
+def test_a_connection_begun_before_the_capture_is_not_the_runs(tmp_path: Path) -> None:
+    # A is this run's (its SYN is in the capture). B is a socket of a client that exited
+    # before the capture began: the kernel sends its unacknowledged request again, twice,
+    # and the server never answers. Neither sending is a request of this run.
+    a, b = CLIENT_A, CLIENT_B
+    path = _pcap(
+        tmp_path / "o.pcap",
+        [
+            (10.000, b, SERVER, PSH | ACK, 100),
+            (10.100, a, SERVER, SYN, 0),
+            (10.101, SERVER, a, SYN | ACK, 0),
+            (10.102, a, SERVER, PSH | ACK, 100),
+            (10.200, SERVER, a, PSH | ACK, 100),
+            (11.000, b, SERVER, PSH | ACK, 100),
+        ],
+    )
+    capture = read(path, SERVER)
+    assert [(r.client_port, round(r.sent_s, 3)) for r in capture.requests] == [(a, 10.102)]
+    assert [round(ms) for ms in window_latencies(capture.requests, 10.0, 12.0)] == [98]
