@@ -13,7 +13,8 @@ Run nothing else on the machine meanwhile. Method and results: docs/pages/comman
 
 `--keep DIR` keeps each run's compare.json and wall time; `--full-from DIR` takes an app's full
 run from such a folder instead of running it again (the full run is the 50-minute part, and
-the race's rules do not touch it), and the table says so.
+the race's rules do not touch it), `--raced-from DIR` its raced run (to run the grids of a
+run cut short), and the table says so.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def kept_run(folder: Path, name: str) -> tuple[dict[str, Any], float]:
     """A run an earlier `--keep` kept: its compare.json and its wall time."""
     page, wall = folder / name / "compare.json", folder / f"{name}.wall_s"
     if not page.is_file() or not wall.is_file():
-        raise SystemExit(f"--full-from {folder}: no {page.name} or {wall.name} for {name}")
+        raise SystemExit(f"{folder}: no {name}/{page.name} or {wall.name} kept there")
     return json.loads(page.read_text()), float(wall.read_text())
 
 
@@ -161,6 +162,7 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--keep", type=Path, help="keep the studies, pages and logs here")
     parser.add_argument("--full-from", type=Path, help="take the full runs from an earlier --keep")
+    parser.add_argument("--raced-from", type=Path, help="take the raced runs from a --keep")
     args = parser.parse_args()
     budget = [] if args.budget is None else ["--budget", f"{args.budget:g}"]
     lines = []
@@ -168,8 +170,12 @@ def main() -> int:
         work = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="race-")))
         work.mkdir(parents=True, exist_ok=True)
         for app in args.apps.split(","):
-            print(f"== {app}: raced", file=sys.stderr)
-            raced, raced_s = run_compare(app, budget, f"{app}-raced", args, work)
+            if args.raced_from:
+                raced, raced_s = kept_run(args.raced_from, f"{app}-raced")
+                print(f"== {app}: raced run taken from {args.raced_from}", file=sys.stderr)
+            else:
+                print(f"== {app}: raced", file=sys.stderr)
+                raced, raced_s = run_compare(app, budget, f"{app}-raced", args, work)
             if args.full_from:
                 full, full_s = kept_run(args.full_from, f"{app}-full")
                 print(f"== {app}: full run taken from {args.full_from}", file=sys.stderr)
@@ -182,8 +188,9 @@ def main() -> int:
             print(f"== {app}: raced picks of {', '.join(top)} against their grids", file=sys.stderr)
             checks = grid_check(app, raced, top, args, work)
             lines.append(f"### {app}")
-            if args.full_from:
-                lines.append(f"- the full run: taken from an earlier run ({args.full_from.name})")
+            for part, folder in (("raced", args.raced_from), ("full", args.full_from)):
+                if folder:
+                    lines.append(f"- the {part} run: taken from an earlier run ({folder.name})")
             lines.append(
                 f"- wall time: raced {raced_s / 60:.1f} min, full {full_s / 60:.1f} min "
                 f"(x{raced_s / full_s:.2f}; target <= {TIME_TARGET:.2f}: "
