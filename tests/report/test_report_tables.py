@@ -219,9 +219,37 @@ def test_the_fastest_tuned_server_is_ranked_by_median_whatever_the_order() -> No
     # overlap, the line calls it a tie rather than a win.
     assert best_line([slower, UWSGI]) == (
         "fastest tuned: uwsgi and gunicorn tie on req/s (x1.33 on medians, inside the noise: "
-        "their ranges overlap)"
+        "their ranges overlap); the least memory among them: gunicorn (PSS 1.0 MB)"
     )
     assert best_line([GUNICORN, WAITRESS]) == "not enough tuned servers to rank"
+
+
+def _at(server: str, rps: list[float], pss: float) -> ServerRow:
+    """A server whose tuned config measured `rps` over the rounds and `pss` MB."""
+    return _row(
+        server,
+        _summary("default", [100, 100, 100], [9.0], [pss]),
+        _summary("trial 1", rps, [5.0], [pss]),
+    )
+
+
+def test_servers_inside_the_race_noise_tie_and_the_lightest_is_named() -> None:
+    # Every server at the closed loop's ceiling (a wait-bound app): 1% apart with tight,
+    # non-overlapping ranges. The race measured 10% of noise: inside it is no difference.
+    rows = [
+        _at("cheroot", [1234, 1269, 1269], 17.1),
+        _at("granian", [1274, 1280, 1280], 38.2),
+        _at("waitress", [1216, 1225, 1225], 11.8),
+        _at("tornado", [74, 75, 75], 20.0),
+    ]
+    assert best_line(rows, noise=0.10) == (
+        "fastest tuned: granian, cheroot and waitress tie on req/s (x1.04 on medians, inside "
+        "the noise the race measured, 10%); the least memory among them: waitress (PSS 11.8 MB)"
+    )
+    # Without a race (--full) the ranges alone decide, and they do not overlap.
+    assert best_line(rows) == "fastest tuned: granian, x1.01 the req/s of tuned cheroot (medians)"
+    # Beyond the noise, the fastest is named, whatever the noise.
+    assert best_line(rows, noise=0.005).startswith("fastest tuned: granian, x1.01")
 
 
 def _bound(row: ServerRow) -> ServerRow:

@@ -167,7 +167,7 @@ def handle(args: argparse.Namespace) -> int:
             }
         )
     else:
-        table = compare_table(rows, load_split(setups))
+        table = compare_table(rows, load_split(setups), _noise(race_json))
         print_tables(stdout_console(), [table, *sized_tables(rows)])
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
     unproven = [o.unproven for o in outcomes.values() if o.unproven is not None]
@@ -311,6 +311,12 @@ def parse_servers(
     return servers
 
 
+def _noise(race: dict[str, object] | None) -> float | None:
+    """The noise the race measured (None for --full: the ranges alone then call a tie)."""
+    value = (race or {}).get("noise")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def _write(
     out: Path,
     name: str,
@@ -335,7 +341,7 @@ def _write(
             "Entry points: " + "; ".join(f"{s.contender} serves {s.app_text}" for s in setups)
         )
     summary += sized.summary()
-    tables = [compare_table(rows, load_split(setups)), *sized_tables(rows)]
+    tables = [compare_table(rows, load_split(setups), _noise(race)), *sized_tables(rows)]
     page = render_page(f"tuner compare: {name}", summary, [chart], tables)
     write_report(out, "compare.html", page, [chart])
     summary_json = {

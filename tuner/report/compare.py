@@ -27,9 +27,12 @@ BOUND_HATCH = "//"
 BAR_HEIGHT = 0.38
 
 
-def compare_table(rows: Sequence[ServerRow], split: Split | None = None) -> Table:
+def compare_table(
+    rows: Sequence[ServerRow], split: Split | None = None, noise: float | None = None
+) -> Table:
     """The table and its notes; `split`: the load CPUs the rounds had and this machine's CPUs
-    to spare, for the load CPUs a client_bound figure would have needed."""
+    to spare, for the load CPUs a client_bound figure would have needed; `noise`: what a race
+    measured, inside which two servers' req/s tie."""
     lines = []
     for row in rows:
         for name, entry in (("default", row.default), ("tuned", row.tuned)):
@@ -69,7 +72,7 @@ def compare_table(rows: Sequence[ServerRow], split: Split | None = None) -> Tabl
         + [f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}" for row in rows]
         + [line for row in rows if (line := cpu_bound_line(row))]
         + client_bound_lines(rows, split)
-        + [best_line([row for row in rows if row.finalist])],
+        + [best_line([row for row in rows if row.finalist], noise)],
     )
 
 
@@ -186,10 +189,13 @@ def cpu_bound_line(row: ServerRow) -> str:
     )
 
 
-def best_line(rows: Sequence[ServerRow]) -> str:
+def best_line(rows: Sequence[ServerRow], noise: float | None = None) -> str:
     """The fastest tuned server, when one can be named: a client_bound server's req/s is a
     floor, so while any tuned server was client_bound no server is called the fastest (the
-    bound one may be faster than any figure shows), and none is ranked against it."""
+    bound one may be faster than any figure shows), and none is ranked against it. Servers the
+    noise cannot separate from the fastest (their ranges overlap it, or, in a race, the gap is
+    inside the noise the race measured) tie with it, and the one with the least memory among
+    them is named: a difference inside the noise is no difference."""
     bound = [row.server for row in rows if row.tuned and row.tuned.rps and row.tuned.client_bound]
     if bound:
         return (
@@ -199,18 +205,50 @@ def best_line(rows: Sequence[ServerRow]) -> str:
             f"{'is a floor' if len(bound) == 1 else 'are floors'}, not a result; "
             "rerun with more load CPUs (--load-cpus) to rank"
         )
-    tuned = [(row.server, row.tuned.rps) for row in rows if row.tuned and row.tuned.rps]
+    tuned = [row for row in rows if row.tuned and row.tuned.rps]
     if len(tuned) < 2:
         return "not enough tuned servers to rank"
-    tuned.sort(key=lambda item: -item[1].median)
-    (best, first), (second, other) = tuned[0], tuned[1]
-    times = ratio(first.median, other.median)
-    if not clearly_better(first, other, higher_is_better=True):
+    tuned.sort(key=lambda row: -_rps(row).median)
+    best, second = tuned[0], tuned[1]
+    times = ratio(_rps(best).median, _rps(second).median)
+    overlap = [
+        row for row in tuned[1:] if not clearly_better(_rps(best), _rps(row), higher_is_better=True)
+    ]
+    close = [
+        row
+        for row in tuned[1:]
+        if noise is not None and ratio(_rps(best).median, _rps(row).median) <= 1.0 + noise
+    ]
+    tied = [best, *(row for row in tuned[1:] if row in overlap or row in close)]
+    if len(tied) == 1:
         return (
-            f"fastest tuned: {best} and {second} tie on req/s (x{times:.2f} on medians, inside "
-            "the noise: their ranges overlap)"
+            f"fastest tuned: {best.server}, x{times:.2f} the req/s of tuned {second.server} "
+            "(medians)"
         )
-    return f"fastest tuned: {best}, x{times:.2f} the req/s of tuned {second} (medians)"
+    spread = ratio(_rps(best).median, _rps(tied[-1]).median)
+    names = ", ".join(row.server for row in tied[:-1]) + f" and {tied[-1].server}"
+    why = (
+        "inside the noise: their ranges overlap"
+        if all(row in overlap for row in tied[1:])
+        else f"inside the noise the race measured, {noise:.0%}"
+    )
+    line = f"fastest tuned: {names} tie on req/s (x{spread:.2f} on medians, {why})"
+    return line + _lightest(tied)
+
+
+def _rps(row: ServerRow) -> Spread:
+    assert row.tuned is not None and row.tuned.rps is not None  # tuned servers only
+    return row.tuned.rps
+
+
+def _lightest(tied: Sequence[ServerRow]) -> str:
+    """Among servers that tie on req/s, the cheaper one is the better pick: the least memory."""
+    known = [row for row in tied if row.tuned and row.tuned.pss_mb]
+    if len(known) < 2:
+        return ""
+    light = min(known, key=lambda row: row.tuned.pss_mb.median)  # type: ignore[union-attr]
+    mb = light.tuned.pss_mb.median  # type: ignore[union-attr]
+    return f"; the least memory among them: {light.server} (PSS {mb:.1f} MB)"
 
 
 def compare_chart(rows: Sequence[ServerRow]) -> Chart:
