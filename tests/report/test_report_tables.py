@@ -503,6 +503,16 @@ def test_a_raced_compare_says_who_reached_the_final_and_who_stopped_early_and_wh
     assert compare_table([stopped_finalist, *raced[1:]]).notes[0] == (
         "raced: in the final rounds: gunicorn (12 trials, stopped early), uwsgi (18 trials)"
     )
+    lean = [
+        raced[0],
+        replace(UWSGI, trials=4, lean_final=2),
+        replace(WAITRESS, trials=4, lean_final=3),
+    ]
+    assert compare_table(lean).notes[0] == (
+        "raced: in the final rounds: gunicorn (12 trials), uwsgi (4 trials; its default and "
+        "best in the final rounds, for the budget), waitress (4 trials; 3 configs, its "
+        "default and best first in the final rounds, for the budget)"
+    )
 
 
 def test_a_full_compare_has_no_race_lines() -> None:

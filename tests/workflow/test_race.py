@@ -8,7 +8,9 @@ import pytest
 
 from tuner.metrics.stats import Spread
 from tuner.workflow import race
+from tuner.workflow.confirm import Candidate
 from tuner.workflow.race import BudgetPlan, RunCost, Standing
+from tuner.workflow.racing import default_and_best
 
 
 def standing(server: str, *runs: float, trials: int = 6, gain: float = 0.0) -> Standing:
@@ -154,6 +156,40 @@ def test_the_budget_shrinks_the_first_rung_and_ends_the_race_before_the_final() 
     assert plan.rung_fits(100.0, cost, alive=3, finalists=3)
     assert plan.rungs_left(100.0, cost, alive=3) == 1  # (840 - 100 - 562) / 96
     assert plan.fixed_s(cost) == pytest.approx(10 * 5 * 4.0 + 75 * 7.5)
+
+
+def test_finalists_beyond_the_top_three_bring_what_the_budget_holds() -> None:
+    """A wait-bound app: seven finalists the noise cannot separate. Every candidate of all
+    seven would take the final rounds past the budget; the four beyond the top three bring
+    what fits, down to their default and their best, and a further rung is judged against
+    that leaner final."""
+    plan = BudgetPlan(budget_s=14 * 60, servers=10, final_candidates=6, final_rounds=3)
+    cost = RunCost(rung_s=4.0, final_s=7.5)
+    assert plan.final_runs(7) == (7 * 6 + 3) * 3  # 135 runs, 1,012 s: past the budget alone
+    assert plan.final_runs(7, race.LEAN_CANDIDATES) == (3 * 6 + 4 * 2 + 3) * 3  # 87, 652 s
+    assert plan.final_runs(3, 2) == plan.final_runs(3)  # nobody beyond the top three
+    assert plan.extra_candidates(60.0, cost, finalists=7) == 3  # 60 + 99 x 7.5 <= 840
+    assert plan.extra_candidates(180.0, cost, finalists=7) == race.LEAN_CANDIDATES
+    assert plan.extra_candidates(800.0, cost, finalists=7) == race.LEAN_CANDIDATES  # the least
+    assert replace(plan, budget_s=30 * 60).extra_candidates(0.0, cost, finalists=7) == 6
+    # a rung of one server (8 runs, 32 s) fits beside the lean final, not beside the full one
+    assert plan.rung_fits(100.0, cost, alive=1, finalists=7)  # 100 + 32 + 652 <= 840
+    assert not plan.rung_fits(180.0, cost, alive=1, finalists=7)
+
+
+def test_a_lean_finalist_brings_its_default_then_its_best_then_the_rest_in_order() -> None:
+    picks = [
+        Candidate("default", 0, {"workers": 1}),
+        Candidate("2*cpus+1", 1, {"workers": 5}),
+        Candidate("trial 3", 3, {"workers": 3}),
+        Candidate("trial 5", 5, {"workers": 9}),
+        Candidate("trial 5, logging off", 5, {"workers": 9, "accesslog": None}),
+    ]
+    labels = [c.label for c in default_and_best(picks, 5, 2)]
+    assert labels == ["default", "trial 5"]
+    assert [c.label for c in default_and_best(picks, 5, 3)][2] == "2*cpus+1"
+    assert [c.label for c in default_and_best(picks, 0, 2)] == ["default", "2*cpus+1"]
+    assert [c.label for c in default_and_best(picks, None, 3)] == ["default", "2*cpus+1", "trial 3"]
 
 
 def test_the_trials_at_other_sizes_are_planned_as_final_runs_of_each_finalist() -> None:

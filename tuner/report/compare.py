@@ -152,13 +152,23 @@ def race_lines(rows: Sequence[ServerRow]) -> list[str]:
     if all(row.trials is None for row in rows):
         return []
     final = [
-        f"{row.server} ({row.trials} trials{', stopped early' if row.stopped else ''})"
+        f"{row.server} ({row.trials} trials{', stopped early' if row.stopped else ''}"
+        f"{_lean_text(row.lean_final)})"
         for row in rows
         if row.finalist
     ]
     lines = ["raced: in the final rounds: " + ", ".join(final)]
     lines += [f"{row.server}: stopped early: {row.stopped}" for row in rows if row.stopped]
     return lines
+
+
+def _lean_text(configs: int | None) -> str:
+    if configs is None:
+        return ""
+    brought = (
+        "its default and best" if configs == 2 else f"{configs} configs, its default and best first"
+    )
+    return f"; {brought} in the final rounds, for the budget"
 
 
 def cpu_text(entry: ConfirmedSummary) -> str:

@@ -44,6 +44,9 @@ class ServerRow:
     trials: int | None = None
     stopped: str = ""
     finalist: bool = True
+    # A finalist beyond the top three: the configs it brought to the final rounds, when the
+    # budget held fewer than its candidates (its default and best first).
+    lean_final: int | None = None
     app: str = ""  # the entry point it served, as given (a project's WSGI or ASGI one)
     sizing: SizingRule | None = None  # --for-cpus: the rule its written file sizes itself by
 
@@ -52,6 +55,7 @@ class ServerRow:
             "trials": self.trials,
             "stopped": self.stopped,
             "finalist": self.finalist,
+            "lean_final": self.lean_final,
             "server": self.server,
             "app": self.app,
             "study": self.study,
@@ -171,6 +175,7 @@ def race_rows(race: RaceResult, final: FinalResult) -> list[ServerRow]:
                     if verdict
                     else "no config passed the SLOs; no file written",
                     sizing=outcome.sizing,
+                    lean_final=race.extra_candidates if server in race.lean else None,
                 )
             )
             continue

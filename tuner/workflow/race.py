@@ -43,6 +43,9 @@ RUNG_TRIALS = 6
 MIN_FIRST_RUNG = 3
 # Interleaved rounds of the servers' best configs after each rung.
 RACE_ROUNDS = 2
+# Configs a finalist beyond the top MIN_FINALISTS brings to the final rounds when the budget
+# cannot hold all of its candidates: its default and its best.
+LEAN_CANDIDATES = 2
 
 
 @dataclass(frozen=True)
@@ -185,12 +188,25 @@ class BudgetPlan:
     final_rounds: int
     sized_runs: int = 0  # --for-cpus: trials each finalist draws after them, at other sizes
 
-    def final_runs(self, finalists: int | None = None) -> int:
-        """The final rounds' runs (each finalist's candidates and every other server's
-        default), and each finalist's trials at the other sizes, at the same windows."""
+    def final_runs(self, finalists: int | None = None, extra_candidates: int | None = None) -> int:
+        """The final rounds' runs (the top MIN_FINALISTS' candidates, `extra_candidates` of
+        each finalist beyond them, every other server's default), and each finalist's trials
+        at the other sizes, at the same windows."""
         count = min(self.servers, MIN_FINALISTS) if finalists is None else finalists
-        rounds = (count * self.final_candidates + (self.servers - count)) * self.final_rounds
-        return rounds + count * self.sized_runs
+        top = min(count, MIN_FINALISTS)
+        each = self.final_candidates if extra_candidates is None else extra_candidates
+        per_round = top * self.final_candidates + (count - top) * each + (self.servers - count)
+        return per_round * self.final_rounds + count * self.sized_runs
+
+    def extra_candidates(self, spent_s: float, cost: RunCost, finalists: int) -> int:
+        """Configs each finalist beyond the top MIN_FINALISTS brings to the final rounds: all
+        its candidates when the final fits what the budget leaves after `spent_s`, else the
+        most that fit, down to LEAN_CANDIDATES (the servers the noise cannot separate from
+        the leader are many when the app is bound by waits, not by the server)."""
+        for each in range(self.final_candidates, LEAN_CANDIDATES, -1):
+            if spent_s + self.final_runs(finalists, each) * cost.final_s <= self.budget_s:
+                return each
+        return min(LEAN_CANDIDATES, self.final_candidates)
 
     def first_rung(self, cost: RunCost) -> int:
         """Trials per server in the first rung: RUNG_TRIALS, fewer (down to MIN_FIRST_RUNG)
@@ -204,8 +220,9 @@ class BudgetPlan:
 
     def rung_fits(self, spent_s: float, cost: RunCost, alive: int, finalists: int) -> bool:
         """Whether another rung of `alive` servers (its trials and rounds) and then the final
-        rounds fit in what the budget leaves after `spent_s`."""
-        final_s = self.final_runs(finalists) * cost.final_s
+        rounds fit in what the budget leaves after `spent_s`: a rung that tunes the servers
+        comes before more configs of the finalists beyond the top MIN_FINALISTS."""
+        final_s = self.final_runs(finalists, LEAN_CANDIDATES) * cost.final_s
         return spent_s + self.rung_s(alive, cost) + final_s <= self.budget_s
 
     def rungs_left(self, spent_s: float, cost: RunCost, alive: int) -> int:

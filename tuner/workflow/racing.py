@@ -99,6 +99,14 @@ class RaceResult:
     standings: dict[str, Standing]
     noise: float
     rungs: int
+    # Configs each finalist beyond the top MIN_FINALISTS brings to the final rounds (all its
+    # candidates when the budget holds them: FinalResult and the page say when it did not).
+    extra_candidates: int
+
+    @property
+    def lean(self) -> list[str]:
+        """The finalists that bring only some of their candidates, to fit the budget."""
+        return self.finalists[race.MIN_FINALISTS :] if self.extra_candidates else []
 
 
 @dataclass(frozen=True)
@@ -227,7 +235,15 @@ def run_race(
         for lane in drawing:
             say(f"{lane.server}: rung {rungs}")  # its trial lines follow
             _rung(lane, race.RUNG_TRIALS, options, clock)
-    return RaceResult(lanes, finalists, standings, noise, rungs)
+    extra = plan.extra_candidates(clock.spent_s, clock.cost(), len(finalists))
+    lean = finalists[race.MIN_FINALISTS :] if extra < plan.final_candidates else []
+    if lean:
+        say(
+            f"race: {len(finalists)} finalists, the noise cannot separate them; so that the "
+            f"final rounds fit the budget, {', '.join(lean)} bring {extra} configs each "
+            f"(their default and best first), the top {race.MIN_FINALISTS} all theirs"
+        )
+    return RaceResult(lanes, finalists, standings, noise, rungs, extra if lean else 0)
 
 
 def _first_rung(
@@ -384,6 +400,10 @@ def run_final(
             picks = pick_candidates(
                 lane.setup, lane.records(), options.top_k, pareto=pareto_numbers(lane.study)
             )
+            if lane.server in result.lean:
+                best = lane.best()
+                number = best.number if best is not None else None
+                picks = default_and_best(picks, number, result.extra_candidates)
         else:
             default = lane.setup.adapter.baselines(lane.setup.cpus)[0]
             trial0 = next((r.number for r in lane.records() if r.baseline == default.label), None)
@@ -421,6 +441,17 @@ def run_final(
             sizing_for=_sizing_for(lane, options),
         )
     return FinalResult(confirmed, outcomes)
+
+
+def default_and_best(picks: Sequence[Candidate], best: int | None, count: int) -> list[Candidate]:
+    """The first `count` of `picks` (as `pick_candidates` orders them, the default first),
+    with the race's best config moved up to second: a lean finalist still brings what it
+    reached, and what it is measured against."""
+    first = list(picks[:1])
+    if best is not None:
+        first += [c for c in picks[1:] if c.trial_number == best][:1]
+    rest = [c for c in picks if c not in first]
+    return (first + rest)[:count]
 
 
 def _sizing_for(lane: Lane, options: RaceOptions) -> SizingFor | None:
