@@ -17,7 +17,7 @@ from tuner.metrics.measurement import Latency, TemplateFigures
 from tuner.metrics.stats import Spread, spread_text
 from tuner.report import tables
 from tuner.report.bench_view import result_table
-from tuner.report.compare import best_line, compare_chart, compare_table
+from tuner.report.compare import best_line, ceiling_line, compare_chart, compare_table
 from tuner.report.data import StoredResult, StudyData, contenders
 from tuner.search.attrs import StudyAttrs
 from tuner.search.records import TrialRecord
@@ -250,6 +250,41 @@ def test_servers_inside_the_race_noise_tie_and_the_lightest_is_named() -> None:
     assert best_line(rows) == "fastest tuned: granian, x1.01 the req/s of tuned cheroot (medians)"
     # Beyond the noise, the fastest is named, whatever the noise.
     assert best_line(rows, noise=0.005).startswith("fastest tuned: granian, x1.01")
+
+
+def _busy(row: ServerRow, share: float, p50: float = 50.8) -> ServerRow:
+    """`row` with its tuned config keeping `share` of its one CPU busy at `p50` ms."""
+    assert row.tuned is not None
+    busy = replace(row.tuned, cpu_busy=Spread.of([share]), of_cpus=1.0)
+    return replace(row, tuned=replace(busy, latency_ms_median={"p50": p50}))
+
+
+def test_a_tie_with_the_fastest_server_mostly_idle_is_called_the_load_ceiling() -> None:
+    """A wait-bound app in a closed loop: 64 connections, each waiting about 50 ms for its
+    answer, cannot ask more than about 1,260 req/s of any server; the fastest kept 7% of its
+    CPU busy. The page says the tie is likely the load's, and how to rank them."""
+    rows = [
+        _busy(_at("cheroot", [1234, 1269, 1269], 17.1), 0.21),
+        _busy(_at("granian", [1274, 1280, 1280], 38.2), 0.07),
+        _busy(_at("waitress", [1216, 1225, 1225], 11.8), 0.61),
+        _busy(_at("tornado", [74, 75, 75], 20.0), 0.04),
+    ]
+    assert ceiling_line(rows, 0.10, 64) == (
+        "likely the load's ceiling, not the servers': granian kept 7% of its CPUs busy (the 3 "
+        "that tie 7%-61%), and a closed loop's req/s is at most connections / latency (here "
+        "64 / 50.8 ms p50 = 1,260); to rank them, raise --connections, or compare p99 at a "
+        "fixed --rate (--objective latency)"
+    )
+    table = compare_table(rows, noise=0.10, connections=64)
+    assert table.notes[-1].startswith("likely the load's ceiling")
+    assert ceiling_line(rows, 0.10, None) == ""  # an open loop: its ceiling is the rate
+    assert ceiling_line(rows, 0.005, 64) == ""  # nobody ties with granian
+    busy = [_busy(rows[1], 0.95), *rows[:1], *rows[2:]]  # the fastest had no CPU to spare
+    assert ceiling_line(busy, 0.10, 64) == ""
+    unknown = [replace(rows[1], tuned=replace(rows[1].tuned, cpu_busy=None)), rows[0]]
+    assert ceiling_line(unknown, 0.10, 64) == ""
+    assert ceiling_line([_bound(rows[1]), rows[0]], 0.10, 64) == ""  # our limit, said apart
+    assert not any(n.startswith("likely") for n in compare_table(busy, connections=64).notes)
 
 
 def _bound(row: ServerRow) -> ServerRow:

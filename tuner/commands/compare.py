@@ -167,7 +167,7 @@ def handle(args: argparse.Namespace) -> int:
             }
         )
     else:
-        table = compare_table(rows, load_split(setups), _noise(race_json))
+        table = compare_table(rows, load_split(setups), _noise(race_json), _connections(setups))
         print_tables(stdout_console(), [table, *sized_tables(rows)])
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
     unproven = [o.unproven for o in outcomes.values() if o.unproven is not None]
@@ -317,6 +317,12 @@ def _noise(race: dict[str, object] | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def _connections(setups: Sequence[StudySetup]) -> int | None:
+    """The closed loop's connections (None for an open loop: its ceiling is the rate)."""
+    load = setups[0].load
+    return None if load.open_loop else load.connections
+
+
 def _write(
     out: Path,
     name: str,
@@ -341,7 +347,10 @@ def _write(
             "Entry points: " + "; ".join(f"{s.contender} serves {s.app_text}" for s in setups)
         )
     summary += sized.summary()
-    tables = [compare_table(rows, load_split(setups), _noise(race)), *sized_tables(rows)]
+    tables = [
+        compare_table(rows, load_split(setups), _noise(race), _connections(setups)),
+        *sized_tables(rows),
+    ]
     page = render_page(f"tuner compare: {name}", summary, [chart], tables)
     write_report(out, "compare.html", page, [chart])
     summary_json = {

@@ -28,11 +28,16 @@ BAR_HEIGHT = 0.38
 
 
 def compare_table(
-    rows: Sequence[ServerRow], split: Split | None = None, noise: float | None = None
+    rows: Sequence[ServerRow],
+    split: Split | None = None,
+    noise: float | None = None,
+    connections: int | None = None,
 ) -> Table:
     """The table and its notes; `split`: the load CPUs the rounds had and this machine's CPUs
     to spare, for the load CPUs a client_bound figure would have needed; `noise`: what a race
-    measured, inside which two servers' req/s tie."""
+    measured, inside which two servers' req/s tie; `connections`: the closed loop's (None for
+    an open loop), whose ceiling a tie with idle CPUs is."""
+    finalists = [row for row in rows if row.finalist]
     lines = []
     for row in rows:
         for name, entry in (("default", row.default), ("tuned", row.tuned)):
@@ -72,7 +77,8 @@ def compare_table(
         + [f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}" for row in rows]
         + [line for row in rows if (line := cpu_bound_line(row))]
         + client_bound_lines(rows, split)
-        + [best_line([row for row in rows if row.finalist], noise)],
+        + [best_line(finalists, noise)]
+        + [line for line in [ceiling_line(finalists, noise, connections)] if line],
     )
 
 
@@ -215,22 +221,13 @@ def best_line(rows: Sequence[ServerRow], noise: float | None = None) -> str:
             f"{'is a floor' if len(bound) == 1 else 'are floors'}, not a result; "
             "rerun with more load CPUs (--load-cpus) to rank"
         )
-    tuned = [row for row in rows if row.tuned and row.tuned.rps]
+    tuned = _ranked(rows)
     if len(tuned) < 2:
         return "not enough tuned servers to rank"
-    tuned.sort(key=lambda row: -_rps(row).median)
     best, second = tuned[0], tuned[1]
-    times = ratio(_rps(best).median, _rps(second).median)
-    overlap = [
-        row for row in tuned[1:] if not clearly_better(_rps(best), _rps(row), higher_is_better=True)
-    ]
-    close = [
-        row
-        for row in tuned[1:]
-        if noise is not None and ratio(_rps(best).median, _rps(row).median) <= 1.0 + noise
-    ]
-    tied = [best, *(row for row in tuned[1:] if row in overlap or row in close)]
+    tied = [best, *(row for row in tuned[1:] if _tie(best, row, noise))]
     if len(tied) == 1:
+        times = ratio(_rps(best).median, _rps(second).median)
         return (
             f"fastest tuned: {best.server}, x{times:.2f} the req/s of tuned {second.server} "
             "(medians)"
@@ -239,11 +236,68 @@ def best_line(rows: Sequence[ServerRow], noise: float | None = None) -> str:
     names = ", ".join(row.server for row in tied[:-1]) + f" and {tied[-1].server}"
     why = (
         "inside the noise: their ranges overlap"
-        if all(row in overlap for row in tied[1:])
+        if all(_overlap(best, row) for row in tied[1:])
         else f"inside the noise the race measured, {noise:.0%}"
     )
     line = f"fastest tuned: {names} tie on req/s (x{spread:.2f} on medians, {why})"
     return line + _lightest(tied)
+
+
+def _ranked(rows: Sequence[ServerRow]) -> list[ServerRow]:
+    """The servers with a tuned req/s, fastest median first."""
+    tuned = [row for row in rows if row.tuned and row.tuned.rps]
+    return sorted(tuned, key=lambda row: -_rps(row).median)
+
+
+def _overlap(best: ServerRow, row: ServerRow) -> bool:
+    return not clearly_better(_rps(best), _rps(row), higher_is_better=True)
+
+
+def _tie(best: ServerRow, row: ServerRow, noise: float | None) -> bool:
+    """`row` ties with the fastest: their ranges overlap, or (in a race) the gap of their
+    medians is inside the noise the race measured."""
+    inside = noise is not None and ratio(_rps(best).median, _rps(row).median) <= 1.0 + noise
+    return _overlap(best, row) or inside
+
+
+# The fastest server kept less than this share of its CPUs busy: it had room to serve more.
+IDLE_SHARE = 0.5
+
+
+def ceiling_line(rows: Sequence[ServerRow], noise: float | None, connections: int | None) -> str:
+    """Said when servers tie with the fastest and the fastest kept most of its CPUs idle, in
+    a closed loop: each of the `connections` waits for its answer before it sends again, so
+    req/s is at most connections / the app's own latency whatever the server (an app that
+    waits on I/O), and the tie is likely the load's ceiling, not the servers' equal merit.
+    Quiet otherwise, and beside a client_bound figure (which has its own line)."""
+    tuned = _ranked(rows)
+    if connections is None or len(tuned) < 2 or any(_bound(row) for row in tuned):
+        return ""
+    tied = [tuned[0], *(row for row in tuned[1:] if _tie(tuned[0], row, noise))]
+    fastest = _busy_share(tied[0])
+    if len(tied) < 2 or fastest is None or fastest >= IDLE_SHARE:
+        return ""
+    shares = [share for row in tied if (share := _busy_share(row)) is not None]
+    p50 = tied[0].tuned.latency_ms_median.get("p50") if tied[0].tuned else None
+    little = f" / {p50:.1f} ms p50 = {connections / p50 * 1000:,.0f}" if p50 else ""
+    return (
+        f"likely the load's ceiling, not the servers': {tied[0].server} kept {fastest:.0%} of "
+        f"its CPUs busy (the {len(tied)} that tie {min(shares):.0%}-{max(shares):.0%}), and "
+        f"a closed loop's req/s is at most connections / latency (here {connections}{little}); "
+        "to rank them, raise --connections, or compare p99 at a fixed --rate "
+        "(--objective latency)"
+    )
+
+
+def _bound(row: ServerRow) -> bool:
+    return row.tuned is not None and row.tuned.client_bound
+
+
+def _busy_share(row: ServerRow) -> float | None:
+    entry = row.tuned
+    if entry is None or entry.cpu_busy is None or not entry.of_cpus:
+        return None
+    return entry.cpu_busy.median / entry.of_cpus
 
 
 def _rps(row: ServerRow) -> Spread:
