@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.loadplan import path_load  # noqa: E402
+from tuner import interrupts  # noqa: E402
 from tuner.apps import check_app_imports, parse_app  # noqa: E402
 from tuner.errors import TrialError  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
@@ -52,6 +53,7 @@ def measure(plan_for, settings: dict[str, Any], index: int) -> Measurement | Non
     try:
         return run_bench(plan_for(settings, index)).measurement
     except TrialError as exc:
+        interrupts.raise_if_requested()  # Ctrl-C stopped the server first: stop, not "failed"
         print(f"    failed: {str(exc).splitlines()[0][:120]}", file=sys.stderr)
         return None
 
@@ -305,4 +307,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with interrupts.stop_signals_interrupt():  # Ctrl-C and SIGTERM stop it, as they stop tuner
+        sys.exit(main())

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.loadplan import path_load  # noqa: E402
+from tuner import interrupts  # noqa: E402
 from tuner.apps import parse_app  # noqa: E402
 from tuner.errors import TrialError  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
@@ -128,6 +129,9 @@ def grid_check(
             try:
                 metrics = run(server, settings)
             except TrialError:
+                # Ctrl-C stops the server first, so the run can fail before the signal's
+                # KeyboardInterrupt is seen: a stop asked for ends the benchmark, not the config.
+                interrupts.raise_if_requested()
                 continue
             if not metrics.unfair and metrics.error_rate <= 0.01:
                 measured.append((metrics.median_rps, settings))
@@ -214,4 +218,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with interrupts.stop_signals_interrupt():  # Ctrl-C and SIGTERM stop it, as they stop tuner
+        sys.exit(main())

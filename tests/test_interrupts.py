@@ -22,7 +22,7 @@ def _clean() -> None:
 
 class _Finalized:
     def __del__(self) -> None:
-        cli._interrupt(signal.SIGINT, None)  # the handler runs while a finalizer runs
+        interrupts.on_stop_signal(signal.SIGINT, None)  # the handler runs while a finalizer runs
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -52,4 +52,18 @@ def test_nothing_requested_is_a_no_op_and_main_clears_a_request() -> None:
     interrupts.request("SIGINT")
     # A command that ends (here with a one-line error) leaves no request for the next one.
     assert cli.main(["studies", "--storage", "sqlite:////nonexistent/dir/x.db"]) == 2
+    interrupts.raise_if_requested()
+
+
+def test_a_stop_signal_inside_the_guard_raises_is_remembered_and_the_handler_is_restored() -> None:
+    """What `tuner` and the benchmarks run inside: SIGTERM sent to this very process raises
+    KeyboardInterrupt named after it, and is remembered for the loops' safe points; outside,
+    the handler before is back and nothing is remembered."""
+    before = signal.getsignal(signal.SIGTERM)
+    with interrupts.stop_signals_interrupt():
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            signal.raise_signal(signal.SIGTERM)  # its handler runs before raise_signal returns
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            interrupts.raise_if_requested()
+    assert signal.getsignal(signal.SIGTERM) is before
     interrupts.raise_if_requested()

@@ -29,8 +29,6 @@ from tuner.errors import TunerError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-# Ctrl-C, and what a service manager or a closed terminal sends: each stops the tuner alike.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,12 +53,6 @@ def first_line(text: str) -> str:
     return lines[0] if lines else "unknown error"
 
 
-def _interrupt(signum: int, _frame: object) -> None:
-    name = signal.Signals(signum).name
-    interrupts.request(name)  # kept, in case the exception lands in a finalizer and is lost
-    raise KeyboardInterrupt(name)
-
-
 def _has_file_descriptor(stream: object) -> bool:
     """faulthandler writes to a file descriptor: not there when stderr is captured in-process."""
     try:
@@ -72,9 +64,14 @@ def _has_file_descriptor(stream: object) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS if in_main_thread}
     if in_main_thread and _has_file_descriptor(sys.stderr):
         faulthandler.register(signal.SIGUSR2, all_threads=True, chain=False)
+    with interrupts.stop_signals_interrupt():
+        return _handled(args)
+
+
+def _handled(args: argparse.Namespace) -> int:
+    """The command's exit code, every error turned into one line and its code."""
     try:
         return int(args.handler(args))
     except TunerError as exc:
@@ -96,10 +93,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        interrupts.clear()
 
 
 def run() -> NoReturn:
