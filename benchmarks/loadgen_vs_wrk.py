@@ -235,10 +235,6 @@ def run_ours(port: int, path: str, args: argparse.Namespace, out: Samples) -> No
     out.add_cost(result.overall_rps, result.loadgen_cpu_pct - kernel, kernel)
 
 
-def _med_count(values: list[int]) -> str:
-    return f"{statistics.median(values):.0f}" if values else "-"
-
-
 def _spread(values: list[float]) -> str:
     return f"{min(values):.0f}-{max(values):.0f}"
 
@@ -358,8 +354,8 @@ def main() -> int:
     return 0
 
 
-def _med(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f}" if values else "-"
+def _med(values: list[float] | list[int], digits: int = 1) -> str:
+    return f"{statistics.median(values):.{digits}f}" if values else "-"
 
 
 def print_wire(rows: list[tuple[Server, Samples, Samples]]) -> None:
@@ -406,7 +402,7 @@ def print_wire(rows: list[tuple[Server, Samples, Samples]]) -> None:
             f"{_med(wrk.p99):>8}/{_med(wrk.wire[99])}/{_med(wrk.wire_wrk_corrected_p99):<8} "
             f"{_med(ours.p99):>7}/{_med(ours.wire[99])}/{_med(ours.wire_window[99]):<7} "
             f"{statistics.median(ours.starved):>7.0f} "
-            f"{_med_count(ours.syn_resent):>6}/{_med_count(ours.connecting_at_end):<6} "
+            f"{_med(ours.syn_resent, 0):>6}/{_med(ours.connecting_at_end, 0):<6} "
             f"{plain[0]:>5.2f} {plain[1]:>4.2f} {plain[2]:>5.2f} "
             f"{counted[0]:>7.2f} {counted[1]:>5.2f} {counted[2]:>5.2f} "
             f"{'met' if met else 'MISSED':>7}"

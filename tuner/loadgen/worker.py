@@ -54,6 +54,8 @@ STARVED_WAIT_FACTOR = 2
 # changes its mind.
 REPROBE_EVERY = 100
 QUICK_CLOSE_NS = 50_000_000
+# A closed-loop slot's `sent_ns` while its request waits for a connect (no byte out yet).
+NOT_SENT = 0
 
 _WARMUP, _MEASURE, _DRAIN, _DONE = range(4)
 
@@ -183,7 +185,7 @@ class Slot:
         # a connect needed first is timed apart (the worker's connect histogram). In open
         # loop, its intended time (coordinated omission: any delay counts); a slow client,
         # from its issue (its link's sending time is part of its latency).
-        self.sent_ns = 0
+        self.sent_ns = NOT_SENT
         self.stamp_at_send = not slow and worker.cfg.rate_rps is None
         self.connect_ns = 0  # when the current connection's connect began (monotonic)
         self.request = b""
@@ -218,6 +220,10 @@ class Slot:
             self.reused = False
             self.connect()
 
+    def waits_to_connect(self) -> bool:
+        """Its request (closed loop) waits for the connect: not a byte of it is out yet."""
+        return self.stamp_at_send and self.sent_ns == NOT_SENT
+
     def send(self, transport: Connection) -> None:
         if self.stamp_at_send:
             self.sent_ns = time.time_ns()
@@ -227,7 +233,7 @@ class Slot:
         worker = self.worker
         self.connect_ns = time.monotonic_ns()
         if self.stamp_at_send:
-            self.sent_ns = 0  # no byte of the request is out until the connect finishes
+            self.sent_ns = NOT_SENT  # no byte of the request is out until the connect finishes
         conn = Conn(self, worker.plan_new_connection())
         self.conn = conn
         if self.parser is None:
@@ -630,7 +636,7 @@ class Worker:
         for slot in self.slots:
             if slot.busy:
                 age_ns = now - slot.start_ns
-                if slot.stamp_at_send and slot.sent_ns == 0:
+                if slot.waits_to_connect():
                     # Still connecting: as for an answered request, the connect's wait is
                     # the connect histogram's, and the latency counts from the first byte
                     # out, as the packets and wrk count it.
