@@ -99,8 +99,8 @@ class RaceResult:
     standings: dict[str, Standing]
     noise: float
     rungs: int
-    # Configs each finalist beyond the top MIN_FINALISTS brings to the final rounds (all its
-    # candidates when the budget holds them: FinalResult and the page say when it did not).
+    # Configs each finalist beyond the top MIN_FINALISTS brings to the final rounds when the
+    # budget holds fewer than all its candidates; 0 when it holds them all.
     extra_candidates: int
 
     @property
