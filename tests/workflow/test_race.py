@@ -61,6 +61,21 @@ def test_a_gap_beyond_the_noise_is_not_enough_when_the_last_rung_gained_as_much(
     assert calls(climbing, rungs_left=0)["waitress"].startswith("behind granian by x2.0")
 
 
+def test_the_reason_says_what_was_counted_on_the_untried_configs() -> None:
+    """Rungs left: the last rung's gain was counted, and fell short. None left: the gain,
+    however large, could not count, and the reason says so instead of looking wrong."""
+    climbing = [*FIELD[:3], standing("waitress", 1500, 1560, gain=2.0)]
+    assert calls(FIELD)["waitress"].endswith(
+        "beyond the noise (10%) and what its untried configs could add (its last rung gained "
+        "nothing)"
+    )
+    assert calls(climbing, rungs_left=0)["waitress"].endswith(
+        "with no rung left in the budget for its untried configs (its last rung gained 200%)"
+    )
+    done = [*FIELD[:3], Standing("waitress", 30, Spread.of([1500, 1560]), 0.5, done=True)]
+    assert calls(done)["waitress"].endswith("(10%), with all the trials it may draw drawn")
+
+
 def test_the_top_three_never_stop_and_all_reach_the_final() -> None:
     """Three servers, one far behind: the final rounds measure all three, so none stops
     drawing trials (each must be there tuned, not as a first rung left it)."""

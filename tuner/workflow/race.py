@@ -125,21 +125,33 @@ def judge(
         ahead = 0 if standing.done else max(0, rungs_left)
         reach = (1.0 + max(0.0, standing.gain)) ** ahead
         if apart and times > (1.0 + noise) * reach:
-            calls.append(Call(standing.server, True, _reason(leader, standing, times, noise)))
+            why = _reason(leader, standing, times, noise, rungs_left=ahead)
+            calls.append(Call(standing.server, True, why))
         else:
             calls.append(Call(standing.server, False))
     return calls
 
 
-def _reason(leader: Standing, standing: Standing, times: float, noise: float) -> str:
+def _reason(
+    leader: Standing, standing: Standing, times: float, noise: float, rungs_left: int
+) -> str:
     gained = (
         f"its last rung gained {standing.gain:.0%}"
         if standing.gain > 0
         else "its last rung gained nothing"
     )
+    # With no rung left, what its space could add is nothing, however much its last rung
+    # gained: the reason says so rather than a gain that looks as if it should have counted.
+    could = (
+        f" and what its untried configs could add ({gained})"
+        if rungs_left > 0
+        else f", with no rung left in the budget for its untried configs ({gained})"
+        if not standing.done
+        else ", with all the trials it may draw drawn"
+    )
     return (
         f"behind {leader.server} by x{times:.1f} after {standing.trials} trials, beyond the "
-        f"noise ({noise:.0%}) and what its untried configs could add ({gained})"
+        f"noise ({noise:.0%}){could}"
     )
 
 
