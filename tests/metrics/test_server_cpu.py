@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -116,6 +117,21 @@ def test_the_comparison_says_why_server_cpus_were_idle(one_process: bool, why: s
         "0.98 / 2",
     ]
     assert line in table.notes
+
+
+def test_a_one_process_server_short_of_its_one_core_waited() -> None:
+    """On one CPU, a one-process server that kept 0.2 busy was not held back by its design:
+    it waited (an app that waits on I/O). On two CPUs at 0.3, both hold."""
+    one_cpu = ServerRow(
+        "waitress", "s", _summary("default", 0.2, 1.0), _summary("tuned", 0.2, 1.0), False,
+        None, "v", one_process=True,
+    )  # fmt: skip
+    assert cpu_bound_line(one_cpu).endswith(
+        "0.8 idle; the server waited (on the app's I/O or on its clients)"
+    )
+    two_cpus = replace(one_cpu, tuned=_summary("tuned", 0.3, 2.0))
+    line = cpu_bound_line(two_cpus)
+    assert "so more CPUs cannot help it; the server waited" in line
 
 
 def test_a_busy_server_gets_no_idle_note() -> None:

@@ -187,18 +187,24 @@ def cpu_text(entry: ConfirmedSummary) -> str:
 def cpu_bound_line(row: ServerRow) -> str:
     """Said when the tuned server left server CPUs idle: a one-process server on several cores
     is limited by its design, not by its tuning, and the reader must not take one for the
-    other. Quiet when less than half a CPU is idle."""
+    other; a server short of what it could use waited. Quiet when less than half a CPU is
+    idle."""
     entry = row.tuned or row.default
     if entry.cpu_busy is None or not entry.of_cpus:
         return ""
     idle = entry.of_cpus - entry.cpu_busy.median
     if idle < 0.5:
         return ""
-    why = (
-        "one process: its Python runs on one core at a time, so more CPUs cannot help it"
-        if row.one_process
-        else "the server waited (on the app's I/O or on its clients)"
-    )
+    busy = entry.cpu_busy.median
+    reasons = []
+    if row.one_process and entry.of_cpus > 1:
+        reasons.append(
+            "one process: its Python runs on one core at a time, so more CPUs cannot help it"
+        )
+    # One process short of its one core, or any other server with CPUs idle, was waiting.
+    if not row.one_process or busy < 0.5:
+        reasons.append("the server waited (on the app's I/O or on its clients)")
+    why = "; ".join(reasons)
     return (
         f"{row.server}: kept {entry.cpu_busy.median:.2f} of its {entry.of_cpus:g} server CPUs "
         f"busy, {idle:.1f} idle; {why}"
