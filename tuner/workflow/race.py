@@ -72,12 +72,28 @@ def race_noise(probe_ms: Sequence[float], repeats: Sequence[Spread]) -> float:
     """The largest relative noise the race measured: the CPU probe's range over its repeats
     (machine drift), and the median range of repeats of one config in the race's rounds."""
     parts = [MIN_NOISE]
-    if len(probe_ms) >= 2 and statistics.median(probe_ms) > 0:
-        parts.append(Spread.of(probe_ms).relative_range)
+    probes = _without_outlier(probe_ms)
+    if len(probes) >= 2 and statistics.median(probes) > 0:
+        parts.append(Spread.of(probes).relative_range)
     ranges = [spread.relative_range for spread in repeats if len(spread.samples) >= 2]
     if ranges:
         parts.append(statistics.median(ranges))
     return max(parts)
+
+
+# With this many CPU probes or more, the one farthest from their median is left out of their range.
+OUTLIER_FROM = 5
+
+
+def _without_outlier(probe_ms: Sequence[float]) -> list[float]:
+    """The probes less the one farthest from their median, when there are OUTLIER_FROM or more:
+    one probe slowed by a moment's hiccup is that moment's, while drift moves several; left
+    in, one such probe sets the margin of every stop and tie in the race."""
+    if len(probe_ms) < OUTLIER_FROM:
+        return list(probe_ms)
+    middle = statistics.median(probe_ms)
+    far = max(range(len(probe_ms)), key=lambda i: abs(probe_ms[i] - middle))
+    return [ms for i, ms in enumerate(probe_ms) if i != far]
 
 
 def gap(leader: Spread, other: Spread, *, higher_is_better: bool) -> float:
