@@ -231,7 +231,7 @@ def best_line(rows: Sequence[ServerRow], noise: float | None = None) -> str:
     if len(tuned) < 2:
         return "not enough tuned servers to rank"
     best, second = tuned[0], tuned[1]
-    tied = [best, *(row for row in tuned[1:] if _tie(best, row, noise))]
+    tied = _tied(tuned, noise)
     if len(tied) == 1:
         times = ratio(_rps(best).median, _rps(second).median)
         return (
@@ -259,6 +259,12 @@ def _overlap(best: ServerRow, row: ServerRow) -> bool:
     return not clearly_better(_rps(best), _rps(row), higher_is_better=True)
 
 
+def _tied(ranked: Sequence[ServerRow], noise: float | None) -> list[ServerRow]:
+    """The fastest of `ranked` (fastest first) and every server that ties with it."""
+    best = ranked[0]
+    return [best, *(row for row in ranked[1:] if _tie(best, row, noise))]
+
+
 def _tie(best: ServerRow, row: ServerRow, noise: float | None) -> bool:
     """`row` ties with the fastest: their ranges overlap, or (in a race) the gap of their
     medians is inside the noise the race measured."""
@@ -279,7 +285,7 @@ def ceiling_line(rows: Sequence[ServerRow], noise: float | None, connections: in
     tuned = _ranked(rows)
     if connections is None or len(tuned) < 2 or any(_bound(row) for row in tuned):
         return ""
-    tied = [tuned[0], *(row for row in tuned[1:] if _tie(tuned[0], row, noise))]
+    tied = _tied(tuned, noise)
     fastest = _busy_share(tied[0])
     if len(tied) < 2 or fastest is None or fastest >= IDLE_SHARE:
         return ""

@@ -236,14 +236,15 @@ def run_race(
             say(f"{lane.server}: rung {rungs}")  # its trial lines follow
             _rung(lane, race.RUNG_TRIALS, options, clock)
     extra = plan.extra_candidates(clock.spent_s, clock.cost(), len(finalists))
-    lean = finalists[race.MIN_FINALISTS :] if extra < plan.final_candidates else []
-    if lean:
+    fewer = extra if extra < plan.final_candidates else 0
+    result = RaceResult(lanes, finalists, standings, noise, rungs, fewer)
+    if result.lean:
         say(
             f"race: {len(finalists)} finalists, the noise cannot separate them; so that the "
-            f"final rounds fit the budget, {', '.join(lean)} bring {extra} configs each "
-            f"(their default and best first), the top {race.MIN_FINALISTS} all theirs"
+            f"final rounds fit the budget, {', '.join(result.lean)} bring {extra} configs "
+            f"each (their default and best first), the top {race.MIN_FINALISTS} all theirs"
         )
-    return RaceResult(lanes, finalists, standings, noise, rungs, extra if lean else 0)
+    return result
 
 
 def _first_rung(
