@@ -21,6 +21,7 @@ from tests.support.serverwatch import wait_none_left
 from tests.support.speed import scaled
 from tuner.search.study import load_records
 from tuner.servers import get_adapter
+from tuner.workflow.confirm import EXTRA_ROUNDS
 
 # One server: the workflow checked here (baselines, interleaved rounds, verdict, file, study)
 # is the same code for every server; uWSGI's own tune runs end to end in test_compare.py and
@@ -83,13 +84,15 @@ def test_tune_end_to_end_writes_a_file_that_boots(e2e, since):
     assert labels[:2] == ["default", "2*cpus+1"]
     assert labels[2:3] == ([best.label] if best else []), (labels, records)
     # --confirm-rounds 2: every candidate measured twice, interleaved, and none failed; then,
-    # when the best median overlapped the default that was to be written, the two twice more.
+    # when the pairs had not decided for the best median against the default that was to be
+    # written, the two EXTRA_ROUNDS more.
     confirm_lines = [line for line in done.stderr.splitlines() if line.startswith("confirm round")]
     expected = [f"confirm round {r}: {label}: " for r in (1, 2) for label in labels]
     summary = result["verdict"]["summary"]
-    if match := re.search(r"after 2 more rounds of (.+?) and the default", summary):
+    if match := re.search(rf"after {EXTRA_ROUNDS} more rounds of (.+?) and the default", summary):
         pair = ["default", match.group(1)]
-        expected += [f"confirm round {r}: {label}: " for r in (3, 4) for label in pair]
+        more = range(3, 3 + EXTRA_ROUNDS)
+        expected += [f"confirm round {r}: {label}: " for r in more for label in pair]
     assert len(confirm_lines) == len(expected), confirm_lines
     assert [line[: len(want)] for line, want in zip(confirm_lines, expected, strict=True)] == (
         expected

@@ -66,8 +66,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--compare-rounds",
         type=int,
-        default=3,
-        help="interleaved side-by-side rounds of all servers (default 3)",
+        default=5,
+        help="interleaved side-by-side rounds of all servers (default 5: the fewest in which "
+        "the pairs of rounds can tell two servers apart at 5%%)",
     )
     parser.add_argument(
         "--budget",

@@ -6,6 +6,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tuner.metrics.paired import ALPHA, Pairs
+
 
 @dataclass(frozen=True)
 class Spread:
@@ -15,12 +17,19 @@ class Spread:
     median: float
     high: float
     samples: tuple[float, ...]
+    # The interleaved round of each sample, where the samples came from rounds: what pairs
+    # them with another config's (empty: unpaired, e.g. a study stored before they were kept).
+    rounds: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> Spread:
+    def of(cls, samples: Sequence[float], rounds: Sequence[int] = ()) -> Spread:
         if not samples:
             raise ValueError("no samples")
-        return cls(min(samples), statistics.median(samples), max(samples), tuple(samples))
+        if rounds and len(rounds) != len(samples):
+            raise ValueError("one round per sample")
+        return cls(
+            min(samples), statistics.median(samples), max(samples), tuple(samples), tuple(rounds)
+        )
 
     @classmethod
     def from_dict(cls, stored: Mapping[str, float]) -> Spread:
@@ -44,12 +53,44 @@ def ratio(value: float, reference: float) -> float:
     return value / reference if reference else float("inf")
 
 
-def clearly_better(candidate: Spread, reference: Spread, *, higher_is_better: bool) -> bool:
-    """True when every sample of `candidate` beats every sample of `reference`.
+def pairs(candidate: Spread, reference: Spread, *, higher_is_better: bool) -> Pairs | None:
+    """The two spreads paired by round; None when either has no rounds (stored unpaired)."""
+    if not candidate.rounds or not reference.rounds:
+        return None
+    return Pairs.of(
+        candidate.samples,
+        candidate.rounds,
+        reference.samples,
+        reference.rounds,
+        higher_is_better=higher_is_better,
+    )
 
-    With interleaved rounds A B A B ..., non-overlapping ranges are the plain, conservative
-    test: drift or noise that moves both equally cannot create a difference that is not there.
+
+def clearly_better(
+    candidate: Spread, reference: Spread, *, higher_is_better: bool, alpha: float = ALPHA
+) -> bool:
+    """True when `candidate` is better than `reference` beyond the noise.
+
+    Measured in the same interleaved rounds, they are judged by the pairs the rounds make
+    (`tuner.metrics.paired`: an exact test at `alpha`). Spreads without rounds (stored before
+    the rounds were kept, or never paired) fall back to the ranges: every sample of one beyond
+    every sample of the other.
     """
+    paired = pairs(candidate, reference, higher_is_better=higher_is_better)
+    if paired is not None and paired.count:
+        return paired.better(alpha)
+    if higher_is_better:
+        return candidate.low > reference.high
+    return candidate.high < reference.low
+
+
+def better_in_every_round(candidate: Spread, reference: Spread, *, higher_is_better: bool) -> bool:
+    """`candidate` better in every round both were measured in (by the ranges when unpaired):
+    an interim call on too few rounds for a test at 5% (a race's rung has two), which a margin
+    of its own must back (tuner.workflow.race)."""
+    paired = pairs(candidate, reference, higher_is_better=higher_is_better)
+    if paired is not None and paired.count:
+        return paired.wins == paired.count
     if higher_is_better:
         return candidate.low > reference.high
     return candidate.high < reference.low

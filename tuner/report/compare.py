@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
 from tuner.loadgen.capacity import need_text
-from tuner.metrics.stats import Spread, clearly_better, ratio, spread_text
+from tuner.metrics.paired import ALPHA
+from tuner.metrics.stats import Spread, clearly_better, pairs, ratio, spread_text
 from tuner.report.figures import Chart, png_bytes
 from tuner.report.tables import Table, ratio_text, sizing_table
 from tuner.workflow.compare import ServerRow
@@ -241,7 +242,7 @@ def best_line(rows: Sequence[ServerRow], noise: float | None = None) -> str:
     spread = ratio(_rps(best).median, _rps(tied[-1]).median)
     names = ", ".join(row.server for row in tied[:-1]) + f" and {tied[-1].server}"
     why = (
-        "inside the noise: their ranges overlap"
+        f"inside the noise: {_not_separated_text(best, tied[1:])}"
         if all(_overlap(best, row) for row in tied[1:])
         else f"inside the noise the race measured, {noise:.0%}"
     )
@@ -256,7 +257,24 @@ def _ranked(rows: Sequence[ServerRow]) -> list[ServerRow]:
 
 
 def _overlap(best: ServerRow, row: ServerRow) -> bool:
+    """The fastest is not better than `row` beyond the noise: by the pairs of their
+    interleaved rounds (tuner.metrics.paired), or their ranges where the rounds were not kept."""
     return not clearly_better(_rps(best), _rps(row), higher_is_better=True)
+
+
+def _not_separated_text(best: ServerRow, tied: Sequence[ServerRow]) -> str:
+    """Why the tied servers are not told apart from the fastest: the rounds the fastest won
+    of those paired with each, or (unpaired) their ranges."""
+    said = []
+    for row in tied:
+        paired = pairs(_rps(best), _rps(row), higher_is_better=True)
+        if paired is None or not paired.count:
+            return "their ranges overlap"
+        said.append(f"{row.server} {paired.losses} of {paired.count}")
+    return (
+        f"the pairs of their interleaved rounds do not separate them at {ALPHA:.0%} (rounds "
+        f"the fastest lost: {', '.join(said)})"
+    )
 
 
 def _tied(ranked: Sequence[ServerRow], noise: float | None) -> list[ServerRow]:

@@ -18,7 +18,8 @@ from typing import Protocol, TypeVar
 
 from tuner.errors import ConfigError, InvalidMeasurement
 from tuner.metrics.measurement import Measurement
-from tuner.metrics.stats import Spread, clearly_better, ratio
+from tuner.metrics.paired import ALPHA, Pairs
+from tuner.metrics.stats import Spread, clearly_better, pairs, ratio
 
 T = TypeVar("T")
 
@@ -99,6 +100,8 @@ class Versus:
     # server's is at least it), mine or the default's.
     mine_floor: bool = False
     default_floor: bool = False
+    # The level "better" is decided at (tuner.metrics.paired: a second look gets less).
+    alpha: float = ALPHA
 
     @property
     def better(self) -> bool:
@@ -107,7 +110,10 @@ class Versus:
         if self.default_floor:
             return False
         return clearly_better(
-            self.mine, self.default, higher_is_better=self.headline.higher_is_better
+            self.mine,
+            self.default,
+            higher_is_better=self.headline.higher_is_better,
+            alpha=self.alpha,
         )
 
     @property
@@ -115,8 +121,17 @@ class Versus:
         if self.mine_floor:
             return False
         return clearly_better(
-            self.default, self.mine, higher_is_better=self.headline.higher_is_better
+            self.default,
+            self.mine,
+            higher_is_better=self.headline.higher_is_better,
+            alpha=self.alpha,
         )
+
+    @property
+    def pairs(self) -> Pairs | None:
+        """Mine against the default's, round by round; None when they were not paired."""
+        paired = pairs(self.mine, self.default, higher_is_better=self.headline.higher_is_better)
+        return paired if paired is not None and paired.count else None
 
     @property
     def change(self) -> str:
@@ -205,12 +220,17 @@ class SingleObjective(Objective):
         (figure,) = versus
         h, change = figure.headline, figure.change
         ranges = versus_ranges(label, figure)
+        paired = figure.pairs
         if beats:
-            return f"{label} beats the default beyond the noise ({h.name} {change}; {ranges})"
+            evidence = paired.text(figure.alpha) if paired else ranges
+            return f"{label} beats the default beyond the noise ({h.name} {change}; {evidence})"
+        why = (
+            f"{paired.text(figure.alpha)}; {ranges}" if paired else f"the ranges overlap ({ranges})"
+        )
         return (
             f"{label} has the best median ({h.name} {change} the default's) but "
-            f"is not measurably better than the default: the ranges overlap ({ranges}); expect "
-            "about the default's figures"
+            f"is not measurably better than the default: {why}; expect about the default's "
+            "figures"
         )
 
     def window_value(self, window: WindowLike) -> float | None:

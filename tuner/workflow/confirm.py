@@ -17,6 +17,7 @@ from tuner import interrupts
 from tuner.errors import TrialError
 from tuner.loadgen.capacity import LoadNeed, load_need, need_text
 from tuner.metrics.measurement import Measurement
+from tuner.metrics.paired import ALPHA, FIRST_LOOK_ALPHA, second_look_alpha
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
 from tuner.search.objectives import (
@@ -36,10 +37,11 @@ from tuner.workflow.equals import cheapest_among_equals, settings_changed
 # A recommended config whose p99 is this many times the default's gets a warning.
 TAIL_WARNING_FACTOR = 5.0
 # Rounds more for the default and the best median when the best median is the better one but
-# their runs overlap: over 3 + 2 rounds two equal configs separate 1 time in 252 (3 rounds: 1
-# in 20), so a real difference of a few percent gets a fair chance to show (the case that
-# prompted it: docs/pages/commands/tune.md, "How a study runs").
-EXTRA_ROUNDS = 2
+# their pairs did not decide (tuner.metrics.paired: after five rounds only five wins of five
+# decide, at the first look's share of the level; after 5 + 4, eight of nine can, at the
+# rest): a real difference of 10% loses a round to the noise now and then, and gets a second
+# look (the case that prompted it: docs/pages/commands/tune.md, "How a study runs").
+EXTRA_ROUNDS = 4
 # Whether a baseline can be compared at all: measured, fair, any error rate.
 _ANY_ERRORS = Slo(max_error_rate=1.0)
 PERCENTILE_KEYS = ("p50", "p90", "p99", "p999")
@@ -60,11 +62,18 @@ class Confirmed:
     candidate: Candidate
     runs: list[Measurement] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # The interleaved round of each run (what pairs it with another config's run of that
+    # round); runs given without them are taken as rounds 0, 1, 2, ...
+    rounds: list[int] = field(default_factory=list)
+
+    def run_rounds(self) -> list[int]:
+        return self.rounds if len(self.rounds) == len(self.runs) else list(range(len(self.runs)))
 
     def spread(self, headline: Headline) -> Spread | None:
-        """min / median / max of one figure over the runs; None without a run."""
+        """min / median / max of one figure over the runs, each with its round; None without
+        a run."""
         good = [headline.value(Figures.of(run)) for run in self.runs]
-        return Spread.of(good) if good else None
+        return Spread.of(good, self.run_rounds()) if good else None
 
     @property
     def rps(self) -> Spread | None:
@@ -248,16 +257,28 @@ class ConfirmedSummary:
         )
 
 
-def _spread_json(spread: Spread | None) -> dict[str, float] | None:
-    return (
-        None if spread is None else {"min": spread.low, "median": spread.median, "max": spread.high}
-    )
+def _spread_json(spread: Spread | None) -> dict[str, Any] | None:
+    """min / median / max, and each run's figure with its round: what pairs it with another
+    config's in a report read back later (compare's ties)."""
+    if spread is None:
+        return None
+    return {
+        "min": spread.low,
+        "median": spread.median,
+        "max": spread.high,
+        "samples": list(spread.samples),
+        "rounds": list(spread.rounds),
+    }
 
 
 def _spread_from(data: object) -> Spread | None:
-    """A stored min / median / max (the samples themselves are not kept)."""
+    """A stored spread; one stored before its samples were kept is min / median / max alone,
+    unpaired (judged by its range)."""
     if not isinstance(data, Mapping):
         return None
+    samples, rounds = data.get("samples"), data.get("rounds")
+    if samples and rounds and len(samples) == len(rounds):
+        return Spread.of([float(v) for v in samples], [int(r) for r in rounds])
     low, median, high = (float(data[key]) for key in ("min", "median", "max"))
     return Spread(low, median, high, (low, median, high))
 
@@ -292,7 +313,9 @@ def more_rounds(
                 entry.failures.append(f"{exc.reason}: {str(exc).splitlines()[0]}")
                 run = None
             else:
+                entry.rounds[:] = entry.run_rounds()
                 entry.runs.append(run)
+                entry.rounds.append(round_index)
             if on_run:
                 on_run(entry.candidate, round_index, run)
 
@@ -329,9 +352,11 @@ def decide(
     objective: Objective,
     slo: Slo,
     defaults: Mapping[str, Any] | None = None,
+    alpha: float = FIRST_LOOK_ALPHA,
 ) -> Verdict | None:
-    """Pick the config to write, and say whether it beats the default beyond the noise (every
-    one of its runs better than every run of the default, on a figure the objective is about).
+    """Pick the config to write, and say whether it beats the default beyond the noise (by
+    the pairs of their interleaved rounds, at `alpha`: tuner.metrics.paired, on a figure the
+    objective is about).
 
     The objective ranks the usable candidates by their medians. A difference inside the noise
     is no difference: when the best median does not beat the default beyond the noise, the
@@ -358,14 +383,14 @@ def decide(
     if default.usable(slo):
         # What is written must beat the default beyond the noise, and so must a cheaper
         # config written instead of the best median.
-        beaters = [e for e in usable if e is not default and _beats(e, default, objective)]
+        beaters = [e for e in usable if e is not default and _beats(e, default, objective, alpha)]
         if not beaters:
             if bound:
                 summary = floors_summary(best, default)
             else:
                 summary = (
                     objective.summary(
-                        best.candidate.label, _versus(best, default, objective), False
+                        best.candidate.label, _versus(best, default, objective, alpha), False
                     )
                     + "; a difference inside the noise is no difference, so the default is "
                     "written"
@@ -382,11 +407,11 @@ def decide(
         usable = beaters
     best, tied, why = _among_equals(best, usable, objective, defaults)
     label = best.candidate.label
-    versus = _versus(best, default, objective)
+    versus = _versus(best, default, objective, alpha)
     if not default.usable(slo):  # the default breaks an SLO: anything usable beats it
         summary = objective.summary(label, versus, True) + why + _fairness_note(best)
         return Verdict(best, default, rule, True, summary, tied)
-    beats = _beats(best, default, objective)
+    beats = _beats(best, default, objective, alpha)
     summary = objective.summary(label, versus, beats) + passed_over + why
     if objective.warns_of_tail:
         summary += _tail_warning(best, default)
@@ -406,7 +431,7 @@ def settle(
     more, once, and the verdict is decided again over all the runs and says why: a close call
     (see `close_call`), or a winner unfair in some of its runs (see `fairness_call`). The two
     cannot both apply: one needs the default written, the other another config."""
-    verdict = decide(confirmed, objective, slo, defaults)
+    verdict = decide(confirmed, objective, slo, defaults, FIRST_LOOK_ALPHA)
     pair = close_call(confirmed, verdict, objective, slo)
     doubted = fairness_call(verdict)
     if not pair and not doubted:
@@ -414,12 +439,16 @@ def settle(
     entries = pair or doubted
     suspect = entries[-1]
     before = (suspect.unfair_runs, len(suspect.runs))
+    first_look = min(len(entry.runs) for entry in entries)
     more(entries)
-    again = decide(confirmed, objective, slo, defaults)
+    # A close call looks again at the level the first look left (tuner.metrics.paired); a
+    # fairness call only follows a first look that decided, so it spends nothing more.
+    alpha = second_look_alpha(first_look) if pair else FIRST_LOOK_ALPHA
+    again = decide(confirmed, objective, slo, defaults, alpha)
     if again is None:
         return None
     if pair:
-        why = "its median was the better one, but their runs overlapped"
+        why = "its median was the better one, but their pairs had not decided"
     else:
         why = _fairness_rounds_text(suspect, *before, again, entries)
     of = suspect.candidate.label + (" and the default" if len(entries) > 1 else "")
@@ -535,32 +564,41 @@ def _among_equals(
     return choice.chosen, tied, why
 
 
-def _versus(best: Confirmed, default: Confirmed, objective: Objective) -> list[Versus]:
+def _versus(
+    best: Confirmed, default: Confirmed, objective: Objective, alpha: float = ALPHA
+) -> list[Versus]:
     out = []
     for headline in objective.headlines:
-        if (figure := _one_versus(headline, best, default)) is not None:
+        if (figure := _one_versus(headline, best, default, alpha)) is not None:
             out.append(figure)
     return out
 
 
-def _one_versus(headline: Headline, best: Confirmed, default: Confirmed) -> Versus | None:
+def _one_versus(
+    headline: Headline, best: Confirmed, default: Confirmed, alpha: float = ALPHA
+) -> Versus | None:
     """One figure of `best` against the default's; req/s measured client_bound is a floor."""
     mine, theirs = best.spread(headline), default.spread(headline)
     if mine is None or theirs is None:
         return None
     floors = headline is RPS
     return Versus(
-        headline, mine, theirs, floors and best.client_bound, floors and default.client_bound
+        headline,
+        mine,
+        theirs,
+        floors and best.client_bound,
+        floors and default.client_bound,
+        alpha,
     )
 
 
-def _beats(entry: Confirmed, default: Confirmed, objective: Objective) -> bool:
+def _beats(entry: Confirmed, default: Confirmed, objective: Objective, alpha: float) -> bool:
     """Better than the default beyond the noise on a figure the objective is about, as far as
     the figures show it: two configs that both reached the load generator's limit measured
     it, not themselves, so neither beats the other on any figure."""
     if entry.client_bound and default.client_bound:
         return False
-    return any(figure.better for figure in _versus(entry, default, objective))
+    return any(figure.better for figure in _versus(entry, default, objective, alpha))
 
 
 def floors_summary(best: Confirmed, default: Confirmed) -> str:

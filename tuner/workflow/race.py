@@ -8,10 +8,11 @@ to the rest, rung after rung. What is changed, and why (docs/pages/commands/comp
 race"):
 
 - F-race drops a candidate on a Friedman test over many instances; a compare has one app and
-  two or three runs per config, too few for a rank test, so "behind beyond the noise" is the
-  tuner's own test: every run of the server's best below every run of the leader's (the
-  interleaved rounds' non-overlap, as `confirm` judges configs), and the gap of their medians
-  wider than the largest noise the race measured (`race_noise`).
+  two or three runs per config, too few for a rank test (or for the paired test the final
+  rounds decide by: five wins of five at the least), so "behind beyond the noise" is the
+  tuner's own interim call: the server's best behind the leader's in every round both were
+  measured in (the pairs the interleaved rounds make), and the gap of their medians wider
+  than the largest noise the race measured (`race_noise`).
 - A server is a whole search space, not one config, and its best can still move. So it stops
   only when the gap also exceeds what its untried space could plausibly add: its best trial's
   gain over the last rung, compounded over every rung the budget could still give it (an
@@ -31,7 +32,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.metrics.stats import Spread, clearly_better
+from tuner.metrics.stats import Spread, better_in_every_round
 
 # Always in the final rounds: the best this many by their confirmed medians.
 MIN_FINALISTS = 3
@@ -134,7 +135,7 @@ def judge(
             calls.append(Call(standing.server, False))
             continue
         times = gap(leader.confirmed, standing.confirmed, higher_is_better=higher_is_better)
-        apart = clearly_better(
+        apart = better_in_every_round(
             leader.confirmed, standing.confirmed, higher_is_better=higher_is_better
         )
         # A server that drew all it may has no untried configs left to count on.
@@ -182,7 +183,7 @@ def finalists(standings: Sequence[Standing], *, noise: float, higher_is_better: 
     chosen = []
     for index, standing in enumerate(order):
         times = gap(leader, standing.confirmed, higher_is_better=higher_is_better)
-        apart = clearly_better(leader, standing.confirmed, higher_is_better=higher_is_better)
+        apart = better_in_every_round(leader, standing.confirmed, higher_is_better=higher_is_better)
         if index < MIN_FINALISTS or not apart or times <= 1.0 + noise:
             chosen.append(standing.server)
     return chosen
