@@ -23,9 +23,11 @@ def header_lines(
     workload: str,
     noise: str,
     client_bound: str = "",
+    log_costs: Sequence[str] = (),
 ) -> list[str]:
     """Plain text lines (the adapter turns them into comments); `client_bound`: the line on
-    the confirmation rounds that reached the load generator's limit."""
+    the confirmation rounds that reached the load generator's limit; `log_costs`: what the
+    per-request log cost in the pairs (tuner.workflow.logcost)."""
     versions = context.get("versions", {})
     machine = context.get("machine", {})
     lines = [
@@ -45,6 +47,7 @@ def header_lines(
         lines += _evidence(verdict, chosen, client_bound)
     elif chosen is not None:
         lines += ["measured (interleaved re-measurement, min / median / max):", _row(chosen, None)]
+    lines += list(log_costs)
     lines += [
         f"noise seen during the study: {noise}",
         "",

@@ -52,6 +52,7 @@ from tuner.workflow.emit import (
     prove_clean_boot,
     write_artifact,
 )
+from tuner.workflow.logcost import logging_costs
 from tuner.workflow.provenance import header_lines, install_command
 
 
@@ -263,6 +264,9 @@ def conclude(
             workload=describe_workload(setup),
             noise=noise,
             client_bound=bound,
+            log_costs=logging_costs(
+                confirmed, setup.adapter.logging_settings, setup.adapter.resolve
+            ),
         )
         # Kept first, so `tuner emit --study` can write the pick again with these settings and
         # this header (a variant's settings are no trial's).
