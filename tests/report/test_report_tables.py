@@ -404,7 +404,8 @@ def test_trials_are_ranked_by_the_objective_with_the_ones_that_cannot_win_last()
     ]
     assert tables.summary_lines(data) == [
         "gunicorn serving apps/hello.py, objective throughput: 7 trials, 5 complete, "
-        "2 failed or pruned."
+        "2 failed or pruned.",
+        "Concurrency models searched: sync: 6 trials, 1-6 processes.",
     ]
 
 

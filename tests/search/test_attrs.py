@@ -17,6 +17,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "study_
 TRIAL_KEYS = {
     "settings", "host", "metrics", "context", "constraints", "fail_reason", "fail_detail",
     "baseline", "baseline_settings", "covers_for", "duplicate_of", "branch_start", "carried",
+    "shape_of",
 }  # fmt: skip
 STUDY_KEYS = {"setup", "hardware", "created", "cpu_probe_ms", "result", "pick"}
 

@@ -10,6 +10,7 @@ from tuner.machine.sizing import SizingRule
 from tuner.metrics.stats import Spread, ratio, spread_text
 from tuner.report.data import StudyData, StudyRow
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord
+from tuner.search.shapes import searched_text
 from tuner.search.storage_url import redact
 from tuner.workflow.confirm import unfair_text
 
@@ -318,6 +319,9 @@ def summary_lines(data: StudyData) -> list[str]:
         f"{data.server} serving {data.setup.get('app', '?')}, objective {data.objective.name}: "
         f"{len(data.records)} trials, {len(data.complete)} complete, {failed} failed or pruned."
     ]
+    models = searched_text(data.records, data.adapter())
+    if models:
+        lines.append(f"Concurrency models searched: {'; '.join(models)}.")
     result = data.result
     if result.verdict:
         lines.append(f"Verdict: {result.verdict.summary}.")

@@ -56,6 +56,8 @@ class TrialAttrs(_Stored):
     branch_start: bool | None = None  # queued at the start to measure one concurrency model
     # A start queued at this many requests at once, learnt from servers raced before it.
     carried: int | None = None
+    # Queued in the shape phase: a neighbour of this trial's shape (tuner.search.shapes).
+    shape_of: int | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ class TrialRecord:
     duplicate_of: int | None = None  # the same config as that trial: its result, not measured
     branch_start: bool = False  # queued at the start to measure one concurrency model
     carried: int | None = None  # a start at this concurrency, learnt from servers raced before
+    shape_of: int | None = None  # queued as a neighbour of that trial's shape (search.shapes)
 
     @property
     def origin(self) -> str:
@@ -43,6 +44,8 @@ class TrialRecord:
             return f"a start at {self.carried} requests at once, carried over from the race"
         if self.branch_start:
             return "a start in its concurrency model"
+        if self.shape_of is not None:
+            return f"its model's shape, next to trial {self.shape_of}"
         return ""
 
     @property

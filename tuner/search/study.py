@@ -47,6 +47,7 @@ from tuner.search.covering import covering_config, space_limits
 from tuner.search.objectives import Figures, Objective, Slo
 from tuner.search.pruning import NoiseAwarePruner
 from tuner.search.records import TrialRecord
+from tuner.search.shapes import middle_shapes, next_shape, shape_trials
 from tuner.search.space import SearchSpace, suggest
 from tuner.search.storage_url import redact, sqlite_path
 from tuner.servers.base import ServerAdapter
@@ -336,6 +337,11 @@ def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list
         queued = carried_starts(
             setup.space, setup.adapter, setup.space_cpus, known, starts, target, covered
         )
+    else:
+        # Each threaded model also at the middle of its shape (tuner.search.shapes); a raced
+        # study's starts are at the concurrency learnt already, and its rungs are short.
+        middle = middle_shapes(setup.space, setup.adapter, setup.space_cpus, starts)
+        queued += [(params, False) for params in middle]
     for params, moved in queued:
         attrs = TrialAttrs(branch_start=True, carried=target if moved else None).stored()
         study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
@@ -408,13 +414,44 @@ def run_search(
     timeout_s: float | None,
     listener: StudyListener,
 ) -> None:
-    """Run trials until `n_trials` more are done or `timeout_s` passes.
+    """Run trials until `n_trials` more are done or `timeout_s` passes: the sampler's, then
+    the shape phase's (tuner.search.shapes: the last third of a study of 12 trials or more).
 
     Ctrl-C: the running trial's server is stopped on the way out, Optuna marks that trial FAIL,
     every completed trial stays, and KeyboardInterrupt reaches the caller.
     """
     objective = _TrialObjective(setup, study, listener)
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+    shaped = shape_trials(n_trials)
+    sampled = None if n_trials is None else n_trials - shaped
+    _sampled_trials(study, objective, sampled, deadline, listener)
+    for left in range(shaped, 0, -1):
+        if deadline is not None and deadline <= time.monotonic():
+            return
+        move = next_shape(
+            setup.space,
+            setup.adapter,
+            setup.space_cpus,
+            [to_record(t) for t in study.get_trials(deepcopy=False)],
+            setup.objective.headlines[0].sort_value,
+        )
+        if move is None:  # every model's best has its neighbours measured: the sampler's
+            _sampled_trials(study, objective, left, deadline, listener)
+            return
+        attrs = TrialAttrs(shape_of=move.from_trial).stored()
+        study.enqueue_trial(move.params, user_attrs=attrs, skip_if_exists=False)
+        _sampled_trials(study, objective, 1, deadline, listener)
+
+
+def _sampled_trials(
+    study: optuna.Study,
+    objective: _TrialObjective,
+    n_trials: int | None,
+    deadline: float | None,
+    listener: StudyListener,
+) -> None:
+    """Run trials the sampler draws (and queued ones) until `n_trials` more are done (their
+    repeats not counted) or the deadline passes."""
     remaining, spare = n_trials, n_trials or 0
     while remaining is None or remaining > 0:
         # Trials already ended; queued ones (baselines, branch starts) are not, and their
@@ -628,6 +665,7 @@ def to_record(frozen: FrozenTrial) -> TrialRecord:
         duplicate_of=stored.duplicate_of,
         branch_start=bool(stored.branch_start),
         carried=stored.carried,
+        shape_of=stored.shape_of,
     )
 
 

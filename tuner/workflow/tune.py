@@ -22,6 +22,7 @@ from tuner.search import objectives
 from tuner.search.attrs import StudyAttrs
 from tuner.search.objectives import Figures
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord
+from tuner.search.shapes import searched_text
 from tuner.search.study import (
     Study,
     StudyListener,
@@ -69,6 +70,8 @@ class TuneOutcome:
     # The confirmation rounds that reached the load generator's limit, and the load CPUs they
     # would have needed ("" when none did).
     client_bound: str = ""
+    # How far the study searched each concurrency model (tuner.search.shapes.searched_text).
+    models: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +88,7 @@ class TuneOutcome:
                 for r in self.records
                 if r.state == "COMPLETE" and not r.feasible
             ],
+            "models_searched": list(self.models),
             "confirmation": [c.summary().to_json() for c in self.confirmed],
             "verdict": self.verdict.to_json() if self.verdict else None,
             "config_file": str(self.out_path) if self.out_path else None,
@@ -168,7 +172,8 @@ class TuneOutcome:
         if pruned:
             notes.append(f"{pruned} pruned as behind beyond the noise")
         line = f"searched: {self.distinct_configs} distinct configs in {len(self.records)} trials"
-        return line + (f" ({'; '.join(notes)})" if notes else "")
+        line += f" ({'; '.join(notes)})" if notes else ""
+        return line + (f"; by concurrency model: {'; '.join(self.models)}" if self.models else "")
 
 
 # The counts at the other sizes, given the winner's settings, its req/s and the study's trials.
@@ -291,7 +296,16 @@ def conclude(
         else:
             _write_front_block(setup, chosen.candidate.settings, header, written)
     outcome = TuneOutcome(
-        records, confirmed, verdict, written, noise, unproven, app_requirements, sizing, bound
+        records,
+        confirmed,
+        verdict,
+        written,
+        noise,
+        unproven,
+        app_requirements,
+        sizing,
+        bound,
+        tuple(searched_text(records, setup.adapter)),
     )
     save_result(study, outcome.to_json())
     return outcome

@@ -1,0 +1,161 @@
+"""Synthetic objectives whose best is several processes x several threads, behind a plateau in
+another concurrency model (issue 45's uWSGI study: gevent at 496-503 req/s in 15 of 30 trials,
+the best at 6 processes x 8 threads on http-socket, 560). The tuner's own study code runs
+against them with `run_bench` replaced: no server, no load."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import random
+import statistics
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from tuner.measure.runner import BenchPlan, BenchResult
+from tuner.metrics.measurement import Errors, Latency, Measurement, Memory
+from tuner.search import study as study_module
+from tuner.search.records import TrialRecord
+from tuner.settings import Value
+
+Objective = Callable[[Mapping[str, Value]], float]
+
+
+def bump(value: float, best: float, width: float) -> float:
+    """1 at `best`, falling as a Gaussian in log2 distance (`width` doublings)."""
+    return math.exp(-((math.log2(value) - math.log2(best)) ** 2) / (2 * width**2))
+
+
+@dataclasses.dataclass(frozen=True)
+class Shapes:
+    """req/s of a config by its concurrency model: the threaded model peaks at `processes` x
+    `threads` (its best, `peak`), gevent is a flat plateau at 0.89 of it whatever its shape,
+    plain processes and the rest stay below. The best shape moves from study to study, so a
+    search that only works for one shape fails most of them."""
+
+    processes: int
+    threads: int
+    peak: float = 560.0
+
+    @property
+    def plateau(self) -> float:
+        return 0.89 * self.peak
+
+    def threaded(self, processes: int, threads: int) -> float:
+        shape = bump(processes, self.processes, 1.0) * bump(threads, self.threads, 1.2)
+        return 200.0 + (self.peak - 200.0) * shape
+
+    def uwsgi(self, values: Mapping[str, Value]) -> float:
+        """uWSGI: threads on http-socket reach the peak, on the HTTP router 0.75 of it;
+        http11-socket starves (low); gevent's plateau; plain processes below."""
+        processes, threads = int(values["processes"]), int(values["threads"])
+        protocol, gevent = values["protocol"], int(values["gevent"])
+        if gevent:
+            return self.plateau - 10.0 + 10.0 * bump(processes, 3, 2.0)
+        if protocol == "http11-socket":
+            return 150.0
+        if threads > 1:
+            value = self.threaded(processes, threads)
+            return value if protocol == "http-socket" else 0.75 * value
+        return 120.0 + 180.0 * bump(processes, self.processes, 1.0)
+
+    def gunicorn(self, values: Mapping[str, Value]) -> float:
+        """gunicorn: gthread reaches the peak; gevent's plateau; sync below."""
+        workers, threads = int(values["workers"]), int(values["threads"])
+        if values["worker_class"] == "gevent":
+            return self.plateau - 10.0 + 10.0 * bump(workers, 3, 2.0)
+        if values["worker_class"] == "gthread":
+            return self.threaded(workers, threads)
+        return 120.0 + 180.0 * bump(workers, self.processes, 1.0)
+
+
+# Several processes x several threads, over a 2-CPU box's space (processes 1-9, threads 1-32).
+BEST_SHAPES = ((6, 8), (3, 16), (8, 4), (4, 6), (9, 12))
+
+
+class Synthetic:
+    """Stands in for `run_bench`: the objective with lognormal noise, per one-second window."""
+
+    def __init__(self, objective: Objective, sigma: float, seed: int) -> None:
+        self.objective = objective
+        self.sigma = sigma
+        self.rng = random.Random(seed)
+        self.true_rps: list[float] = []
+        self.settings: list[dict[str, Value]] = []
+        self.records: list[TrialRecord] = []  # the study's, once it has run
+
+    def run_bench(self, plan: BenchPlan, **_: object) -> BenchResult:
+        value = self.objective(plan.settings)
+        self.true_rps.append(value)
+        self.settings.append(dict(plan.settings))
+        rates = [value * math.exp(self.rng.gauss(0.0, self.sigma)) for _ in range(3)]
+        return BenchResult(_measurement(rates), dict(plan.settings), {})
+
+
+def _measurement(rates: list[float]) -> Measurement:
+    rps = statistics.median(rates)
+    return Measurement(
+        median_rps=rps,
+        overall_rps=statistics.fmean(rates),
+        window_rps=tuple(rates),
+        duration_s=float(len(rates)),
+        requests=int(sum(rates)),
+        total_responses=int(sum(rates)),
+        response_bytes=0,
+        latency=Latency(5.0, 8.0, 10.0, 15.0, 20.0, 5.0),
+        errors=Errors(),
+        error_rate=0.0,
+        connections=64,
+        starved_connections=0,
+        fairness_index=1.0,
+        littles_law_ratio=1.0,
+        unfair_reasons=(),
+        late_requests=0,
+        target_rps=None,
+        loadgen_cpu_pct=20.0,
+        loadgen_kernel_cpu_pct=5.0,
+        client_bound=False,
+        memory=Memory(30.0, 30.0, 30.0, 60.0, 4, 2),
+        startup_s=0.2,
+    )
+
+
+@contextlib.contextmanager
+def synthetic_study(synthetic: Synthetic) -> Iterator[None]:
+    """The study module measures with `synthetic` and keeps its studies in memory."""
+    import optuna
+
+    real_bench, real_storage = study_module.run_bench, study_module.storage
+    study_module.run_bench = synthetic.run_bench  # type: ignore[assignment]
+    study_module.storage = lambda _url: optuna.storages.InMemoryStorage()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        study_module.run_bench, study_module.storage = real_bench, real_storage
+
+
+def run_synthetic(
+    setup: study_module.StudySetup, objective: Objective, *, seed: int, trials: int, sigma: float
+) -> Synthetic:
+    """One study of `trials` against `objective`; the synthetic run holds what it measured."""
+    synthetic = Synthetic(objective, sigma, seed)
+    setup = dataclasses.replace(setup, seed=seed, name=f"{setup.name}-{seed}", probe_every=0)
+    with synthetic_study(synthetic):
+        study = study_module.open_study(setup)
+        study_module.run_search(
+            setup, study, n_trials=trials, timeout_s=None, listener=study_module.QuietListener()
+        )
+        synthetic.records = [study_module.to_record(t) for t in study.get_trials()]
+    return synthetic
+
+
+def setup_for(server: str, workdir: Path, cpus: int = 2) -> study_module.StudySetup:
+    """The setup `tuner tune apps/hello.py --server SERVER` builds, at `cpus` server CPUs."""
+    from tuner.cli import build_parser
+    from tuner.commands.setup import build_setup
+
+    argv = ["tune", "apps/hello.py", "--server", server, "--duration", "3"]
+    argv += ["--storage", f"sqlite:///{workdir}/x.db"]
+    setup = build_setup(build_parser().parse_args(argv))
+    return dataclasses.replace(setup, server_cpus=tuple(range(cpus)), workdir=workdir)
