@@ -284,8 +284,12 @@ def _tied(ranked: Sequence[ServerRow], noise: float | None) -> list[ServerRow]:
 
 
 def _tie(best: ServerRow, row: ServerRow, noise: float | None) -> bool:
-    """`row` ties with the fastest: their ranges overlap, or (in a race) the gap of their
-    medians is inside the noise the race measured."""
+    """`row` ties with the fastest: the pairs of their interleaved rounds do not separate
+    them; measured unpaired (a page read back from before the rounds were kept), their ranges
+    overlap, or (in a race) the gap of their medians is inside the noise the race measured."""
+    paired = pairs(_rps(best), _rps(row), higher_is_better=True)
+    if paired is not None and paired.count:
+        return not paired.better(ALPHA)
     inside = noise is not None and ratio(_rps(best).median, _rps(row).median) <= 1.0 + noise
     return _overlap(best, row) or inside
 
