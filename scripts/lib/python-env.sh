@@ -10,10 +10,12 @@
 
 PYTHON_ENV_DIR=.venv
 
-# Ask the interpreter itself, not the shell's variables: VIRTUAL_ENV may be stale, and the
-# marker file sits where this python3's standard library is, wherever that is.
-_python_env_kind() {
-  python3 -c '
+# What kind of environment PYTHON (default: python3 on PATH) is: "venv", "open" (allows
+# installs), "managed" (refuses them, PEP 668) or "old <version>". Asked of the interpreter, not
+# of the shell's variables: VIRTUAL_ENV may be stale, and the marker file sits where that
+# interpreter's standard library is, wherever that is.
+python_env_kind() {
+  "${1:-python3}" -c '
 import os, sys, sysconfig
 if sys.version_info < (3, 10):
     print("old", sys.version.split()[0])
@@ -49,7 +51,7 @@ python_env() {
       "python3 python3-venv)" >&2
     exit 1
   fi
-  kind=$(_python_env_kind)
+  kind=$(python_env_kind)
   case "$kind" in
     old*)
       echo "error: python3 is Python ${kind#old }; tuner needs Python >= 3.10" >&2
