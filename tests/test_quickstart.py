@@ -14,6 +14,7 @@ is the one the scripts always used: CI's own runs cover it where CI's python3 is
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,18 +35,26 @@ PEP_668_LINE = "python3 here refuses installs (PEP 668): using the project's vir
 TIMEOUT_S = 900
 
 
+# Left out of a copy of a checkout that is not a git clone (an unpacked archive): what the
+# scripts, the tests and the tuner make (.gitignore says the same).
+_MADE = (".git", ".venv", "studies", "__pycache__", "*.egg-info", "build", ".*_cache", "site")
+
+
 def _fresh_copy(tmp: Path) -> Path:
     """What a fresh clone holds, with this working tree's edits: the files git tracks or would
     (no .venv, no studies, no caches)."""
+    copy = tmp / "checkout"
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
-    copy = tmp / "checkout"
-    for name in filter(None, listed.split("\0")):
+        check=False,
+    )
+    if listed.returncode != 0:  # not a git checkout
+        shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(*_MADE))
+        return copy
+    for name in filter(None, listed.stdout.split("\0")):
         source = REPO / name
         if source.is_file():  # a tracked file deleted in the working tree is listed too
             target = copy / name
