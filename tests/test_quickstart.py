@@ -7,8 +7,9 @@ the checkout, in the set-ups of issue 43:
 
 Each run installs the package and its dependencies for real (pip's cache keeps that short) and
 runs a two-trial study, so the test is slow; it checks that the config file is written and that
-the installed `tuner` runs afterwards. (An interpreter that allows installs, the third set-up,
-is the one the scripts always used: CI's own runs cover it where CI's python3 is one.)
+the installed `tuner` runs afterwards. (The third set-up, a python3 that allows installs,
+takes the scripts' old path; CI, which runs the suite from the distribution's python3 where
+that one refuses installs, does not pass through it.)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # environment they install into, and puts it first on PATH, so that `python3`, `tuner` and
 # `ruff` after it are that environment's.
 #   - a virtual environment the user activated: that one;
-#   - a python3 that allows installs (pyenv, conda, CI's images): that one, as before;
+#   - a python3 that allows installs (pyenv, conda, a container's): that one, as before;
 #   - a python3 that refuses them (PEP 668: Debian's and Ubuntu's own): the project's virtual
 #     environment .venv, made from it on first use.
 # python_env            choose, making .venv if needed (installing python3-venv as root)
