@@ -3,12 +3,17 @@
 The slow test builds the wheel from a copy of the sources, installs it into a new virtualenv and
 runs the installed `tuner` from a folder outside the checkout, against a real gunicorn.
 
-To keep it quick, the virtualenv sees the system's site-packages for the dependencies (optuna,
-matplotlib, gunicorn, ...). That system environment usually holds an editable install of this
-checkout, which could hand a broken wheel the checkout's own files (its import hook resolves
-`tuner.search_spaces` when the wheel lacks it). So the test does not only run the commands: it
-checks that the installed code and the search spaces it reads lie inside the virtualenv, and
-that the wheel itself holds every module and every space file.
+To keep it quick, the virtualenv borrows the dependencies (optuna, matplotlib, gunicorn, ...)
+from the environment running the tests, however that was made (a system or pyenv interpreter,
+a user's virtual environment, the project's .venv): a .pth file appends that environment's
+site-packages folders to the virtualenv's path. (`--system-site-packages` would not do: inside a
+virtual environment it reaches the base interpreter's packages, not the active environment's.)
+That environment usually holds an editable install of this checkout, which could hand a broken
+wheel the checkout's own files (its import hook resolves `tuner.search_spaces` when the wheel
+lacks it). The borrowed folders come after the virtualenv's own and their .pth files are not
+run, so that hook stays out; and the test does not only run the commands: it checks that the
+installed code and the search spaces it reads lie inside the virtualenv, and that the wheel
+itself holds every module and every space file.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -81,6 +88,27 @@ def _build_wheel(tmp: Path) -> Path:
     return wheel
 
 
+def _running_site_packages() -> list[str]:
+    """Where the running interpreter's installed packages are, however its environment was
+    made: its own site-packages (a venv's, or a system or pyenv interpreter's), the folders
+    `--system-site-packages` or the user's site add to it, and the scheme's purelib/platlib."""
+    paths = sysconfig.get_paths()
+    folders = [*site.getsitepackages(), paths["purelib"], paths["platlib"]]
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    return [folder for folder in dict.fromkeys(folders) if Path(folder).is_dir()]
+
+
+def _borrow_site_packages(python: Path) -> None:
+    """Plain folder lines in a .pth file of the virtualenv: `site` appends them to sys.path
+    after the virtualenv's own site-packages, and runs none of their .pth files (the
+    checkout's editable finder, when the running environment has one)."""
+    purelib = _ok(
+        _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], REPO)
+    ).stdout.strip()
+    (Path(purelib) / "_running_env.pth").write_text("\n".join(_running_site_packages()) + "\n")
+
+
 # Run by the virtualenv's Python: where the installed code and its default spaces are.
 _WHERE = """
 import json, tuner
@@ -108,9 +136,10 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     assert sorted(shipped - names) == []
 
     venv = tmp_path / "venv"
-    _ok(_run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path))
+    _ok(_run([sys.executable, "-m", "venv", str(venv)], tmp_path))
     python, tuner = venv / "bin" / "python", venv / "bin" / "tuner"
-    # The dependencies come from the system's site-packages; only the wheel is installed.
+    # The dependencies come from the running environment; only the wheel is installed.
+    _borrow_site_packages(python)
     _ok(
         _run(
             [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
