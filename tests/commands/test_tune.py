@@ -102,7 +102,7 @@ def test_tune_end_to_end_writes_a_file_that_boots(e2e, since):
         assert entry["failures"] == [] and entry["rps"]["min"] > 0, entry
         slug = entry["label"].replace(" ", "-").replace("*", "x")
         logs = sorted(p.name for p in (tmp_path / "e2e" / "confirm").glob(f"{slug}-round*.log"))
-        rounds = 2 + 2 * (f"confirm round 3: {entry['label']}: " in expected)
+        rounds = 2 + EXTRA_ROUNDS * (f"confirm round 3: {entry['label']}: " in expected)
         assert logs == [f"{slug}-round{r}.log" for r in range(rounds)]
     text = out.read_text()
     assert "Tuned by tuner" in text and "verdict:" in text and "2*cpus+1 rule" in text
