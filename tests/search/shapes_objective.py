@@ -13,8 +13,8 @@ import statistics
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from tests.support.measurements import measurement
 from tuner.measure.runner import BenchPlan, BenchResult
-from tuner.metrics.measurement import Errors, Latency, Measurement, Memory
 from tuner.search import study as study_module
 from tuner.search.records import TrialRecord
 from tuner.settings import Value
@@ -90,35 +90,9 @@ class Synthetic:
         self.true_rps.append(value)
         self.settings.append(dict(plan.settings))
         rates = [value * math.exp(self.rng.gauss(0.0, self.sigma)) for _ in range(3)]
-        return BenchResult(_measurement(rates), dict(plan.settings), {})
-
-
-def _measurement(rates: list[float]) -> Measurement:
-    rps = statistics.median(rates)
-    return Measurement(
-        median_rps=rps,
-        overall_rps=statistics.fmean(rates),
-        window_rps=tuple(rates),
-        duration_s=float(len(rates)),
-        requests=int(sum(rates)),
-        total_responses=int(sum(rates)),
-        response_bytes=0,
-        latency=Latency(5.0, 8.0, 10.0, 15.0, 20.0, 5.0),
-        errors=Errors(),
-        error_rate=0.0,
-        connections=64,
-        starved_connections=0,
-        fairness_index=1.0,
-        littles_law_ratio=1.0,
-        unfair_reasons=(),
-        late_requests=0,
-        target_rps=None,
-        loadgen_cpu_pct=20.0,
-        loadgen_kernel_cpu_pct=5.0,
-        client_bound=False,
-        memory=Memory(30.0, 30.0, 30.0, 60.0, 4, 2),
-        startup_s=0.2,
-    )
+        rps = statistics.median(rates)
+        run = measurement(rps, window_rps=tuple(rates), overall_rps=statistics.fmean(rates))
+        return BenchResult(run, dict(plan.settings), {})
 
 
 @contextlib.contextmanager

@@ -101,13 +101,10 @@ def measured(
     """The study's usable measured trials, placed."""
     out = []
     for record in records:
-        if not record.measured or not record.feasible or record.duplicate_of is not None:
+        placed = _placed(record, adapter)
+        if placed is None or not record.measured or not record.feasible:
             continue
-        try:
-            settings = adapter.resolve(record.settings)
-            model = adapter.concurrency_model(settings)
-        except ConfigError:
-            continue
+        settings, model = placed
         value = rank(record.figures)
         if math.isfinite(value):
             out.append(
@@ -121,6 +118,18 @@ def measured(
                 )
             )
     return out
+
+
+def _placed(record: TrialRecord, adapter: ServerAdapter) -> tuple[dict[str, Value], str] | None:
+    """A trial's settings as the server runs them and its model; None for a repeat (its
+    result is another trial's) or a mix the server refuses."""
+    if record.duplicate_of is not None:
+        return None
+    try:
+        settings = adapter.resolve(record.settings)
+        return settings, adapter.concurrency_model(settings)
+    except ConfigError:
+        return None
 
 
 def next_shape(
@@ -243,13 +252,10 @@ def searched_text(records: Sequence[TrialRecord], adapter: ServerAdapter) -> lis
     their settings name a model."""
     by_model: dict[str, list[tuple[int, int]]] = {}
     for record in records:
-        if record.state not in ("COMPLETE", "PRUNED", "FAIL") or record.duplicate_of is not None:
+        placed = _placed(record, adapter)
+        if placed is None or record.state not in ("COMPLETE", "PRUNED", "FAIL"):
             continue
-        try:
-            settings = adapter.resolve(record.settings)
-            model = adapter.concurrency_model(settings)
-        except ConfigError:
-            continue
+        settings, model = placed
         by_model.setdefault(model, []).append(
             (adapter.processes(settings), adapter.threads(settings))
         )

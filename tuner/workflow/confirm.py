@@ -301,10 +301,11 @@ def more_rounds(
     measure: Callable[[Candidate, int], Measurement],
     on_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
 ) -> None:
-    """Measure each of `entries` once per round, in the same order each round, adding to the
-    runs they have."""
+    """Measure each of `entries` once per round, adding to the runs they have; odd rounds in
+    the reverse order (A B C, C B A, ...), so that a place in the round (first after a quiet
+    spell, last after a busy one) favours no config in the pairs the rounds make."""
     for round_index in round_indexes:
-        for entry in entries:
+        for entry in round_order(entries, round_index):
             interrupts.raise_if_requested()  # a stop signal whose exception was lost
             run: Measurement | None
             try:
@@ -318,6 +319,11 @@ def more_rounds(
                 entry.rounds.append(round_index)
             if on_run:
                 on_run(entry.candidate, round_index, run)
+
+
+def round_order(entries: Sequence[Confirmed], round_index: int) -> list[Confirmed]:
+    """The order of one round: as given in even rounds, reversed in odd ones."""
+    return list(entries) if round_index % 2 == 0 else list(reversed(entries))
 
 
 @dataclass(frozen=True)
