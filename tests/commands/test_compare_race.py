@@ -16,6 +16,7 @@ import pytest
 from tests.support.cli import SHORT, SHORT_RACE
 from tests.support.cli import run_tuner as tuner
 from tests.support.serverwatch import wait_none_left
+from tuner.workflow.confirm import EXTRA_ROUNDS
 
 pytestmark = pytest.mark.usefixtures("real_servers")
 
@@ -58,8 +59,11 @@ def test_the_server_far_behind_stops_early_and_the_page_says_why(tmp_path) -> No
     assert rows["granian"]["stopped"] == ""
     assert {server for server, row in rows.items() if row["finalist"]} == PODIUM
     assert rows["werkzeug"]["trials"] == 3
-    for row in rows.values():  # every server's default and tuned config in the final rounds
-        assert row["default"]["runs"] + len(row["default"]["failures"]) == 1
+    for server, row in rows.items():  # every server's default and tuned config in the final
+        measured = row["default"]["runs"] + len(row["default"]["failures"])
+        # One final round; a finalist's close call (its pairs undecided, as one round always
+        # leaves them) measures its default EXTRA_ROUNDS more beside its best.
+        assert measured in ((1, 1 + EXTRA_ROUNDS) if server in PODIUM else (1,)), (server, row)
         assert row["tuned"] is not None
     page = " ".join(html.unescape((tmp_path / "race" / "compare.html").read_text()).split())
     assert "werkzeug: stopped early: behind granian by x" in page
