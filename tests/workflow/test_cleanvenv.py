@@ -179,3 +179,19 @@ def test_bad_app_requirements_file_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0
     assert "missing.txt" in done.stderr and "No such file" in done.stderr
+
+
+def test_a_cached_venv_missing_a_program_is_built_again(gunicorn: ServerAdapter) -> None:
+    # As found on a fresh clone's quickstart: a cached environment with its marker but its
+    # `bin` folder emptied by hand; it must be rebuilt, not handed on to fail at boot.
+    requirements = gunicorn.requirements(gunicorn.resolve({"http_parser": "python"}))
+    venv = clean_venv(requirements)
+    program = venv.bin_dir / "gunicorn"
+    assert program.exists()
+    program.unlink()
+    (venv.bin_dir / "python").unlink()
+    again = clean_venv(requirements)
+    assert again.path == venv.path
+    assert program.exists() and (venv.bin_dir / "python").exists()
+    done = subprocess.run([program, "--version"], env=again.environ(), capture_output=True)
+    assert done.returncode == 0, done.stderr

@@ -10,7 +10,9 @@ One environment per requirement set (and Python version), under a cache folder k
 hash, so a study, or a test session, pays the install once. The cache folder is
 `$TUNER_VENV_CACHE`, else `$XDG_CACHE_HOME/tuner/venvs` (`~/.cache/tuner/venvs`). A lock file
 per environment keeps two tuners from building the same one at once; a `ready` marker, written
-last, means the environment is complete.
+last, means the environment was complete, and lists what its `bin` folder held then: a cached
+environment missing its interpreter or any of those (a cache folder pruned by hand or by a
+cleaner) is built again, never handed on to fail at boot.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ _LEAKS = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "VIRTUAL_ENV", "PIP_TARG
 # spares each environment its own copy of pip (ensurepip costs ~3 s per environment).
 _PIP_WITH_PYTHON_OPTION = (22, 3)
 _INSTALL_TIMEOUT_S = 600
+# The marker's lines naming a program in `bin` (the others are the requirements).
+_PROGRAM = "bin: "
 
 
 @dataclass(frozen=True)
@@ -84,12 +88,23 @@ def clean_venv(requirements: Sequence[str], cache: Path | None = None) -> CleanV
     folder.mkdir(parents=True, exist_ok=True)
     wanted = tuple(dict.fromkeys(requirements))  # as given (the header's order), once each
     venv = CleanVenv(folder / requirements_key(wanted), wanted)
-    if (venv.path / READY).is_file():
+    if _complete(venv):
         return venv
     with _locked(folder / f"{venv.path.name}.lock"):
-        if not (venv.path / READY).is_file():  # another tuner may have built it meanwhile
+        if not _complete(venv):  # another tuner may have built it meanwhile
             _build(venv)
     return venv
+
+
+def _complete(venv: CleanVenv) -> bool:
+    """Whether the cached environment is whole: its marker, its interpreter (which may link to
+    a Python that has since gone) and every program its install put in `bin`."""
+    marker = venv.path / READY
+    if not marker.is_file() or not (venv.bin_dir / "python").exists():
+        return False
+    lines = marker.read_text(encoding="utf-8").splitlines()
+    programs = [line.removeprefix(_PROGRAM) for line in lines if line.startswith(_PROGRAM)]
+    return all((venv.bin_dir / name).exists() for name in programs)
 
 
 @contextlib.contextmanager
@@ -119,7 +134,9 @@ def _build(venv: CleanVenv) -> None:
             *venv.requirements,
         ]
         _run(install, "install", venv.requirements)
-    (venv.path / READY).write_text("\n".join(venv.requirements) + "\n", encoding="utf-8")
+    programs = sorted(entry.name for entry in venv.bin_dir.iterdir())
+    lines = [*venv.requirements, *(f"{_PROGRAM}{name}" for name in programs)]
+    (venv.path / READY).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _host_pip_installs_elsewhere() -> bool:
