@@ -8,6 +8,10 @@ tuner's pick reaches >= 95% of the grid's best. Run nothing else on the machine 
 Method and recorded results: docs/pages/benchmarks.md, "The tuner against a full grid".
 
     python benchmarks/grid_vs_tuner.py --apps fib,iowait --servers gunicorn,uwsgi
+    python benchmarks/grid_vs_tuner.py --apps c_driver --studies 3   # one grid, three studies
+
+With `--studies N`, N studies (each its own search, same budget) are measured against the one
+grid, all their picks in the same head-to-head rounds: "in 3 studies of 3", not once.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ APPS = {
     "iowait": ("apps/iowait.py", "/"),
     "async_wait": ("apps/async_wait.py", "/"),
     "async_api": ("apps/async_api.py", "/"),
+    "c_driver": ("apps/c_driver.py", "/"),
 }
 TARGET = 0.95
 GRID_FINALISTS = 3
@@ -90,7 +95,72 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
     grid_s = time.monotonic() - started
 
     started = time.monotonic()
-    study = f"{app_name}-{server}-{time.strftime('%H%M%S')}"  # a kept folder may hold older ones
+    outcomes = [
+        _study(app_text, path, server, args, workdir, adapter.artifact_filename, index)
+        for index in range(args.studies)
+    ]
+    tune_s = (time.monotonic() - started) / len(outcomes)
+    picks = []
+    for outcome in outcomes:
+        winner_label = outcome["verdict"]["winner"] if outcome["verdict"] else "default"
+        picks.append(next(c for c in outcome["confirmation"] if c["label"] == winner_label))
+
+    counter = itertools.count(1000)
+
+    def remeasure(candidates: list[Candidate], rounds: int) -> list[Confirmed]:
+        return confirm(
+            candidates, rounds, lambda c, _r: _must(measure(plan_for, c.settings, next(counter)))
+        )
+
+    ranked = sorted((r for r in grid_runs if r[1]), key=lambda r: -r[1].median_rps)
+    finalists = remeasure(
+        [
+            Candidate(f"grid #{i + 1}", None, adapter.resolve(s))
+            for i, (s, _) in enumerate(ranked[:GRID_FINALISTS])
+        ],
+        args.rounds,
+    )
+    grid_winner = max(
+        (f for f in finalists if f.rps and not f.unfair), key=lambda f: f.rps.median
+    ).candidate
+    print(f"  grid winner: {grid_winner.label} {grid_winner.settings}", file=sys.stderr)
+    head_to_head = remeasure(
+        [
+            Candidate("grid", None, grid_winner.settings),
+            *(
+                Candidate(_tuner_label(index), pick["trial"], adapter.resolve(pick["settings"]))
+                for index, pick in enumerate(picks)
+            ),
+            *(
+                Candidate(b.label, None, dict(b.values))
+                for b in adapter.baselines(len(server_cpus))
+            ),
+        ],
+        args.final_rounds,
+    )
+    defaults = adapter.table.defaults()
+    return [
+        summarise(
+            app_name, server, head_to_head, grid_s, tune_s, outcome, len(points), defaults, index
+        )
+        for index, outcome in enumerate(outcomes)
+    ]
+
+
+def _tuner_label(index: int) -> str:
+    return "tuner" if index == 0 else f"tuner {index + 1}"
+
+
+def _study(
+    app_text: str,
+    path: str,
+    server: str,
+    args: argparse.Namespace,
+    workdir: Path,
+    filename: str,
+    index: int,
+) -> dict:
+    study = f"{Path(app_text).stem}-{server}-{time.strftime('%H%M%S')}-{index}"
     tuned = subprocess.run(
         [
             sys.executable,
@@ -115,7 +185,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
             "--study-name",
             study,
             "--out",
-            str(workdir / f"{app_name}-{server}" / adapter.artifact_filename),
+            str(workdir / f"{Path(app_text).stem}-{server}-{index}" / filename),
             "--json",
         ],
         cwd=ROOT,
@@ -123,45 +193,13 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
         text=True,
         check=False,
     )
-    tune_s = time.monotonic() - started
     if tuned.returncode != 0:
         raise SystemExit(f"tuner tune failed: {tuned.stderr.strip().splitlines()[-1:]}")
-    outcome = json.loads(tuned.stdout)
-    winner_label = outcome["verdict"]["winner"] if outcome["verdict"] else "default"
-    winner = next(c for c in outcome["confirmation"] if c["label"] == winner_label)
-
-    counter = itertools.count(1000)
-
-    def remeasure(candidates: list[Candidate], rounds: int) -> list[Confirmed]:
-        return confirm(
-            candidates, rounds, lambda c, _r: _must(measure(plan_for, c.settings, next(counter)))
-        )
-
-    ranked = sorted((r for r in grid_runs if r[1]), key=lambda r: -r[1].median_rps)
-    finalists = remeasure(
-        [
-            Candidate(f"grid #{i + 1}", None, adapter.resolve(s))
-            for i, (s, _) in enumerate(ranked[:GRID_FINALISTS])
-        ],
-        args.rounds,
-    )
-    grid_winner = max(
-        (f for f in finalists if f.rps and not f.unfair), key=lambda f: f.rps.median
-    ).candidate
-    print(f"  grid winner: {grid_winner.label} {grid_winner.settings}", file=sys.stderr)
-    head_to_head = remeasure(
-        [
-            Candidate("grid", None, grid_winner.settings),
-            Candidate("tuner", winner["trial"], adapter.resolve(winner["settings"])),
-            *(
-                Candidate(b.label, None, dict(b.values))
-                for b in adapter.baselines(len(server_cpus))
-            ),
-        ],
-        args.final_rounds,
-    )
-    defaults = adapter.table.defaults()
-    return summarise(app_name, server, head_to_head, grid_s, tune_s, outcome, len(points), defaults)
+    outcome: dict = json.loads(tuned.stdout)
+    verdict = (outcome["verdict"] or {}).get("summary")
+    print(f"  study {index + 1}: {verdict}", file=sys.stderr)
+    print(f"  searched: {outcome.get('models_searched')}", file=sys.stderr)
+    return outcome
 
 
 def _must(metrics: Measurement | None) -> Measurement:
@@ -179,8 +217,10 @@ def summarise(
     outcome: dict,
     grid_points: int,
     defaults: dict[str, Any],
+    index: int = 0,
 ) -> dict:
     by_label = {c.candidate.label: c for c in confirmed}
+    tuner_label = _tuner_label(index)
 
     def median(label: str) -> float | None:
         """0.0: measured but unusable; None: not a baseline of this server (one that forks
@@ -190,12 +230,13 @@ def summarise(
             return None
         return entry.rps.median if entry.rps and not entry.unfair else 0.0
 
-    grid_best, tuner = median("grid") or 0.0, median("tuner") or 0.0
+    grid_best, tuner = median("grid") or 0.0, median(tuner_label) or 0.0
     default, rule = median("default"), median("2*cpus+1")
-    tuner_entry, grid_entry = by_label["tuner"], by_label["grid"]
+    tuner_entry, grid_entry = by_label[tuner_label], by_label["grid"]
     return {
         "app": app,
         "server": server,
+        "study": index + 1,
         "grid_points": grid_points,
         "grid_best": grid_best,
         "tuner": tuner,
@@ -245,14 +286,15 @@ def _times(value: float) -> str:
 
 def print_table(rows: list[dict]) -> None:
     print(
-        f"{'app':9} {'server':9} {'grid best':>10} {'tuner':>9} {'ratio':>6} {'met':>4} "
+        f"{'app#study':11} {'server':9} {'grid best':>10} {'tuner':>9} {'ratio':>6} {'met':>4} "
         f"{'default':>9} {'2c+1':>9} {'x dflt':>7} {'x 2c+1':>7} {'grid s':>7} {'tune s':>7}"
         "  tuner's config (non-default settings)"
     )
     for r in rows:
         met = "yes" if r["ratio"] >= TARGET else "NO"
         print(
-            f"{r['app']:9} {r['server']:9} {r['grid_best']:10,.0f} {r['tuner']:9,.0f} "
+            f"{r['app'] + '#' + str(r['study']):11} {r['server']:9} "
+            f"{r['grid_best']:10,.0f} {r['tuner']:9,.0f} "
             f"{r['ratio']:6.2f} {met:>4} {_rps(r['default']):>9} {_rps(r['rule']):>9} "
             f"{_times(r['vs_default']):>7} {_times(r['vs_rule']):>7} {r['grid_s']:7.0f} "
             f"{r['tune_s']:7.0f}"
@@ -260,7 +302,7 @@ def print_table(rows: list[dict]) -> None:
         )
     for r in rows:
         print(
-            f"{r['app']}/{r['server']}: grid {_range(r['grid_spread'])} req/s with "
+            f"{r['app']}#{r['study']}/{r['server']}: grid {_range(r['grid_spread'])} req/s with "
             f"{r['grid_config'] or '(defaults)'}; tuner {_range(r['tuner_spread'])}; "
             f"tuner's verdict: {r['verdict']}; {r['trial_states']}"
         )
@@ -271,6 +313,9 @@ def main() -> int:
     parser.add_argument("--apps", default=",".join(APPS))
     parser.add_argument("--servers", default="gunicorn,uwsgi")
     parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument(
+        "--studies", type=int, default=1, help="studies per pair, all against the one grid"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds to pick the grid's winner")
     parser.add_argument(
         "--final-rounds", type=int, default=5, help="rounds of the head-to-head comparison"
@@ -294,8 +339,9 @@ def main() -> int:
         for app_name in args.apps.split(","):
             for server in args.servers.split(","):
                 print(f"== {app_name} on {server}", file=sys.stderr)
-                rows.append(run_pair(app_name, server, args, workdir))
-                print_table(rows[-1:])
+                pair_rows = run_pair(app_name, server, args, workdir)
+                rows += pair_rows
+                print_table(pair_rows)
     print(
         f"\n{args.trials} trials max per study, grid winner from its top {GRID_FINALISTS} "
         f"in {args.rounds} rounds, head to head in {args.final_rounds} interleaved rounds, "
