@@ -24,6 +24,7 @@ from tuner.loadgen import LoadSpec, WindowStats, run_load
 from tuner.logsigns import load_sign_lines
 from tuner.machine.cpus import cpu_model, pinned
 from tuner.machine.limits import Limits, Usage
+from tuner.metrics.cores import CoresClock
 from tuner.metrics.cpu import TreeCpuClock
 from tuner.metrics.loops import LoopSampler, cmdline
 from tuner.metrics.measurement import Measurement, Memory
@@ -88,6 +89,7 @@ def run_bench(
             pinned(plan.load.load_cpus),
             MemorySampler(server.pids, front_pids_fn=front.pids if front else None) as memory,
             TreeCpuClock(lambda: server.pids() + (front.pids() if front else []), cpus) as cpu,
+            CoresClock(plan.server_cpus, plan.load.load_cpus) as cores,
             _watch_loops(plan, server) as loops,
         ):
             load = run_load(replace(plan.load, host=LOOPBACK, port=target), on_window)
@@ -116,6 +118,7 @@ def run_bench(
             startup_s=startup_s,
             server_log=load_sign_lines(plan.log_path, load_signs),
             server_cpu=cpu.result(),
+            cores=cores.result(cpu.cpu_seconds),
             **_blocked(load, loops),
         ),
         settings=dict(plan.settings),

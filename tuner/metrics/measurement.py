@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import ConfigError, InvalidMeasurement
+from tuner.metrics.coreshare import CoresGot
 
 SCHEMA_VERSION = 2
 # The constraint value of a run judged unfair whose figures look nearly even: still > 0.
@@ -350,6 +351,9 @@ class Measurement:
     # The load processes' CPU use summed, in cores (loadgen_cpu_pct is the busiest one's):
     # what the load generator spent to send `median_rps`. None: an older record.
     loadgen_busy_cpus: float | None = None
+    # What the server's and the load's CPUs lost to steal and to other processes over the run.
+    # None: not started by us, no /proc/stat, or an older record.
+    cores: CoresGot | None = None
 
     @property
     def unfair(self) -> bool:
@@ -421,6 +425,8 @@ class Measurement:
             data["blocked_loop"] = self.blocked_loop.to_json()
         if self.connect is not None:
             data["connect_ms"] = self.connect.to_json()
+        if self.cores is not None:
+            data["cores"] = self.cores.to_json()
         return data
 
     @classmethod
@@ -447,6 +453,7 @@ class Measurement:
         idle = data.get("idle_connections")
         blocked = data.get("blocked_loop")
         connect = data.get("connect_ms")
+        cores = data.get("cores")
         return cls(
             median_rps=median,
             overall_rps=overall,
@@ -483,6 +490,7 @@ class Measurement:
             blocked_loop=BlockedLoop.from_json(blocked) if isinstance(blocked, Mapping) else None,
             connect=Latency.from_json(connect) if isinstance(connect, Mapping) else None,
             loadgen_busy_cpus=_optional(data.get("loadgen_busy_cpus")),
+            cores=CoresGot.from_json(cores) if isinstance(cores, Mapping) else None,
         )
 
 

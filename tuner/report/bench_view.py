@@ -153,6 +153,8 @@ def result_table(
         )
     if m.server_cpu is not None:
         table.add_row("server CPU (whole tree)", m.server_cpu.describe())
+    if m.cores is not None:
+        table.add_row("CPUs lost", m.cores.describe())
     if m.startup_s is not None:
         table.add_row("startup", f"{m.startup_s:.2f} s")
     if context.get("limits"):

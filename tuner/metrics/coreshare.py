@@ -1,0 +1,66 @@
+"""What a run's CPUs gave: the shares of their time lost to steal and to other processes.
+
+Measured by `tuner.metrics.cores.CoresClock`; kept in the measurement and its JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CoreShare:
+    """What one set of CPUs did over a run, as shares of its time (0..1)."""
+
+    cpus: int  # how many CPUs the set has
+    stolen: float
+    other: float
+
+    def describe(self) -> str:
+        return f"{self.stolen:.0%} stolen, {self.other:.0%} other processes"
+
+    def to_json(self) -> dict[str, float]:
+        return {"cpus": self.cpus, "stolen": round(self.stolen, 4), "other": round(self.other, 4)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CoreShare:
+        return cls(
+            int(data.get("cpus") or 0),
+            float(data.get("stolen") or 0.0),
+            float(data.get("other") or 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class CoresGot:
+    """The server's CPUs and the load's CPUs over one run. `load` is None when the two sets
+    overlap (then the server's set holds everything)."""
+
+    server: CoreShare
+    load: CoreShare | None
+
+    @property
+    def lost(self) -> float:
+        """The largest share either set lost to steal or other processes."""
+        shares = [self.server, *([self.load] if self.load else [])]
+        return max(share.stolen + share.other for share in shares)
+
+    def describe(self) -> str:
+        text = f"server CPUs {self.server.describe()}"
+        return text + (f"; load CPUs {self.load.describe()}" if self.load else "")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"server": self.server.to_json()}
+        if self.load is not None:
+            data["load"] = self.load.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CoresGot:
+        load = data.get("load")
+        return cls(
+            CoreShare.from_json(data.get("server") or {}),
+            CoreShare.from_json(load) if isinstance(load, Mapping) else None,
+        )
