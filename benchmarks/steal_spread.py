@@ -1,0 +1,182 @@
+"""How much of the run-to-run spread do steal and other processes explain? One run, repeats.
+
+Measures one fixed config per case many times, the cases interleaved (each repeat runs every
+case once, so all see the same stretch of the machine's day), and records per run the req/s
+and what the server's and the load's CPUs lost (steal; other processes' time). Prints per
+case the spread of req/s, the ranges of the losses, and how much of the variance of log req/s
+a least-squares fit on the losses explains (R², and adjusted for the number of losses fitted).
+Run nothing else on the machine meanwhile.
+
+    python benchmarks/steal_spread.py --repeats 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.loadplan import path_load  # noqa: E402
+from tuner import interrupts  # noqa: E402
+from tuner.apps import check_app_imports, parse_app  # noqa: E402
+from tuner.errors import TrialError  # noqa: E402
+from tuner.machine.cpus import default_split  # noqa: E402
+from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
+from tuner.metrics.measurement import Measurement  # noqa: E402
+from tuner.servers import adapter_serving  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    server: str
+    app: str
+    path: str
+    settings: dict[str, Any]
+
+
+CASES = (
+    Case("gunicorn-fib", "gunicorn", "apps/fib.py", "/9000", {"workers": 2}),
+    Case(
+        "gunicorn-iowait",
+        "gunicorn",
+        "apps/iowait.py",
+        "/",
+        {"workers": 3, "worker_class": "gthread", "threads": 8},
+    ),
+    Case(
+        "uwsgi-fib",
+        "uwsgi",
+        "apps/fib.py",
+        "/9000",
+        {"processes": 2, "master": True, "disable-logging": True, "protocol": "http-socket"},
+    ),
+    Case(
+        "uwsgi-iowait",
+        "uwsgi",
+        "apps/iowait.py",
+        "/",
+        {"processes": 4, "threads": 8, "master": True, "protocol": "http-socket"},
+    ),
+)
+# The losses fitted, in this order.
+LOSSES = ("server stolen", "server other", "load stolen", "load other")
+
+
+def losses(m: Measurement) -> tuple[float, float, float, float]:
+    cores = m.cores
+    if cores is None:
+        raise SystemExit("no CPU counters were read (no /proc/stat?)")
+    load = cores.load
+    return (
+        cores.server.stolen,
+        cores.server.other,
+        load.stolen if load else 0.0,
+        load.other if load else 0.0,
+    )
+
+
+def r_squared(y: list[float], x: list[tuple[float, ...]]) -> tuple[float, float]:
+    """R² of an ordinary least-squares fit of y on x (with an intercept), and adjusted R²."""
+    design = np.column_stack([np.ones(len(y)), np.array(x)])
+    target = np.array(y)
+    coef, *_ = np.linalg.lstsq(design, target, rcond=None)
+    residual = target - design @ coef
+    total = float(np.sum((target - target.mean()) ** 2))
+    if total == 0:
+        return 0.0, 0.0
+    r2 = 1 - float(np.sum(residual**2)) / total
+    n, k = len(y), design.shape[1] - 1
+    adjusted = 1 - (1 - r2) * (n - 1) / (n - k - 1) if n > k + 1 else math.nan
+    return r2, adjusted
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--cases", default=",".join(c.name for c in CASES))
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    args = parser.parse_args()
+    wanted = args.cases.split(",")
+    cases = [c for c in CASES if c.name in wanted]
+    server_cpus, load_cpus = default_split()
+    runs: dict[str, list[tuple[float, tuple[float, float, float, float]]]] = {
+        c.name: [] for c in cases
+    }
+    with tempfile.TemporaryDirectory(prefix="steal-") as workdir:
+        for repeat in range(args.repeats):
+            for case in cases:
+                app = check_app_imports(parse_app(case.app, ROOT))
+                adapter = adapter_serving(case.server, app.interface)
+                plan = BenchPlan(
+                    adapter=adapter,
+                    app=app,
+                    settings=adapter.resolve(case.settings),
+                    load=path_load(case.path, args, load_cpus),
+                    server_cpus=server_cpus,
+                    ready_path=case.path,
+                    log_path=Path(workdir) / f"{case.name}-{repeat}.log",
+                )
+                try:
+                    measured = run_bench(plan).measurement
+                except TrialError as exc:
+                    interrupts.raise_if_requested()
+                    print(f"  {case.name} #{repeat + 1} failed: {exc}", file=sys.stderr)
+                    continue
+                lost = losses(measured)
+                runs[case.name].append((measured.median_rps, lost))
+                shown = ", ".join(f"{n} {v:.1%}" for n, v in zip(LOSSES, lost, strict=True))
+                print(
+                    f"  {case.name} #{repeat + 1}: {measured.median_rps:,.0f} req/s; {shown}",
+                    file=sys.stderr,
+                )
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=1))
+    print(
+        f"\n{args.repeats} repeats per case, interleaved; {args.duration:g} s after "
+        f"{args.warmup:g} s warm-up, {args.connections} connections; server CPUs "
+        f"{list(server_cpus)}, load CPUs {list(load_cpus)}"
+    )
+    print(
+        f"{'case':16} {'runs':>4} {'median':>8} {'max/min':>8} {'sd log':>7}  "
+        + "  ".join(f"{name + ' (range)':>24}" for name in LOSSES)
+        + f"  {'R²':>5} {'adj R²':>6}"
+    )
+    for case in cases:
+        done = runs[case.name]
+        if len(done) < 3:
+            print(f"{case.name:16} {len(done):>4} too few runs")
+            continue
+        rps = [r for r, _ in done]
+        logs = [math.log(r) for r in rps]
+        r2, adjusted = r_squared(logs, [lost for _, lost in done])
+        ranges = []
+        for index in range(len(LOSSES)):
+            values = [lost[index] for _, lost in done]
+            ranges.append(f"{statistics.median(values):.1%} ({min(values):.1%}-{max(values):.1%})")
+        print(
+            f"{case.name:16} {len(done):>4} {statistics.median(rps):8,.0f} "
+            f"{max(rps) / min(rps):8.2f} {statistics.stdev(logs):7.3f}  "
+            + "  ".join(f"{text:>24}" for text in ranges)
+            + f"  {r2:5.2f} {adjusted:6.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    with interrupts.stop_signals_interrupt():
+        sys.exit(main())
