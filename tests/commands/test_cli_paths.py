@@ -14,6 +14,7 @@ from tuner.cli import build_parser, main
 from tuner.commands.setup import build_setup
 from tuner.errors import ConfigError, TunerError
 from tuner.report import data as report_data
+from tuner.search.attrs import StudyAttrs
 from tuner.search.study import StudySetup, open_study
 from tuner.servers import get_adapter
 from tuner.workflow.emit import write_artifact
@@ -52,14 +53,14 @@ def _setup(tmp_path: Path, *extra: str) -> StudySetup:
 
 def test_allow_mixed_hosts_joins_a_study_measured_elsewhere(tmp_path: Path) -> None:
     created = open_study(_setup(tmp_path))
-    theirs = {**created.user_attrs["hardware"], "cpu_model": "Other CPU 9000", "cpus": 64}
-    created.set_user_attr("hardware", theirs)
+    theirs = {**(created.attrs().hardware or {}), "cpu_model": "Other CPU 9000", "cpus": 64}
+    created.keep(StudyAttrs(hardware=theirs))
     with pytest.raises(ConfigError, match="Other CPU 9000.*--allow-mixed-hosts"):
         open_study(_setup(tmp_path))
     joined = open_study(_setup(tmp_path, "--allow-mixed-hosts"))
-    assert joined.user_attrs["hardware"] == theirs  # the study keeps its own record
-    assert len(joined.trials) == 2  # the baselines, enqueued once, not again
-    assert [t.user_attrs["baseline"] for t in joined.trials] == ["default", "2*cpus+1"]
+    assert joined.attrs().hardware == theirs  # the study keeps its own record
+    # The baselines, enqueued once, not again.
+    assert [r.baseline for r in joined.records()] == ["default", "2*cpus+1"]
 
 
 def test_a_config_that_does_not_boot_is_not_written(tmp_path: Path, since: float) -> None:

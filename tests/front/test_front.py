@@ -392,9 +392,7 @@ def test_a_gunicorn_uwsgi_trial_records_what_the_server_ran(nginx_front, tmp_pat
     drawn = {"front_protocol": "uwsgi", "front_transport": "unix", "worker_class": "gthread"}
     drawn["threads"] = 2
     defaults = setup.adapter.table.defaults()
-    study.enqueue_trial(
-        {p.name: drawn.get(p.setting, defaults[p.setting]) for p in setup.space.params}
-    )
+    study.queue({p.name: drawn.get(p.setting, defaults[p.setting]) for p in setup.space.params})
     listener = QuietListener()
     run_search(setup, study, n_trials=3, timeout_s=None, listener=listener)
     record = {r.number: r for r in listener.ended}[2]

@@ -120,7 +120,7 @@ def run_synthetic(
         study_module.run_search(
             setup, study, n_trials=trials, timeout_s=None, listener=study_module.QuietListener()
         )
-        synthetic.records = [study_module.to_record(t) for t in study.get_trials()]
+        synthetic.records = study.records()
     return synthetic
 
 

@@ -180,7 +180,9 @@ def test_a_study_with_a_known_concurrency_queues_its_starts_there(tmp_path: Path
     setup = replace(build_setup(args), start_concurrency=12)
     study = open_study(setup)
     queued = [
-        t for t in study.get_trials(deepcopy=False) if TrialAttrs.read(t.user_attrs).branch_start
+        t
+        for t in study.optuna_study.get_trials(deepcopy=False)
+        if TrialAttrs.read(t.user_attrs).branch_start
     ]
     settings = [_settings(setup.space, t.system_attrs["fixed_params"]) for t in queued]
     models = [setup.adapter.concurrency_model(setup.adapter.resolve(s)) for s in settings]

@@ -26,7 +26,7 @@ def test_a_study_resumes_only_under_its_client_model(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
     slow = setup_for(storage, "--slow-clients", "0.1", "--think-ms", "500")
     study = open_study(slow)
-    assert study.user_attrs["setup"]["clients"] == {
+    assert (study.attrs().setup or {})["clients"] == {
         "slow_fraction": 0.1,
         "slow_kbps": 256.0,
         "think_ms": 500.0,
@@ -42,4 +42,4 @@ def test_a_study_resumes_only_under_its_client_model(tmp_path: Path) -> None:
 def test_a_study_without_a_client_model_records_none(tmp_path: Path) -> None:
     # As studies made before client models existed: they resume under the default model.
     study = open_study(setup_for(f"sqlite:///{tmp_path / 'studies.db'}"))
-    assert study.user_attrs["setup"]["clients"] is None
+    assert (study.attrs().setup or {})["clients"] is None

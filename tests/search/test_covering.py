@@ -31,9 +31,7 @@ def test_a_starved_http11_config_is_followed_by_one_with_a_thread_per_connection
     study = open_study(setup)  # queues the two baselines
     starving = {"protocol": "http11-socket", "processes": 1, "threads": 1, "master": True}
     defaults = setup.adapter.table.defaults()
-    study.enqueue_trial(
-        {p.name: starving.get(p.setting, defaults[p.setting]) for p in setup.space.params}
-    )
+    study.queue({p.name: starving.get(p.setting, defaults[p.setting]) for p in setup.space.params})
     listener = QuietListener()
     run_search(setup, study, n_trials=4, timeout_s=None, listener=listener)
 

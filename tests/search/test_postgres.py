@@ -24,7 +24,8 @@ from tests.conftest import unavailable
 from tests.support.cli import read_until, wait_under_load, wait_until_stale
 from tests.support.postgres import throwaway_postgres
 from tuner.loadgen.checks import nearly_fair
-from tuner.search.study import load_records, with_postgres_driver
+from tuner.search.storage import with_postgres_driver
+from tuner.search.study import load_records
 
 REPO = Path(__file__).resolve().parents[2]
 CPUS = sorted(os.sched_getaffinity(0))

@@ -55,12 +55,12 @@ def test_a_hopeless_trial_is_pruned_and_one_inside_the_noise_is_not(
     )
     setup = build_setup(args)
     study = open_study(setup)  # queues the two baselines: 1 and 3 workers, 20 and 60 req/s
-    study.enqueue_trial({"workers": 16})  # about 320 req/s
+    study.queue({"workers": 16})  # about 320 req/s
     # Judged against MIN_CONTENDERS (3) fair contenders, before the second CPU probe (trial 5)
     # can widen the margin: about 40 req/s, far behind beyond any noise.
-    study.enqueue_trial({"workers": 2})
-    study.enqueue_trial({"workers": 15})  # about 300: inside the noise
-    study.enqueue_trial({"workers": 2})  # the pruned config again: not measured again
+    study.queue({"workers": 2})
+    study.queue({"workers": 15})  # about 300: inside the noise
+    study.queue({"workers": 2})  # the pruned config again: not measured again
     listener = QuietListener()
     run_search(setup, study, n_trials=6, timeout_s=None, listener=listener)
 

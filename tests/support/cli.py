@@ -90,7 +90,7 @@ def wait_until_stale(
 ) -> None:
     """Poll until the trial's last heartbeat is older than the grace period in `env` (the one the
     tuners run with), i.e. until any tuner opening the study will fail it."""
-    from tuner.search.study import with_postgres_driver
+    from tuner.search.storage import with_postgres_driver
 
     storage = optuna.storages.RDBStorage(
         with_postgres_driver(storage_url),

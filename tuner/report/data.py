@@ -1,19 +1,16 @@
 """A stored study as plain data for reports: setup, trials, Pareto front, importances, result.
 
-Reports read studies the way Optuna's own tools do (load_study, param importances); this module
-turns them into typed values (TrialRecords with their Measurement, the StoredResult of the
-confirmation round) so the figure, table and HTML modules need no Optuna and no string keys.
+Reports read studies through tuner.search's StudyHandle (trials, attrs, front, importances);
+this module turns them into the values reports show (the StoredResult of the confirmation
+round, a row per stored study), so the figure, table and HTML modules need no string keys.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
-
-import optuna
 
 from tuner.apps import Interface
 from tuner.errors import ConfigError
@@ -21,7 +18,7 @@ from tuner.search.attrs import StudyAttrs
 from tuner.search.objectives import Figures, Objective, objective_named
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE, TrialRecord
 from tuner.search.storage_url import sqlite_path
-from tuner.search.study import load_existing, storage, to_record
+from tuner.search.study_handle import StudyHandle, stored_studies
 from tuner.servers import ServerAdapter, adapter_serving
 from tuner.workflow.confirm import PERCENTILE_KEYS, ConfirmedSummary
 
@@ -154,35 +151,15 @@ def check_storage(storage_url: str) -> None:
 
 def load_study_data(storage_url: str, name: str, *, importances: bool = True) -> StudyData:
     check_storage(storage_url)
-    study = load_existing(storage_url, name)
-    attrs = StudyAttrs.read(study.user_attrs)
+    study = StudyHandle.load(storage_url, name)
+    attrs = study.attrs()
     setup = dict(attrs.setup or {})
     if not setup:
         raise ConfigError(f"--study {name!r} was not created by `tuner tune` (no setup stored)")
-    records = [to_record(t) for t in study.get_trials(deepcopy=False)]
-    pareto = []
-    if len(study.directions) > 1 and any(r.state == "COMPLETE" for r in records):
-        pareto = [t.number for t in study.best_trials]
-    found = _importances(study) if importances else {}
-    return StudyData(name, storage_url, setup, attrs, records, pareto, found)
-
-
-def _importances(study: optuna.Study) -> dict[str, float]:
-    """Importances for high req/s, by Optuna's default evaluator (PED-ANOVA, no scikit-learn).
-    It ranks parameters by how much they matter for *low* target values, hence -req/s."""
-    done = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-    if len(done) < 2:
-        return {}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            found = optuna.importance.get_param_importances(
-                study,
-                target=lambda t: -to_record(t).rps,
-            )
-    except (ValueError, RuntimeError):  # e.g. no parameter took two values
-        return {}
-    return {name: float(value) for name, value in found.items()}
+    records = study.records()
+    # Importances for high req/s: Optuna's evaluator ranks parameters for *low* values.
+    found = study.importances(lambda record: -record.rps) if importances else {}
+    return StudyData(name, storage_url, setup, attrs, records, study.pareto_numbers(), found)
 
 
 def contenders(data: StudyData) -> list[Contender]:
@@ -260,20 +237,14 @@ class StudyRow:
 def list_studies(storage_url: str) -> list[StudyRow]:
     """One row per study: server, app, objective, trials done, best feasible req/s."""
     check_storage(storage_url)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        store = storage(storage_url)
-        summaries = optuna.get_all_study_summaries(store, include_best_trial=False)
     rows = []
-    for summary in summaries:
-        attrs = StudyAttrs.read(summary.user_attrs)
+    for stored in stored_studies(storage_url):
+        attrs, records = stored.attrs, stored.records
         setup = attrs.setup or {}
-        study_id = store.get_study_id_from_name(summary.study_name)
-        records = [to_record(t) for t in store.get_all_trials(study_id, deepcopy=False)]
         done = [r for r in records if r.measured]
         rows.append(
             StudyRow(
-                study=summary.study_name,
+                study=stored.name,
                 server=str(setup.get("server", "?")),
                 app=str(setup.get("app", "?")),
                 objective=str(setup.get("objective", "?")),

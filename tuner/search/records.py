@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from tuner.metrics.measurement import Measurement
@@ -11,13 +12,27 @@ from tuner.search.objectives import Figures
 from tuner.servers.base import BASELINE_DEFAULT
 from tuner.servers.base import BASELINE_FORK_RULE as BASELINE_RULE
 
-__all__ = ["BASELINE_DEFAULT", "BASELINE_RULE", "TrialRecord"]
+__all__ = ["BASELINE_DEFAULT", "BASELINE_RULE", "TrialRecord", "TrialStatus"]
+
+
+class TrialStatus(str, Enum):
+    """Where a trial stands, by the names Optuna stores (a str, so `state == "COMPLETE"` and
+    `state.lower()` read as they did when the state was the bare name)."""
+
+    WAITING = "WAITING"  # queued (a baseline, a start), not run yet
+    RUNNING = "RUNNING"
+    COMPLETE = "COMPLETE"
+    PRUNED = "PRUNED"
+    FAIL = "FAIL"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
 class TrialRecord:
     number: int
-    state: str  # COMPLETE, FAIL, PRUNED, RUNNING, WAITING
+    state: TrialStatus  # a name is accepted too ("COMPLETE"), and read as its status
     settings: dict[str, Any]
     measurement: Measurement | None = None  # None: the trial failed before it was measured
     context: dict[str, Any] = field(default_factory=dict)  # server, versions, machine, CPUs
@@ -30,6 +45,9 @@ class TrialRecord:
     branch_start: bool = False  # queued at the start to measure one concurrency model
     carried: int | None = None  # a start at this concurrency, learnt from servers raced before
     shape_of: int | None = None  # queued as a neighbour of that trial's shape (search.shapes)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", TrialStatus(self.state))
 
     @property
     def origin(self) -> str:
@@ -62,7 +80,7 @@ class TrialRecord:
     @property
     def measured(self) -> bool:
         """Completed with its figures (a complete trial of a broken record has none)."""
-        return self.state == "COMPLETE" and self.measurement is not None
+        return self.state is TrialStatus.COMPLETE and self.measurement is not None
 
     @property
     def figures(self) -> Figures:

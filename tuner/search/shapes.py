@@ -23,10 +23,13 @@ from typing import Any
 from tuner.errors import ConfigError
 from tuner.search.branches import RandomDraw, Replay
 from tuner.search.objectives import Figures
-from tuner.search.records import TrialRecord
+from tuner.search.records import TrialRecord, TrialStatus
 from tuner.search.space import SearchSpace, active, bounds, suggest
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
+
+# Trials that ran to their end: a queued or running one has searched nothing yet.
+_ENDED = (TrialStatus.COMPLETE, TrialStatus.PRUNED, TrialStatus.FAIL)
 
 # The share of a study's trials kept for the shapes, and the fewest trials that leave any:
 # below it the baselines and starts are most of the budget.
@@ -253,7 +256,7 @@ def searched_text(records: Sequence[TrialRecord], adapter: ServerAdapter) -> lis
     by_model: dict[str, list[tuple[int, int]]] = {}
     for record in records:
         placed = _placed(record, adapter)
-        if placed is None or record.state not in ("COMPLETE", "PRUNED", "FAIL"):
+        if placed is None or record.state not in _ENDED:
             continue
         settings, model = placed
         by_model.setdefault(model, []).append(

@@ -1,25 +1,26 @@
-"""The Optuna study: the only module that imports optuna.
+"""A study's search: opening it, and running its trials (the objective Optuna calls).
 
 A study searches the server's search space; each trial is one real measurement (runner). Trial 0
 is the server's default config and trial 1 the `2*cpus+1` rule, so every study measures its own
 baselines on the same machine in the same run. Failed configs are recorded as FAIL with their
 reason and the study goes on; an app that cannot be imported stops it.
 
+The layers above hold the study as a StudyHandle (tuner.search.study_handle) and reach Optuna
+through `search/` alone: the sampler is a SamplerChoice (tuner.search.samplers), the storage
+tuner.search.storage's.
+
 Several tuners (on one host or many) may share a study through one database: the study is
 created once (a tuner that loses the race to create it loads it), baselines are enqueued once,
 and each trial records the host that ran it. Heartbeats mark a trial whose tuner died FAIL once
-it is `grace` seconds old, the next time any tuner opens the study.
+it is `grace` seconds old, the next time any tuner opens the study (tuner.search.storage).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
-import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,22 +48,16 @@ from tuner.search.covering import covering_config, space_limits
 from tuner.search.objectives import Figures, Objective, Slo
 from tuner.search.pruning import NoiseAwarePruner
 from tuner.search.records import TrialRecord
+from tuner.search.samplers import SamplerChoice, make_sampler
 from tuner.search.shapes import middle_shapes, next_shape, shape_trials
 from tuner.search.space import SearchSpace, suggest
-from tuner.search.storage_url import redact, sqlite_path
+from tuner.search.storage import fail_stale_trials, quiet_optuna, storage
+from tuner.search.study_handle import StudyHandle, stored_measurement, to_record
 from tuner.servers.base import ServerAdapter
 from tuner.settings import Value
 
-# The study's type, for the layers above, which do not import optuna.
-Study = optuna.Study
-
 # Configs queued per study because a config starved connections it had no thread for.
 MAX_COVERING_TRIES = 2
-HEARTBEAT_S = 10
-GRACE_S = 30
-# Environment overrides (whole seconds), so tests need not wait 30 s for a dead tuner's trial.
-HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"
-GRACE_ENV = "TUNER_HEARTBEAT_GRACE_S"
 # A tuner that loses the race to create a study waits this long for the winner's setup.
 SETUP_WAIT_S = 15.0
 
@@ -95,6 +90,8 @@ class StudySetup:
     # Its name among the contenders of a `compare` over several entry points of one project,
     # where one server may serve each ("gunicorn" and "gunicorn-asgi"); "": the server's name.
     entrant: str = ""
+    # What draws the configs (not stored: a resumed study may draw with another).
+    sampler: SamplerChoice = SamplerChoice.TPE
 
     @property
     def contender(self) -> str:
@@ -183,110 +180,15 @@ class QuietListener:
         self.ended.append(record)
 
 
-def _quiet_optuna() -> None:
-    """Optuna's per-trial log lines and its notes on experimental arguments (grouped TPE,
-    heartbeats) are for library users; the tuner shows its own progress."""
-    # ERROR: Optuna logs every failed trial as a WARNING with its traceback; the tuner records
-    # and shows each failure as its own one-line reason instead.
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-
-
-def heartbeat_settings() -> tuple[int, int]:
-    """(heartbeat interval, grace period) in seconds, from the environment or the defaults."""
-    values = []
-    for env, default in ((HEARTBEAT_ENV, HEARTBEAT_S), (GRACE_ENV, GRACE_S)):
-        text = os.environ.get(env, "").strip()
-        if not text:
-            values.append(default)
-            continue
-        if not text.isdigit() or int(text) < 1:
-            raise ConfigError(f"{env}={text!r}: expected a whole number of seconds >= 1")
-        values.append(int(text))
-    interval, grace = values
-    if grace <= interval:
-        raise ConfigError(
-            f"{GRACE_ENV}={grace} must be longer than the heartbeat interval ({interval} s), "
-            "or every running trial would look dead"
-        )
-    return interval, grace
-
-
-# What SQLAlchemy says when two tuners create the tables of a fresh database at once.
-_TABLE_RACE_MARKERS = (
-    "already exists",
-    "duplicate key",
-    "UNIQUE constraint failed",
-    "database is locked",
-)
-
-
-def storage(url: str) -> optuna.storages.BaseStorage:
-    """Optuna RDB storage with heartbeats, so a trial left RUNNING by a killed tuner is failed."""
-    interval, grace = heartbeat_settings()
-    engine_kwargs: dict[str, Any] = {}
-    shown = redact(url)
-    url = with_postgres_driver(url)
-    database = sqlite_path(url)
-    if database is not None:
-        folder = database.parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"--storage {url!r}: cannot create the folder {str(folder)!r} ({exc.strerror})"
-            ) from None
-    elif url.startswith(("postgresql", "mysql")):
-        # Fail in seconds on an unreachable server; re-check pooled connections after a
-        # database restart instead of failing the next trial.
-        engine_kwargs = {"connect_args": {"connect_timeout": 10}, "pool_pre_ping": True}
-    for attempt in range(3):
-        try:
-            return optuna.storages.RDBStorage(
-                url, engine_kwargs, heartbeat_interval=interval, grace_period=grace
-            )
-        except Exception as exc:  # SQLAlchemy raises many kinds for a bad URL or server
-            text = str(exc).strip()
-            # Two tuners creating the tables of a fresh database at once: one loses, retries.
-            if attempt < 2 and any(marker in text for marker in _TABLE_RACE_MARKERS):
-                time.sleep(0.5 * (attempt + 1))
-                continue
-            first_line = text.splitlines()[0] if text else type(exc).__name__
-            raise ConfigError(
-                f"--storage {shown!r}: cannot open it ({first_line[:200]}); expected an "
-                "Optuna storage URL such as sqlite:///studies/tuner.db or "
-                "postgresql://user:pass@host/db"
-            ) from None
-    raise AssertionError("unreachable")
-
-
-def with_postgres_driver(url: str) -> str:
-    """`postgresql://` with the driver that is installed: SQLAlchemy 2.1 assumes psycopg 3 (the
-    tuner's `postgres` extra), 2.0 psycopg2; either works when it is the one installed."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in ("postgresql", "postgres"):
-        return url
-    for module in ("psycopg", "psycopg2"):
-        if importlib.util.find_spec(module) is not None:
-            return f"postgresql+{module}://{rest}"
-    raise ConfigError(
-        f"--storage {redact(url)!r}: no PostgreSQL driver is installed; "
-        "pip install 'tuner[postgres]' (psycopg 3)"
-    )
-
-
-def open_study(setup: StudySetup) -> optuna.Study:
+def open_study(setup: StudySetup) -> StudyHandle:
     """Create the study (enqueueing both baselines), or load it to add trials.
 
     Safe when several tuners start at once: exactly one creates the study and enqueues the
     baselines; the others load it. Trials left RUNNING by a dead tuner are failed here.
     """
-    _quiet_optuna()
-    sampler = optuna.samplers.TPESampler(
-        seed=setup.seed,
-        n_startup_trials=8,
-        multivariate=True,
-        group=True,  # conditional parameters (threads only with gthread) need grouped TPE
+    quiet_optuna()
+    sampler = make_sampler(
+        setup.sampler, seed=setup.seed, objectives=len(setup.objective.directions)
     )
     pruner = NoiseAwarePruner()
     store = storage(setup.storage_url)
@@ -309,21 +211,24 @@ def open_study(setup: StudySetup) -> optuna.Study:
             study_hw = StudyAttrs.read(study.user_attrs).hardware or mine
             hosts.check_same_hardware(setup.name, study_hw, mine, setup.allow_mixed_hosts)
             fail_stale_trials(study)
-            return study
+            return StudyHandle(study)
         # The tuner that created it died before writing its setup: adopt the study.
-    StudyAttrs(
-        setup=setup.metadata(),
-        hardware=mine,
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    ).write(study)
-    if not any(TrialAttrs.read(t.user_attrs).baseline for t in study.get_trials(deepcopy=False)):
-        covered = _enqueue_baselines(study, setup)
+    handle = StudyHandle(study)
+    handle.keep(
+        StudyAttrs(
+            setup=setup.metadata(),
+            hardware=mine,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+    )
+    if not any(record.baseline for record in handle.records()):
+        covered = _enqueue_baselines(handle, setup)
         if setup.branch_starts:
-            _enqueue_branch_starts(study, setup, covered)
-    return study
+            _enqueue_branch_starts(handle, setup, covered)
+    return handle
 
 
-def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list[str]) -> None:
+def _enqueue_branch_starts(study: StudyHandle, setup: StudySetup, covered: list[str]) -> None:
     """One start per concurrency model the baselines do not cover (see tuner.search.branches),
     and with a known concurrency (`start_concurrency`), the default's model too, each at it."""
     starts = branch_starts(
@@ -343,8 +248,7 @@ def _enqueue_branch_starts(study: optuna.Study, setup: StudySetup, covered: list
         middle = middle_shapes(setup.space, setup.adapter, setup.space_cpus, starts)
         queued += [(params, False) for params in middle]
     for params, moved in queued:
-        attrs = TrialAttrs(branch_start=True, carried=target if moved else None).stored()
-        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+        study.queue(params, TrialAttrs(branch_start=True, carried=target if moved else None))
 
 
 def _wait_for_setup(study: optuna.Study) -> dict[str, Any] | None:
@@ -357,15 +261,6 @@ def _wait_for_setup(study: optuna.Study) -> dict[str, Any] | None:
         time.sleep(0.2)
 
 
-def fail_stale_trials(study: optuna.Study) -> None:
-    """Mark FAIL every trial whose tuner stopped sending heartbeats more than `grace` s ago.
-
-    Optuna also does this before each new trial; doing it on open covers `emit` and reports,
-    and a resumed study whose search has nothing left to run.
-    """
-    optuna.storages.fail_stale_trials(study)
-
-
 def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
     mine = setup.metadata()
     for key in ("server", "app", "objective", "limits", "clients", "front"):
@@ -376,7 +271,7 @@ def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
             )
 
 
-def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> list[str]:
+def _enqueue_baselines(study: StudyHandle, setup: StudySetup) -> list[str]:
     """Queue the server's baselines as the first trials. A baseline the search space can
     express goes in as the space's params, so the sampler learns from it; one it cannot (a
     default outside a range or a choice list the user narrowed) is measured as it is, outside
@@ -389,7 +284,7 @@ def _enqueue_baselines(study: optuna.Study, setup: StudySetup) -> list[str]:
         attrs = TrialAttrs(baseline=baseline.label)
         if not _expressible(setup, params):
             params, attrs = {}, replace(attrs, baseline_settings=dict(baseline.values))
-        study.enqueue_trial(params, user_attrs=attrs.stored(), skip_if_exists=False)
+        study.queue(params, attrs)
     return models
 
 
@@ -408,7 +303,7 @@ def _expressible(setup: StudySetup, params: dict[str, Any]) -> bool:
 @keep_workers()
 def run_search(
     setup: StudySetup,
-    study: optuna.Study,
+    study: StudyHandle,
     *,
     n_trials: int | None,
     timeout_s: float | None,
@@ -420,11 +315,12 @@ def run_search(
     Ctrl-C: the running trial's server is stopped on the way out, Optuna marks that trial FAIL,
     every completed trial stays, and KeyboardInterrupt reaches the caller.
     """
-    objective = _TrialObjective(setup, study, listener)
+    optuna_study = study.optuna_study
+    objective = _TrialObjective(setup, optuna_study, listener)
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
     shaped = shape_trials(n_trials)
     sampled = None if n_trials is None else n_trials - shaped
-    _sampled_trials(study, objective, sampled, deadline, listener)
+    _sampled_trials(optuna_study, objective, sampled, deadline, listener)
     for left in range(shaped, 0, -1):
         if deadline is not None and deadline <= time.monotonic():
             return
@@ -432,15 +328,14 @@ def run_search(
             setup.space,
             setup.adapter,
             setup.space_cpus,
-            [to_record(t) for t in study.get_trials(deepcopy=False)],
+            study.records(),
             setup.objective.headlines[0].sort_value,
         )
         if move is None:  # every model's best has its neighbours measured: the sampler's
-            _sampled_trials(study, objective, left, deadline, listener)
+            _sampled_trials(optuna_study, objective, left, deadline, listener)
             return
-        attrs = TrialAttrs(shape_of=move.from_trial).stored()
-        study.enqueue_trial(move.params, user_attrs=attrs, skip_if_exists=False)
-        _sampled_trials(study, objective, 1, deadline, listener)
+        study.queue(move.params, TrialAttrs(shape_of=move.from_trial))
+        _sampled_trials(optuna_study, objective, 1, deadline, listener)
 
 
 def _sampled_trials(
@@ -555,14 +450,14 @@ class _TrialObjective:
         for frozen in self.study.get_trials(deepcopy=False, states=states):
             stored = TrialAttrs.read(frozen.user_attrs)
             same = frozen.number != number and stored.settings == settings
-            if same and _measurement(stored.metrics) is not None:
+            if same and stored_measurement(stored.metrics) is not None:
                 return frozen
         return None
 
     def _reuse(self, trial: Trial, twin: FrozenTrial) -> list[float]:
         """Tell the sampler the twin's result again instead of measuring the same config."""
         stored = TrialAttrs.read(twin.user_attrs)
-        measurement = _measurement(stored.metrics)
+        measurement = stored_measurement(stored.metrics)
         assert measurement is not None
         TrialAttrs(
             duplicate_of=twin.number, metrics=stored.metrics, context=stored.context or {}
@@ -640,97 +535,7 @@ def _fail(trial: Trial, reason: str, message: str) -> None:
     ).write(trial)
 
 
-def to_record(frozen: FrozenTrial) -> TrialRecord:
-    stored = TrialAttrs.read(frozen.user_attrs)
-    fail_reason = "" if stored.fail_reason is None else str(stored.fail_reason)
-    if frozen.state.name == "FAIL" and not fail_reason:
-        # Only the heartbeat check fails a trial without a reason: its tuner died mid-trial.
-        host = stored.host or {}
-        where = f" on {host.get('host')} (pid {host.get('pid')})" if host else ""
-        fail_reason = (
-            f"abandoned: the tuner{where} stopped sending heartbeats during this trial "
-            "(killed, or its host died)"
-        )
-    return TrialRecord(
-        number=frozen.number,
-        state=frozen.state.name,
-        settings=dict(stored.settings or {}),
-        measurement=_measurement(stored.metrics),
-        context=dict(stored.context or _old_context(stored.metrics)),
-        values=tuple(frozen.values or ()),
-        baseline="" if stored.baseline is None else str(stored.baseline),
-        fail_reason=fail_reason,
-        feasible=objectives.satisfied(stored.constraints or []),
-        covers_for=stored.covers_for,
-        duplicate_of=stored.duplicate_of,
-        branch_start=bool(stored.branch_start),
-        carried=stored.carried,
-        shape_of=stored.shape_of,
-    )
-
-
-# Run context that trials of version-1 studies kept inside their metrics.
-_CONTEXT_KEYS = ("server", "app", "server_cpus", "load_cpus", "versions", "machine")
-
-
-def _measurement(metrics: object) -> Measurement | None:
-    """The trial's figures, in whichever version they were stored (see Measurement)."""
-    if not isinstance(metrics, Mapping) or not metrics:
-        return None
-    try:
-        return Measurement.from_json(metrics)
-    except InvalidMeasurement:
-        return None  # a damaged record: shown as unmeasured, never ranked
-
-
-def _old_context(metrics: object) -> dict[str, Any]:
-    if not isinstance(metrics, Mapping):
-        return {}
-    return {key: metrics[key] for key in _CONTEXT_KEYS if key in metrics}
-
-
 def load_records(storage_url: str, name: str) -> tuple[StudyAttrs, list[TrialRecord]]:
     """The study's stored setup and all its trials, for emit/report/show."""
-    study = load_existing(storage_url, name)
-    records = [to_record(t) for t in study.get_trials(deepcopy=False)]
-    return StudyAttrs.read(study.user_attrs), records
-
-
-def load_existing(storage_url: str, name: str) -> optuna.Study:
-    _quiet_optuna()
-    store = storage(storage_url)
-    names = [summary.study_name for summary in optuna.get_all_study_summaries(store)]
-    if name not in names:
-        known = ", ".join(names) or "none"
-        raise ConfigError(
-            f"--study {name!r}: no such study in {redact(storage_url)}; studies: {known}"
-        )
-    study = optuna.load_study(study_name=name, storage=store)
-    fail_stale_trials(study)
-    return study
-
-
-def pareto_numbers(study: optuna.Study) -> list[int]:
-    """The trials on the Pareto front of a study with several directions ([] otherwise)."""
-    if len(study.directions) < 2:
-        return []
-    return [t.number for t in study.best_trials]
-
-
-def save_result(study: optuna.Study, result: Mapping[str, Any]) -> None:
-    """Keep a JSON-able result (confirmation rounds, noise) with the study for reports."""
-    StudyAttrs(result=json.loads(json.dumps(result))).write(study)
-
-
-def save_pick(
-    study: optuna.Study,
-    settings: Mapping[str, Any],
-    header: Sequence[str],
-    sizing: Mapping[str, Any] | None = None,
-) -> None:
-    """Keep the chosen config and its file's header (and the rule of a file sized at boot,
-    from tune --for-cpus), for `tuner emit --study` to write again."""
-    pick = {"settings": dict(settings), "header": list(header)}
-    if sizing is not None:
-        pick["sizing"] = dict(sizing)
-    StudyAttrs(pick=json.loads(json.dumps(pick))).write(study)
+    study = StudyHandle.load(storage_url, name)
+    return study.attrs(), study.records()

@@ -18,10 +18,10 @@ from tuner.loadgen.engine import keep_workers
 from tuner.machine.sizing import SizingRule
 from tuner.measure.runner import run_bench
 from tuner.metrics.measurement import Measurement
-from tuner.search.attrs import StudyAttrs
 from tuner.search.carryover import Sample, shape_of, slots
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord
-from tuner.search.study import Study, StudyListener, StudySetup, pareto_numbers, run_search
+from tuner.search.study import StudyListener, StudySetup, run_search
+from tuner.search.study_handle import StudyHandle
 from tuner.settings import Value
 from tuner.workflow import race
 from tuner.workflow.apprequirements import AppRequirements
@@ -32,7 +32,6 @@ from tuner.workflow.tune import (
     SizingFor,
     TuneOutcome,
     conclude,
-    ended_records,
     measurer,
     pick_candidates,
     start,
@@ -56,7 +55,7 @@ class Lane:
     setup: StudySetup  # the user's windows: the final rounds and the written file
     rung_setup: StudySetup  # the rungs' short windows
     listener: StudyListener
-    study: Study | None = None
+    study: StudyHandle | None = None
     stopped: str = ""  # why it stopped drawing trials early ("" while it races)
     done: bool = False  # drew every trial it may
     gain: float = 0.0  # its best trial's gain over the last rung
@@ -69,7 +68,7 @@ class Lane:
         return self.setup.contender
 
     def records(self) -> list[TrialRecord]:
-        return ended_records(self.study) if self.study is not None else []
+        return self.study.records(queued=False) if self.study is not None else []
 
     def trials(self) -> int:
         """Trials it drew, less repeats of a config already measured (those cost nothing)."""
@@ -367,7 +366,7 @@ def _noise(lanes: Sequence[Lane]) -> float:
         float(ms)
         for lane in lanes
         if lane.study is not None
-        for _trial, ms in StudyAttrs.read(lane.study.user_attrs).cpu_probe_ms or []
+        for _trial, ms in lane.study.attrs().cpu_probe_ms or []
     ]
     repeats = [
         spread
@@ -399,7 +398,7 @@ def run_final(
     for lane in result.lanes:
         if lane.server in result.finalists and lane.study is not None:
             picks = pick_candidates(
-                lane.setup, lane.records(), options.top_k, pareto=pareto_numbers(lane.study)
+                lane.setup, lane.records(), options.top_k, pareto=lane.study.pareto_numbers()
             )
             if lane.server in result.lean:
                 best = lane.best()

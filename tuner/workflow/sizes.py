@@ -20,13 +20,7 @@ from tuner.machine.limits import Limits
 from tuner.machine.sizing import SizePoint, SizingRule, fit_rule
 from tuner.search.records import TrialRecord
 from tuner.search.space import Param, SearchSpace
-from tuner.search.study import (
-    StudyListener,
-    StudySetup,
-    open_study,
-    run_search,
-    to_record,
-)
+from tuner.search.study import StudyListener, StudySetup, open_study, run_search
 from tuner.settings import Value
 
 
@@ -150,10 +144,10 @@ def measure_sizes(
         sized = size_setup(setup, cpus, resolved)
         study = open_study(sized)
         start = scaled_start(sized, resolved, cpus / reference)
-        study.enqueue_trial(start, skip_if_exists=True)  # a resumed study has it already
+        study.queue(start, skip_if_exists=True)  # a resumed study has it already
         listener.on_start(f"size {cpus:g} CPUs: the counts only, the rest as at {reference:g}")
         run_search(sized, study, n_trials=size_trials(n_trials), timeout_s=None, listener=listener)
-        found = [to_record(t) for t in study.get_trials(deepcopy=False)]
+        found = study.records()
         points.append(best_point(sized, cpus, found))
         records += found
     rule = fit_rule(points, memory_samples(setup, winner, records), env)

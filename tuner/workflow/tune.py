@@ -19,21 +19,11 @@ from tuner.measure.runner import limits_context, run_bench, run_context
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
-from tuner.search.attrs import StudyAttrs
 from tuner.search.objectives import Figures
-from tuner.search.records import BASELINE_DEFAULT, TrialRecord
+from tuner.search.records import BASELINE_DEFAULT, TrialRecord, TrialStatus
 from tuner.search.shapes import searched_text
-from tuner.search.study import (
-    Study,
-    StudyListener,
-    StudySetup,
-    open_study,
-    pareto_numbers,
-    run_search,
-    save_pick,
-    save_result,
-    to_record,
-)
+from tuner.search.study import StudyListener, StudySetup, open_study, run_search
+from tuner.search.study_handle import StudyHandle
 from tuner.settings import Value
 from tuner.workflow.apprequirements import AppRequirements, Installed, missing_module_hint
 from tuner.workflow.confirm import (
@@ -76,17 +66,17 @@ class TuneOutcome:
     def to_json(self) -> dict[str, Any]:
         return {
             "trials": len(self.records),
-            "completed": sum(r.state == "COMPLETE" for r in self.records),
+            "completed": sum(r.state is TrialStatus.COMPLETE for r in self.records),
             "failed": [
                 {"trial": r.number, "reason": r.fail_reason}
                 for r in self.records
-                if r.state == "FAIL"
+                if r.state is TrialStatus.FAIL
             ],
-            "pruned": sum(r.state == "PRUNED" for r in self.records),
+            "pruned": sum(r.state is TrialStatus.PRUNED for r in self.records),
             "cannot_win": [  # measured, but unfair or outside the SLOs
                 {"trial": r.number, "reason": r.fail_reason}
                 for r in self.records
-                if r.state == "COMPLETE" and not r.feasible
+                if r.state is TrialStatus.COMPLETE and not r.feasible
             ],
             "models_searched": list(self.models),
             "confirmation": [c.summary().to_json() for c in self.confirmed],
@@ -167,7 +157,7 @@ class TuneOutcome:
 
     def searched_line(self) -> str:
         repeats = sum(r.duplicate_of is not None for r in self.records)
-        pruned = sum(r.state == "PRUNED" for r in self.records)
+        pruned = sum(r.state is TrialStatus.PRUNED for r in self.records)
         notes = [f"{repeats} repeats reused an earlier result"] if repeats else []
         if pruned:
             notes.append(f"{pruned} pruned as behind beyond the noise")
@@ -200,8 +190,8 @@ def tune(
     at boot from the rule through them."""
     study = start(setup, app_requirements, check_clean_venv)
     run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
-    records = ended_records(study)
-    candidates = pick_candidates(setup, records, top_k, pareto=pareto_numbers(study))
+    records = study.records(queued=False)
+    candidates = pick_candidates(setup, records, top_k, pareto=study.pareto_numbers())
     measure = measurer(setup)
     confirmed = confirm(candidates, confirm_rounds, measure, on_confirm_run)
     return conclude(
@@ -221,7 +211,7 @@ def tune(
 
 def start(
     setup: StudySetup, app_requirements: AppRequirements | None, check_clean_venv: bool
-) -> Study:
+) -> StudyHandle:
     """Open (or resume) the study and prove the default boots clean."""
     study = open_study(setup)
     if check_clean_venv:
@@ -229,15 +219,9 @@ def start(
     return study
 
 
-def ended_records(study: Study) -> list[TrialRecord]:
-    """The study's trials, but queued ones not yet run (branch starts past a small --trials):
-    those are the plan, not results."""
-    return [to_record(t) for t in study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
-
-
 def conclude(
     setup: StudySetup,
-    study: Study,
+    study: StudyHandle,
     records: list[TrialRecord],
     confirmed: list[Confirmed],
     *,
@@ -251,7 +235,7 @@ def conclude(
     call, or a winner unfair in some of its runs), and write the winner's file with its
     evidence."""
     verdict = settle(confirmed, setup.objective, setup.slo, setup.adapter.resolve({}), more=more)
-    noise = noise_summary(StudyAttrs.read(study.user_attrs).cpu_probe_ms or [], confirmed)
+    noise = noise_summary(study.attrs().cpu_probe_ms or [], confirmed)
     load_cpus = setup.load.load_cpus
     bound = client_bound_line(confirmed, len(load_cpus), spare_cpus(setup.server_cpus, load_cpus))
     written = unproven = sizing = None
@@ -275,7 +259,7 @@ def conclude(
         )
         # Kept first, so `tuner emit --study` can write the pick again with these settings and
         # this header (a variant's settings are no trial's).
-        save_pick(study, chosen.candidate.settings, header, sizing.to_dict() if sizing else None)
+        study.save_pick(chosen.candidate.settings, header, sizing.to_dict() if sizing else None)
         try:
             written = write_artifact(
                 setup.adapter,
@@ -307,7 +291,7 @@ def conclude(
         bound,
         tuple(searched_text(records, setup.adapter)),
     )
-    save_result(study, outcome.to_json())
+    study.save_result(outcome.to_json())
     return outcome
 
 
