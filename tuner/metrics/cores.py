@@ -20,7 +20,7 @@ from types import TracebackType
 
 import psutil
 
-from tuner.machine.cpustat import CpuTicks, read_cpu_ticks
+from tuner.metrics.cpustat import CpuTicks, read_cpu_ticks
 from tuner.metrics.coreshare import CoresGot, CoreShare
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")

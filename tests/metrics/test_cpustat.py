@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tuner.machine.cpustat import CpuTicks, read_cpu_ticks
+from tuner.metrics.cpustat import CpuTicks, read_cpu_ticks
 
 STAT = """cpu  740650 113 218151 2120237 30625 0 79228 28339 0 0
 cpu0 424821 22 98075 1025505 7254 0 45984 11200 0 0
