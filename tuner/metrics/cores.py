@@ -20,8 +20,8 @@ from types import TracebackType
 
 import psutil
 
-from tuner.metrics.cpustat import CpuTicks, read_cpu_ticks
 from tuner.metrics.coreshare import CoresGot, CoreShare
+from tuner.metrics.cpustat import CpuTicks, read_cpu_ticks
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
