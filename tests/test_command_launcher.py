@@ -50,8 +50,9 @@ def test_the_shell_reads_back_the_folder_env_and_command(one_line: bool, tmp_pat
     assert dict(word.split("=", 1) for word in words[1::2]) == ENV
     assert shlex.split(cd) == [FOLDER, "||", "exit", "1"]
     assert shlex.split(command.replace(" \\\n", " ")) == ARGV
-    continued = command.count(" \\\n    ")  # one word per line unless one_line
-    assert continued == (0 if one_line else len(ARGV) - 1)
+    # One flag with its value per line (the command and the app alone) unless one_line.
+    lines = [shlex.split(line) for line in command.split(" \\\n    ")]
+    assert lines == ([ARGV] if one_line else [ARGV[:1], ARGV[1:3], ARGV[3:4], ARGV[4:]])
     script = tmp_path / "launcher.sh"
     script.write_text(text)
     subprocess.run(["/bin/sh", "-n", str(script)], check=True)

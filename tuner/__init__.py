@@ -1,3 +1,3 @@
-"""tuner: finds the best WSGI server config for an app on this hardware, by measuring."""
+"""tuner: tunes a Python web server's config (WSGI or ASGI) on this hardware, by measuring."""
 
 __version__ = "0.1.0"

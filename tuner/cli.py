@@ -40,7 +40,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tuner", description="Find the best WSGI server config by measuring.")
+    parser = _Parser(
+        prog="tuner",
+        description="Tunes a Python web server's config (WSGI and ASGI: gunicorn, uWSGI, uvicorn, "
+        "granian and 10 more) on your hardware by measuring it under load.",
+    )
     parser.add_argument("--version", action="version", version=f"tuner {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:

@@ -117,6 +117,11 @@ CASES = [
         "waitress cannot serve an ASGI 3 application",
     ),
     (["tune", "{tmp}/asgi2_app.py", "--server", "waitress", *SHORT], "ASGI 2 double callable"),
+    # A file name the server cannot read its file from, refused before the study runs.
+    (
+        ["tune", "{tmp}/asgi_app.py", "--server", "hypercorn", "--out", "{tmp}/h.toml", *SHORT],
+        "hypercorn reads a Python config file only from a name ending in .py; 'h.toml' does not",
+    ),
     (
         ["compare", HELLO, HELLO, "--servers", "gunicorn,waitress", *SHORT],
         "both are a WSGI application; two entry points must be",

@@ -147,7 +147,7 @@ COMMAND_LINE = [
         Interface.ASGI,
         {"workers": 3},
         {"processes": "WEB_CONCURRENCY"},
-        ["--workers", '"${WEB_CONCURRENCY:-3}"'],
+        ['--workers "${WEB_CONCURRENCY:-3}"'],
     ),
     (
         "granian",

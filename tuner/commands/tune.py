@@ -179,6 +179,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"app {args.app}: {setup.app.interface.describe()}", flush=True)
     out = args.out or setup.workdir / setup.adapter.artifact_filename
     check_writable(out)  # before the study, not after minutes of measuring
+    setup.adapter.check_artifact_name(out)
     if out.resolve() == setup.workdir.resolve():
         raise ConfigError(
             f"--out {str(out)!r} is the study's own folder (its trial logs go there); give a "

@@ -594,6 +594,10 @@ class ServerAdapter(abc.ABC):
     def _render_artifact(self, request: ArtifactRequest) -> Artifact:
         """`render_artifact` for a bind already checked."""
 
+    def check_artifact_name(self, path: Path) -> None:  # noqa: B027 - a hook
+        """Raise ConfigError for a file name the server cannot read its file from (any name by
+        default): the tune command asks before the study, the boot check again."""
+
     @final
     def artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]

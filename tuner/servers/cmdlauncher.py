@@ -54,9 +54,9 @@ def command_launcher(
     (with `install`, the pip command), the comment lines `intro`, every setting of the
     adapter's table at its `resolved` value with its doc, the comment lines `notes`, the
     request's env exported, `cd` into the app's folder, and `exec argv` (argv[0] is the
-    command as a user's PATH
-    finds it), one word per line unless `one_line`. `from_env` maps settings (the counts of a
-    sized file) to the variable each reads its value from, its resolved value the default."""
+    command as a user's PATH finds it, the last word the app), one flag with its value per
+    line unless `one_line`. `from_env` maps settings (the counts of a sized file) to the
+    variable each reads its value from, its resolved value the default."""
     lines = ["#!/bin/sh", *comment_block(request.header, "#")]
     lines.append(f"# Run: sh {adapter.artifact_filename}  (with {install}).")
     lines += [f"# {line}" for line in intro]
@@ -71,9 +71,26 @@ def command_launcher(
         plain = setting.argv(resolved[name])
         at = _find(list(argv), plain, name)
         words[at : at + len(plain)] = _reading(setting, resolved[name], variable)
-    separator = " " if one_line else " \\\n    "
-    lines.append("exec " + separator.join(words))
+    groups = [words] if one_line else _flag_lines(argv, words)
+    lines.append("exec " + " \\\n    ".join(" ".join(group) for group in groups))
     return adapter.shell_launcher(lines)
+
+
+def _flag_lines(argv: Sequence[str], words: Sequence[str]) -> list[list[str]]:
+    """The shell `words` of `argv` in lines as people write a command: the command alone,
+    then each flag with its value (`--host 127.0.0.1`), and the last word (the app) alone.
+    A word is a flag's value when it follows a lone `--flag` and does not begin with `-`."""
+    groups = [[words[0]]]
+    last = len(argv) - 1
+    for i in range(1, len(argv)):
+        previous = argv[i - 1]
+        lone_flag = previous.startswith("-") and "=" not in previous and len(groups[-1]) == 1
+        is_value = 1 < i < last and lone_flag and not argv[i].startswith("-")
+        if is_value:
+            groups[-1].append(words[i])
+        else:
+            groups.append([words[i]])
+    return groups
 
 
 def _find(argv: list[str], part: list[str], name: str) -> int:

@@ -288,12 +288,15 @@ class HypercornAdapter(ServerAdapter):
             replace(artifact, filename=filename, text=text + "\n".join(lines) + "\n", run_hint=run),
         )
 
-    def _artifact_launch(
-        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
-    ) -> LaunchSpec:
+    def check_artifact_name(self, path: Path) -> None:
         if path.suffix != ".py":  # Config.from_pyfile's importlib finds no loader for it
             raise ConfigError(
                 f"hypercorn reads a Python config file only from a name ending in .py; "
                 f"{path.name!r} does not: name it like {CONFIG_FILE}"
             )
+
+    def _artifact_launch(
+        self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
+    ) -> LaunchSpec:
+        self.check_artifact_name(path)
         return self._spec(path, app, {})

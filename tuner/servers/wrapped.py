@@ -157,6 +157,9 @@ class WrappedAdapter(ServerAdapter):
     def _render_artifact(self, request: ArtifactRequest) -> Artifact:
         return self.inner._render_artifact(self.inner_request(request))
 
+    def check_artifact_name(self, path: Path) -> None:
+        self.inner.check_artifact_name(path)
+
     def _artifact_launch(
         self, path: Path, app: AppRef, bind: Bind, values: Mapping[str, Value]
     ) -> LaunchSpec:
