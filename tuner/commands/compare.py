@@ -284,10 +284,10 @@ def contenders(servers: Sequence[str], entries: Sequence[EntryPoint], text: str)
             chosen.append(Contender(name, server, entry))
     if len(chosen) < 2 and len(entries) > 1:
         wanted = {entry.interface for entry in entries}
-        both = [name for name in SERVERS if wanted <= set(get_adapter(name).interfaces)]
+        serve_all = [name for name in SERVERS if wanted <= set(get_adapter(name).interfaces)]
         raise ConfigError(
             f"--servers {text!r}: only {chosen[0].name} serves these entry points; name "
-            f"another server, e.g. one that serves both ({' or '.join(both)})"
+            f"another server, e.g. one that serves both ({' or '.join(serve_all)})"
         )
     if len(chosen) < 2:
         raise ConfigError(

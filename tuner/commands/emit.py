@@ -65,6 +65,7 @@ def handle(args: argparse.Namespace) -> int:
         settings = adapter.resolve(record.settings)
         header = trial_header(record, setup, study_name=args.study)
     else:
+        assert pick is not None  # refused above: no trial asked for and none picked
         settings = adapter.resolve(pick["settings"])
         header = [str(line) for line in pick["header"]]
     # tune --for-cpus kept its rule with the pick: the file is sized at boot again.

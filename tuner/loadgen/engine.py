@@ -234,9 +234,14 @@ def _await_ready(pipes: list[Connection]) -> None:
         left = deadline - time.monotonic()
         if left <= 0:
             raise TunerError(f"load generator: workers not ready after {READY_TIMEOUT_S:.0f} s")
-        for pipe in wait(list(waiting), timeout=left):
-            if isinstance(_receive(pipe), Ready):  # type: ignore[arg-type]
-                waiting.discard(pipe)  # type: ignore[arg-type]
+        for pipe in _readable(waiting, left):
+            if isinstance(_receive(pipe), Ready):
+                waiting.discard(pipe)
+
+
+def _readable(pipes: set[Connection], timeout_s: float) -> list[Connection]:
+    """The pipes with a message waiting (`wait` also takes sockets and fds: ours are pipes)."""
+    return [pipe for pipe in wait(list(pipes), timeout=timeout_s) if isinstance(pipe, Connection)]
 
 
 def _receive(pipe: Connection) -> FromWorker:
@@ -265,14 +270,14 @@ def _collect(
         left = deadline - time.monotonic()
         if left <= 0:
             raise TunerError("load generator: workers did not finish in time (killed)")
-        for pipe in wait(list(running), timeout=left):
-            message = _receive(pipe)  # type: ignore[arg-type]
+        for pipe in _readable(running, left):
+            message = _receive(pipe)
             if isinstance(message, WindowReport):
                 snaps.append(message)
                 windows.setdefault(message.index, _Window()).add(message)
             elif isinstance(message, Done):
                 finals.append(message)
-                running.discard(pipe)  # type: ignore[arg-type]
+                running.discard(pipe)
         # Hand complete windows to the caller in order.
         while not stopped and next_window in windows and windows[next_window].reports == len(pipes):
             window = windows[next_window]

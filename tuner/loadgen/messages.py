@@ -10,7 +10,9 @@ Slotted: a report crosses the pipe every second and should pickle small.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from tuner.metrics.histogram import SparseHistogram
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +45,14 @@ class WindowReport:
     # of its answer: each connection's cycle, for Little's law (the latencies are the
     # server's, from the request's first byte out to the answer's arrival).
     completed_us: int
-    histogram: dict[str, object]  # Histogram.to_sparse(): the non-empty buckets
+    histogram: SparseHistogram
     # `requests`, `completed_us` and `histogram` are the fast clients'; the slow clients'
     # are these (`errors` and `response_bytes` count every client).
     slow_requests: int = 0
     slow_completed_us: int = 0
-    slow_histogram: dict[str, object] = field(default_factory=dict)
+    slow_histogram: SparseHistogram | None = None  # None: no slow response in the window
     # The connects that completed in the window, from connect() to the socket connected.
-    connect_histogram: dict[str, object] = field(default_factory=dict)
+    connect_histogram: SparseHistogram | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,7 @@ class EntryFigures:
 
     requests: int
     errors: int
-    histogram: dict[str, object]
+    histogram: SparseHistogram
 
 
 @dataclass(frozen=True, slots=True)

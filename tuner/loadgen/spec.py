@@ -10,18 +10,19 @@ import ipaddress
 import json
 import math
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from tuner.errors import ConfigError
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 # HEAD is left out: a response parser can't tell a HEAD reply (no body) from a truncated one.
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -411,12 +412,13 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[float]:
+    """A finite int or float, not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _positive(name: str, value: object) -> None:
-    if not _number(value) or value <= 0:  # type: ignore[operator]
+    if not _number(value) or value <= 0:
         raise ConfigError(f"{name} {value!r}: expected a number > 0")
 
 

@@ -17,6 +17,7 @@ import resource
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 
@@ -129,8 +130,10 @@ class Conn:
         worker = slot.worker
         if worker.phase == _MEASURE:
             worker.w_bytes += len(data)
+        parser = slot.parser
+        assert parser is not None  # set at connect, dropped only with its connection
         try:
-            slot.parser.feed_data(data)
+            parser.feed_data(data)
         except httptools.HttpParserCallbackError:
             raise  # a bug in our callback, not the server's fault
         except httptools.HttpParserError:
@@ -140,7 +143,13 @@ class Conn:
         if not self.active:
             return
         slot = self.slot
-        if slot.busy and slot.headers_done and not slot.parser.should_keep_alive():
+        parser = slot.parser
+        if (
+            slot.busy
+            and slot.headers_done
+            and parser is not None
+            and not parser.should_keep_alive()
+        ):
             # A body without Content-Length or chunking ends where the connection does
             # (uWSGI --http-socket passes such an app response through): complete.
             slot.on_message_complete()
@@ -268,6 +277,8 @@ class Slot:
         conn = self.conn
         worker = self.worker
         parser = self.parser
+        # httptools calls back only while a connection feeds this parser
+        assert conn is not None and parser is not None
         conn.responses += 1
         conn.last_response_ns = now
         keep = parser.should_keep_alive()
@@ -490,6 +501,7 @@ class Worker:
     def _intended(self, i: int) -> int:
         # Request i of this worker is request i * workers + index of the whole run.
         cfg = self.cfg
+        assert cfg.rate_rps is not None  # open loop only
         return self.start_ns + int((i * cfg.workers + cfg.index) * 1e9 / cfg.rate_rps)
 
     def _tick(self) -> None:
@@ -556,7 +568,7 @@ class Worker:
             self._tick()
         self._at(measure_at, self._begin_measure)
 
-    def _at(self, when_ns: int, callback) -> None:
+    def _at(self, when_ns: int, callback: Callable[[], object]) -> None:
         self.timers.append(self.loop.call_at(when_ns, callback))
 
     def _begin_measure(self) -> None:
@@ -598,8 +610,10 @@ class Worker:
             histogram=self.w_hist.to_sparse(),
             slow_requests=self.w_slow_requests,
             slow_completed_us=self.w_slow_completed_us,
-            slow_histogram=self.w_slow_hist.to_sparse() if self.w_slow_hist.total else {},
-            connect_histogram=self.w_connect_hist.to_sparse() if self.w_connect_hist.total else {},
+            slow_histogram=self.w_slow_hist.to_sparse() if self.w_slow_hist.total else None,
+            connect_histogram=(
+                self.w_connect_hist.to_sparse() if self.w_connect_hist.total else None
+            ),
         )
         self.window_index += 1
         self.window_start_ns = now

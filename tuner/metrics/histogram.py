@@ -13,6 +13,7 @@ processes can ship them to the parent cheaply.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TypedDict
 
 SUB_BUCKET_BITS = 7
 SUB_BUCKETS = 1 << SUB_BUCKET_BITS  # 128 buckets per power of two
@@ -21,6 +22,17 @@ _EXACT_LIMIT = 2 * SUB_BUCKETS  # values below this get a bucket each
 MAX_TRACKABLE_US = (1 << 36) - 1
 _MAX_SHIFT = MAX_TRACKABLE_US.bit_length() - (SUB_BUCKET_BITS + 1)
 BUCKET_COUNT = _EXACT_LIMIT + _MAX_SHIFT * SUB_BUCKETS
+
+
+class SparseHistogram(TypedDict):
+    """A histogram as it crosses a pipe: only its non-empty buckets, as (index, count)."""
+
+    buckets: list[tuple[int, int]]
+    total: int
+    sum_us: int
+    min_us: int
+    max_us: int
+    overflow: int
 
 
 def bucket_index(value_us: int) -> int:
@@ -116,7 +128,7 @@ class Histogram:
     def percentile(self, quantile: float) -> float:
         return self.percentiles([quantile])[0]
 
-    def to_sparse(self) -> dict[str, object]:
+    def to_sparse(self) -> SparseHistogram:
         """A small picklable / JSON-able form: only the non-empty buckets."""
         return {
             "buckets": [(i, c) for i, c in enumerate(self.counts) if c],
@@ -128,25 +140,25 @@ class Histogram:
         }
 
     @classmethod
-    def from_sparse(cls, data: dict[str, object]) -> Histogram:
+    def from_sparse(cls, data: SparseHistogram) -> Histogram:
         hist = cls()
         hist._merge_parts(data)
         return hist
 
-    def _merge_parts(self, data: dict[str, object]) -> None:
-        total = int(data["total"])  # type: ignore[arg-type]
+    def _merge_parts(self, data: SparseHistogram) -> None:
+        total = data["total"]
         if not total:
             return
         counts = self.counts
-        for index, count in data["buckets"]:  # type: ignore[attr-defined]
+        for index, count in data["buckets"]:
             counts[index] += count
-        min_us = int(data["min_us"])  # type: ignore[arg-type]
+        min_us = data["min_us"]
         if self.total == 0 or min_us < self.min_us:
             self.min_us = min_us
-        self.max_us = max(self.max_us, int(data["max_us"]))  # type: ignore[arg-type]
+        self.max_us = max(self.max_us, data["max_us"])
         self.total += total
-        self.sum_us += int(data["sum_us"])  # type: ignore[arg-type]
-        self.overflow += int(data["overflow"])  # type: ignore[arg-type]
+        self.sum_us += data["sum_us"]
+        self.overflow += data["overflow"]
 
 
 def _ceil_rank(quantile: float, total: int) -> int:

@@ -205,7 +205,8 @@ def listens_on(pids: Iterable[int], bind: Bind) -> bool:
         except psutil.Error:
             continue
         for c in connections:
-            if bind.path is not None and c.laddr == bind.path:
+            # types-psutil types laddr as an (ip, port) addr; a unix socket's is its path (str)
+            if bind.path is not None and c.laddr == bind.path:  # type: ignore[comparison-overlap]
                 return True
             listens = c.status == psutil.CONN_LISTEN and bool(c.laddr)
             if bind.path is None and listens and c.laddr.port == bind.port:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import psutil
 
@@ -120,7 +121,7 @@ def _attempts(deadline: float, cap_s: float = _BACKOFF_CAP_S) -> Iterator[None]:
         delay = min(delay * 2, cap_s)
 
 
-def _popen_in_group(argv: Sequence[str], pgid: int, **kwargs: object) -> subprocess.Popen:
+def _popen_in_group(argv: Sequence[str], pgid: int, **kwargs: Any) -> subprocess.Popen:
     """Popen into process group `pgid` (0 = a new group led by the child)."""
     if sys.version_info >= (3, 11):
         return subprocess.Popen(argv, process_group=pgid, **kwargs)

@@ -341,12 +341,13 @@ def _rps(row: ServerRow) -> Spread:
 
 def _lightest(tied: Sequence[ServerRow]) -> str:
     """Among servers that tie on req/s, the cheaper one is the better pick: the least memory."""
-    known = [row for row in tied if row.tuned and row.tuned.pss_mb]
+    known = [
+        (row.server, row.tuned.pss_mb.median) for row in tied if row.tuned and row.tuned.pss_mb
+    ]
     if len(known) < 2:
         return ""
-    light = min(known, key=lambda row: row.tuned.pss_mb.median)  # type: ignore[union-attr]
-    mb = light.tuned.pss_mb.median  # type: ignore[union-attr]
-    return f"; the least memory among them: {light.server} (PSS {mb:.1f} MB)"
+    server, mb = min(known, key=lambda pair: pair[1])
+    return f"; the least memory among them: {server} (PSS {mb:.1f} MB)"
 
 
 def compare_chart(rows: Sequence[ServerRow]) -> Chart:
@@ -357,14 +358,13 @@ def compare_chart(rows: Sequence[ServerRow]) -> Chart:
     height = max(3.0, 0.55 * len(rows) + 1.2)
     figure = Figure(figsize=(12, height), layout="constrained")
     places = np.arange(len(rows))
+    series: tuple[tuple[str, str, list[ConfirmedSummary | None]], ...] = (
+        ("default", DEFAULT_COLOR, [row.default for row in rows]),
+        ("tuned", TUNED_COLOR, [row.tuned for row in rows]),
+    )
     for index, (figure_of, label) in enumerate(FIGURES):
         ax = figure.add_subplot(1, len(FIGURES), index + 1)
-        for offset, (name, color, entries) in enumerate(
-            (
-                ("default", DEFAULT_COLOR, [row.default for row in rows]),
-                ("tuned", TUNED_COLOR, [row.tuned for row in rows]),
-            )
-        ):
+        for offset, (name, color, entries) in enumerate(series):
             spreads = [_triple(figure_of(e)) if e is not None else None for e in entries]
             medians = [s[1] if s else 0.0 for s in spreads]
             errors = [

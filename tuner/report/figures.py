@@ -57,10 +57,10 @@ def study_charts(data: StudyData) -> list[Chart]:
 def _history(data: StudyData) -> Chart:
     figure, ax = _figure()
     done = data.complete
-    for group, style in (
-        ([r for r in done if r.baseline], {"marker": "s", "color": "tab:orange"}),
-        ([r for r in done if not r.baseline and r.feasible], {"marker": "o", "color": "tab:blue"}),
-        ([r for r in done if not r.feasible], {"marker": "o", "color": "tab:gray"}),
+    for group, marker, color in (
+        ([r for r in done if r.baseline], "s", "tab:orange"),
+        ([r for r in done if not r.baseline and r.feasible], "o", "tab:blue"),
+        ([r for r in done if not r.feasible], "o", "tab:gray"),
     ):
         if group:
             label = (
@@ -68,7 +68,13 @@ def _history(data: StudyData) -> Chart:
                 if group[0].baseline
                 else ("searched" if group[0].feasible else "unfair or violates an SLO")
             )
-            ax.scatter([r.number for r in group], [r.rps for r in group], label=label, **style)
+            ax.scatter(
+                [r.number for r in group],
+                [r.rps for r in group],
+                label=label,
+                marker=marker,
+                color=color,
+            )
     for record in done:
         if record.baseline:
             ax.annotate(

@@ -24,7 +24,7 @@ SettingsText = Callable[[dict[str, Any]], str]
 class Table:
     title: str
     columns: tuple[str, ...]
-    rows: list[tuple[str, ...]]
+    rows: Sequence[tuple[str, ...]]
     notes: list[str] = field(default_factory=list)
 
 
@@ -217,11 +217,11 @@ def baselines(data: StudyData) -> Table:
             (
                 entry.label,
                 _median(entry.rps, "{:,.0f}"),
-                *(ratio_text(entry.rps, other and other.rps) for other in compared),
+                *(ratio_text(entry.rps, other.rps if other else None) for other in compared),
                 _median(entry.p99_ms, "{:.2f}"),
-                ratio_text(entry.p99_ms, default and default.p99_ms),
+                ratio_text(entry.p99_ms, default.p99_ms if default else None),
                 _median(entry.pss_mb, "{:.1f}"),
-                ratio_text(entry.pss_mb, default and default.pss_mb),
+                ratio_text(entry.pss_mb, default.pss_mb if default else None),
             )
         )
     return Table(

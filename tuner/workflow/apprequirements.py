@@ -35,7 +35,7 @@ from tuner.errors import AppBrokenError, ConfigError
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 ROOT_MARKERS = (".git", "pyproject.toml", "setup.cfg", "setup.py")
 REQUIREMENTS_TXT = "requirements.txt"

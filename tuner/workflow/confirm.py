@@ -376,7 +376,7 @@ def decide(
         return None
     best = objective.pick(usable, Confirmed.median_figures, slo)
     if best is default:
-        bound = (best.candidate.label,) if best.client_bound else ()
+        bound: tuple[str, ...] = (best.candidate.label,) if best.client_bound else ()
         return Verdict(best, default, rule, False, objective.default_wins, client_bound=bound)
     if default is None or not default.usable(_ANY_ERRORS):
         best, tied, why = _among_equals(best, usable, objective, defaults)
