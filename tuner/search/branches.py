@@ -121,7 +121,7 @@ def _near_default(
     time and again until none moves (one may switch another off), where the space admits the
     default, the server accepts the mix and the concurrency model stays `model`."""
     defaults = adapter.resolve({})
-    keep = {adapter.process_model.threads} - {None}
+    keep = {name for name in (adapter.process_model.threads,) if name is not None}
     name_of = {p.setting: p.name for p in space.params}
     current = dict(params)
     moved = True

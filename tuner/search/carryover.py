@@ -186,8 +186,8 @@ def carried_starts(
     carried = None if default is None else move(default)
     candidates = [] if carried is None else [(carried, True)]
     for params in starts:
-        moved = move(params)
-        candidates.append((moved, True) if moved is not None else (dict(params), False))
+        shifted = move(params)
+        candidates.append((shifted, True) if shifted is not None else (dict(params), False))
     for start, moved in candidates:
         if all(start != other for other, _ in queued):
             queued.append((start, moved))

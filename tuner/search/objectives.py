@@ -14,12 +14,15 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from tuner.errors import ConfigError, InvalidMeasurement
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.paired import ALPHA, Pairs
 from tuner.metrics.stats import Spread, clearly_better, pairs, ratio
+
+# Optuna's names for the two ways a study's figure can go.
+Direction = Literal["minimize", "maximize"]
 
 T = TypeVar("T")
 
@@ -162,7 +165,7 @@ class Objective(ABC):
     warns_of_tail: bool = True
 
     @property
-    def directions(self) -> list[str]:
+    def directions(self) -> list[Direction]:
         """Optuna study directions, in the order of `values`."""
         return ["maximize" if h.higher_is_better else "minimize" for h in self.headlines]
 

@@ -387,7 +387,7 @@ def _condition_value(
 # --- sampling -----------------------------------------------------------------------------
 
 
-def active(param: Param, current: Mapping[str, Value]) -> bool:
+def active(param: Param, current: Mapping[str, Value | None]) -> bool:
     """Whether `param`'s conditions hold, given the current value of every earlier param."""
     return all(current.get(other) in values for other, values in param.when.items()) and all(
         _at_least(current.get(other), least) for other, least in param.when_min.items()

@@ -405,7 +405,8 @@ def _nearly_fair_retry(
         return []
     best = setup.objective.rank(nearly, _figures_fair)[0]
     by_number = {r.number: r for r in records}
-    top = by_number.get(picked[0].trial_number) if picked else None
+    number = picked[0].trial_number if picked else None
+    top = by_number.get(number) if number is not None else None
     if top is not None and setup.objective.rank([top, best], _figures_fair)[0] is not best:
         return []
     return [Candidate(best.label, best.number, best.settings)]
