@@ -291,7 +291,7 @@ class ServerAdapter(abc.ABC):
     `_render_sized(SizedRequest)`), built once by the final method. A server that speaks only
     HTTP over TCP reads `bind.host` and `bind.port` in its hooks and needs nothing else. A hook
     that needs another operation calls that one's hook (the bind is checked already); a
-    wrapper (`WrappedAdapter`) forwards each hook to the wrapped adapter's.
+    wrapper (`WrappedAdapter`) asks the wrapped adapter's hooks, derived from this class.
     """
 
     name: str

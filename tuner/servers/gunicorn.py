@@ -178,7 +178,7 @@ class GunicornAdapter(ServerAdapter):
     # Read from gunicorn 27.0.1: a uwsgi request is parsed by gunicorn/uwsgi/message.py, never
     # by the HTTP parser (so http_parser is moot), and nginx keeps no uwsgi connection alive
     # (so keepalive is moot; `resolve` turns it off, see there).
-    http_only_settings = ("http_parser", "keepalive")
+    http_only_settings: tuple[str, ...] = ("http_parser", "keepalive")
     # WSGI apps as above; ASGI apps through the uvicorn worker (gunicorn_asgi.py).
     interfaces = frozenset({Interface.WSGI, Interface.ASGI})
     interface_adapters = MappingProxyType(

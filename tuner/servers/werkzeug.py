@@ -108,7 +108,7 @@ class WerkzeugAdapter(PythonLauncherAdapter):
                 "mode=processes forks; use mode=processes, or processes=1"
             )
 
-    def baselines(self, cpus: int) -> tuple[Baseline, ...]:
+    def baselines(self, cpus: float) -> tuple[Baseline, ...]:
         """The server's default (one request at a time) and what `flask run` starts."""
         return (
             Baseline(BASELINE_DEFAULT, self.resolve({}), "werkzeug run_simple's own defaults"),
