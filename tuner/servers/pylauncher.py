@@ -21,13 +21,13 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
+from tuner.logsigns import LoadSign
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
     ArtifactRequest,
     Bind,
     LaunchSpec,
-    LoadSign,
     ServerAdapter,
     SizedRequest,
     StartupSigns,

@@ -30,13 +30,13 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
+from tuner.logsigns import LoadSign
 from tuner.servers.base import (
     Artifact,
     ArtifactRequest,
     Bind,
     EventLoops,
     LaunchSpec,
-    LoadSign,
     ProcessModel,
     ServerAdapter,
     SizedRequest,

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
+from tuner.logsigns import LoadSign
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
     ArtifactRequest,
     Bind,
     LaunchSpec,
-    LoadSign,
     ProcessModel,
     Protocol,
     ServerAdapter,

@@ -5,14 +5,14 @@ Two wrappers add settings of their own to a server's table: the app's environmen
 with its own settings in it, and the wrapped adapter must not: `inner_values` takes them out.
 
 No method is forwarded by hand. `WrappedAdapter` asks the wrapped adapter every method and
-attribute `ServerAdapter` declares, derived from the contract itself: the argument named
-`values` (a config) goes through `inner_values`, the one named `request` (a file's) through
-`inner_request`, the rest as given. A method the contract gains is asked of the wrapped
-adapter at once, so no wrapper can fall back to `ServerAdapter`'s default and silently ignore
-the wrapped adapter's own (its baselines, its process model, its launcher). A wrapper writes
-only what it changes. The bind is checked once, by the wrapper's own `launch`,
+attribute the contract's parts declare (tuner/servers/part_*.py), derived from them: the
+argument named `values` (a config) goes through `inner_values`, the one named `request` (a
+file's) through `inner_request`, the rest as given. A method the contract gains is asked of
+the wrapped adapter at once, so no wrapper can fall back to a part's default and silently
+ignore the wrapped adapter's own (its baselines, its process model, its launcher). A wrapper
+writes only what it changes. The bind is checked once, by the wrapper's own `launch`,
 `render_artifact` or `artifact_launch` (`check_bind` asks the wrapped adapter): those final
-operations are the base's, and their hooks go to the wrapped adapter's hooks.
+operations are the parts' own, and their hooks go to the wrapped adapter's hooks.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from tuner.apps import Interface
 from tuner.errors import ConfigError
-from tuner.servers.base import ArtifactRequest, ServerAdapter
+from tuner.servers.base import ArtifactRequest, IdentityPart, ServerAdapter
 from tuner.settings import SettingsTable, Value
 
 # A file's request, plain or sized: a wrapper hands on the kind it was given.
@@ -35,18 +35,29 @@ Wrapper = TypeVar("Wrapper", bound=type[ServerAdapter])
 OWN_ATTRIBUTES = frozenset({"table"})
 
 
+def _parts() -> list[type[IdentityPart]]:
+    """`ServerAdapter` and the parts it is made of (tuner/servers/part_*.py)."""
+    return [part for part in ServerAdapter.__mro__ if issubclass(part, IdentityPart)]
+
+
 def contract_methods() -> tuple[str, ...]:
-    """The methods a wrapper asks of the wrapped adapter: every one `ServerAdapter` defines,
-    except its final operations (`launch` and the like, whose hook `_launch` is asked
+    """The methods a wrapper asks of the wrapped adapter: every one the contract's parts
+    define, except the final operations (`launch` and the like, whose hook `_launch` is asked
     instead), which check the bind before their hook runs."""
-    defined = {name for name, member in vars(ServerAdapter).items() if inspect.isfunction(member)}
+    defined = {
+        name
+        for part in _parts()
+        for name, member in vars(part).items()
+        if inspect.isfunction(member) and not name.startswith("__")
+    }
     final = {name for name in defined if f"_{name}" in defined}
-    return tuple(sorted(name for name in defined - final if not name.startswith("__")))
+    return tuple(sorted(defined - final))
 
 
 def contract_attributes() -> tuple[str, ...]:
-    """The class attributes `ServerAdapter` declares (its name, binary, process model, ...)."""
-    return tuple(ServerAdapter.__annotations__)
+    """The class attributes the contract's parts declare (name, binary, process model, ...)."""
+    declared = {name for part in _parts() for name in vars(part).get("__annotations__", {})}
+    return tuple(sorted(declared))
 
 
 def _asked_of_inner(name: str) -> Any:
