@@ -117,16 +117,17 @@ class ServerAdapter(SizingPart):
     app, bind, values)`. Where it is optional it is the keyword `bind=DIRECT` after the values:
     `resolve(values, bind=...)`, `pins_connections(values, bind=...)`.
 
-    `launch`, `render_artifact` and `artifact_launch` are final: each checks the bind against
-    `binds` (`check_bind`), then calls the adapter's hook of the same name with a leading
-    underscore. The check lives here, not in each adapter nor in each caller (the runner, the
-    written file's boot, the front's block, the tests): adapters are as short either way, but
-    here no caller can forget it and no adapter repeats it. The file hooks take one value,
+    `launch`, `render_artifact`, `artifact_launch`, `render_sized` and `sized_launch` are
+    final: each checks the bind against `binds` (`check_bind`) and the app's interface, then
+    calls the adapter's hook of the same name with a leading underscore. The check lives in
+    the parts, not in each adapter nor in each caller (the runner, the written file's boot,
+    the front's block, the tests): adapters are as short either way, but there no caller can
+    forget it and no adapter repeats it. The file hooks take one value,
     what the file is rendered from (`_render_artifact(ArtifactRequest)`,
     `_render_sized(SizedRequest)`), built once by the final method. A server that speaks only
     HTTP over TCP reads `bind.host` and `bind.port` in its hooks and needs nothing else. A hook
     that needs another operation calls that one's hook (the bind is checked already); a
-    wrapper (`WrappedAdapter`) asks the wrapped adapter's hooks, derived from this class.
+    wrapper (`WrappedAdapter`) asks the wrapped adapter's hooks, derived from the parts.
     """
 
     # A search space shipped outside `search_spaces/` (a plugin's own); None = the shipped one.
