@@ -5,7 +5,6 @@ nothing here starts a server (tests/commands/test_db_app.py does, with PostgreSQ
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from tuner.errors import ConfigError
 from tuner.search.space import default_space_path, load_space, suggest
 from tuner.servers import get_adapter
 from tuner.servers.appenv import WithAppSettings, adapter_for_app, with_app_settings
-from tuner.servers.base import Bind, ServerAdapter
+from tuner.servers.base import Bind
 
 REPO = Path(__file__).resolve().parents[1]
 DB_SETTINGS = REPO / "apps" / "db.tuner.toml"
@@ -92,32 +91,6 @@ def test_a_bad_file_is_one_line_naming_it(tmp_path: Path, text: str, expected: s
         load_app_settings(path)
     message = str(caught.value)
     assert message.startswith(str(path)) and expected in message and "\n" not in message
-
-
-def test_the_wrappers_delegate_every_method_of_the_contract() -> None:
-    """A method left to ServerAdapter's default would silently skip the real adapter's own:
-    WrappedAdapter forwards each one, and both wrappers (app settings, a front) build on it.
-    The final operations (`launch`, whose hook `_launch` is abstract) are the base's own: the
-    wrapper forwards their hooks, and overrides none of them, so the bind is checked once."""
-    from tuner.front.fronted import FrontedAdapter
-    from tuner.servers.wrapped import WrappedAdapter
-
-    public = {
-        name
-        for name, member in inspect.getmembers(ServerAdapter, inspect.isfunction)
-        if not name.startswith("_")
-    }
-    # The sized file's hooks have defaults (a server without sizing refuses): forwarded too.
-    hooks = ServerAdapter.__abstractmethods__ | {"_render_sized", "_sized_launch"}
-    final = {name for name in public if f"_{name}" in hooks}
-    assert final == {"launch", "render_artifact", "artifact_launch", "render_sized", "sized_launch"}
-    forwarded = (public - final) | hooks
-    missing = sorted(name for name in forwarded if name not in vars(WrappedAdapter))
-    assert missing == []
-    for wrapper in (WrappedAdapter, WithAppSettings, FrontedAdapter):
-        assert not final & set(vars(wrapper)), wrapper
-    assert issubclass(WithAppSettings, WrappedAdapter)
-    assert issubclass(FrontedAdapter, WrappedAdapter)
 
 
 def test_one_config_holds_both_and_each_part_goes_where_it_belongs(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
 from tuner.logsigns import LoadSign
-from tuner.settings import Setting, Value
+from tuner.settings import Setting, SettingKind, Value
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,7 +27,7 @@ else:  # pragma: no cover - 3.10 only
     import tomli as tomllib
 
 SUFFIX = ".tuner.toml"
-KINDS = ("int", "float", "bool", "choice")
+KINDS = tuple(kind.value for kind in SettingKind)
 # The search-space type a setting's `search` defaults to, by the setting's kind.
 _SEARCH_TYPE = {"int": "int", "float": "float", "bool": "bool", "choice": "categorical"}
 _SETTING_KEYS = {"type", "default", "minimum", "maximum", "choices", "doc", "search"}
@@ -153,14 +153,12 @@ def _load_setting(path: Path, name: str, spec: object) -> tuple[Setting, dict[st
     for key, bound in bounds.items():
         if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))):
             raise fail(f"{key} = {bound!r}; expected a number")
+    # The environment, not the server's command line or file, carries it: rendered nowhere.
     setting = Setting(
         name,
-        kind,
+        SettingKind(kind),
         default="",
         doc=doc,
-        # The environment, not the server's command line or file, carries it.
-        argv=lambda value: [],
-        config=lambda value: [],
         choices=tuple(str(c) for c in choices),
         minimum=bounds["minimum"],
         maximum=bounds["maximum"],

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
 
 from tuner.errors import ConfigError
 
@@ -16,25 +18,48 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+class SettingKind(str, Enum):
+    """What a setting's values are. A member is its text ("int"), as app settings files and
+    search spaces spell it, so it compares equal to that text."""
+
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    CHOICE = "choice"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+def renders_nothing(_value: Value) -> list[Any]:
+    """A rendering of a setting that is not on the command line (or not in the file)."""
+    return []
+
+
 @dataclass(frozen=True)
 class Setting:
     """One server setting.
 
-    `kind` is "int", "float", "bool" or "choice". `default` is the server's own default (what
-    it does when the setting is absent). `argv` renders a value as command-line arguments and
-    `config` as (key, value-text) for the server's config file; both return nothing for a
-    value that means "leave the server's default".
+    `default` is the server's own default (what it does when the setting is absent). `argv`
+    renders a value as command-line arguments and `config` as (key, value-text) for the
+    server's config file; both return nothing for a value that means "leave the server's
+    default", and by default nothing at all. Adapters declare theirs with the builders of
+    tuner/servers/setting_builders.py.
     """
 
     name: str
-    kind: str
+    kind: SettingKind
     default: Value
     doc: str
-    argv: Callable[[Value], list[str]]
-    config: Callable[[Value], list[tuple[str, str]]]
+    argv: Callable[[Value], list[str]] = renders_nothing
+    config: Callable[[Value], list[tuple[str, str]]] = renders_nothing
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
+
+    def __post_init__(self) -> None:
+        # A kind read from a file arrives as its text; a wrong one fails here, at declaration.
+        object.__setattr__(self, "kind", SettingKind(self.kind))
 
     def coerce(self, raw: object) -> Value:
         """Turn a CLI string or a parsed TOML value into this setting's type, or raise."""
@@ -50,18 +75,17 @@ class Setting:
         return value
 
     def expected(self) -> str:
-        if self.kind == "choice":
+        if self.kind is SettingKind.CHOICE:
             return "expected one of " + ", ".join(self.choices)
-        if self.kind == "bool":
+        if self.kind is SettingKind.BOOL:
             return "expected true or false"
         bounds = []
         if self.minimum is not None:
             bounds.append(f">= {self.minimum:g}")
         if self.maximum is not None:
             bounds.append(f"<= {self.maximum:g}")
-        return f"expected {'an integer' if self.kind == 'int' else 'a number'} " + " and ".join(
-            bounds
-        )
+        number = "an integer" if self.kind is SettingKind.INT else "a number"
+        return f"expected {number} " + " and ".join(bounds)
 
 
 def _to_int(raw: object, _: tuple[str, ...]) -> int:
@@ -94,11 +118,11 @@ def _to_choice(raw: object, choices: tuple[str, ...]) -> str:
     return text
 
 
-_COERCERS: dict[str, Callable[[object, tuple[str, ...]], Value]] = {
-    "int": _to_int,
-    "float": _to_float,
-    "bool": _to_bool,
-    "choice": _to_choice,
+_COERCERS: dict[SettingKind, Callable[[object, tuple[str, ...]], Value]] = {
+    SettingKind.INT: _to_int,
+    SettingKind.FLOAT: _to_float,
+    SettingKind.BOOL: _to_bool,
+    SettingKind.CHOICE: _to_choice,
 }
 
 

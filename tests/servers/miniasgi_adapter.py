@@ -31,27 +31,22 @@ from tuner.servers.base import (
     python_env_lines,
 )
 from tuner.servers.grids import product_grid
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.servers.setting_builders import BOOL, INT, unrendered
+from tuner.settings import SettingsTable, Value
 
 LAUNCHER = "serve_miniasgi.py"
 # The launcher's own exit code when the app cannot be imported: no setting can fix that.
 APP_IMPORT_FAILED = 4
 
 
-def _launcher_only(name: str, kind: str, default: Value, doc: str, **bounds: float) -> Setting:
-    """A setting the launcher reads from its own constants: no command line, no config key."""
-    return Setting(name, kind, default, doc, argv=lambda _: [], config=lambda _: [], **bounds)
-
-
+# Settings the launcher reads from its own constants: no command line, no config key.
 SETTINGS = SettingsTable(
     "miniasgi",
     (
         # asyncio.start_server's own default listen queue is 100.
-        _launcher_only("backlog", "int", 100, "listen queue length", minimum=1, maximum=65535),
-        _launcher_only(
-            "keep_alive", "bool", True, "keep HTTP/1.1 connections open between requests"
-        ),
-        _launcher_only("accesslog", "bool", True, "a log line per request (to stderr)"),
+        unrendered("backlog", INT, 100, "listen queue length", minimum=1, maximum=65535),
+        unrendered("keep_alive", BOOL, True, "keep HTTP/1.1 connections open between requests"),
+        unrendered("accesslog", BOOL, True, "a log line per request (to stderr)"),
     ),
 )
 

@@ -50,7 +50,7 @@ from tuner.servers.base import (
     ServerAdapter,
     Transport,
 )
-from tuner.settings import Value
+from tuner.settings import SettingKind, Value
 from tuner.workflow.emit import write_artifact
 
 # Every test here is about a real server: all are marked `server`.
@@ -571,7 +571,7 @@ def test_requirements_pin_the_measured_distribution(server: ServerAdapter) -> No
 def test_logging_settings_are_settings_with_a_quiet_value(server: ServerAdapter) -> None:
     for name, quiet in server.logging_settings.items():
         setting = server.table.by_name[name]
-        assert setting.kind == "bool" and isinstance(quiet, bool), (name, quiet)
+        assert setting.kind is SettingKind.BOOL and isinstance(quiet, bool), (name, quiet)
         assert setting.coerce(quiet) is quiet, (name, quiet)
 
 

@@ -20,6 +20,7 @@ from tuner.errors import ConfigError, ServerStartError
 from tuner.procs.process import ServerProcess, free_port
 from tuner.servers import SERVERS, get_adapter
 from tuner.servers.base import Bind, ServerAdapter
+from tuner.settings import SettingKind
 
 APPS = [
     ("apps.hello:app", "/"),
@@ -258,7 +259,7 @@ def test_defaults_resolve_and_render(name: str) -> None:
     assert key in changed
     # Besides the count, at most the choice of a mode that forks (flup's default, threaded,
     # forks nothing; its prefork mode does).
-    assert all(adapter.table.get(k).kind == "choice" for k in changed - {key}), changed
+    assert all(adapter.table.get(k).kind is SettingKind.CHOICE for k in changed - {key}), changed
 
 
 @pytest.mark.parametrize("name", SERVERS)
@@ -298,8 +299,8 @@ def test_combinations_the_server_cannot_run_are_refused(
 @pytest.mark.parametrize("name", SERVERS)
 def test_setting_values_cannot_smuggle_text(name: str) -> None:
     adapter = get_adapter(name)
-    choices = [s for s in adapter.table.settings if s.kind == "choice"][:1]
-    number = next(s for s in adapter.table.settings if s.kind == "int")
+    choices = [s for s in adapter.table.settings if s.kind is SettingKind.CHOICE][:1]
+    number = next(s for s in adapter.table.settings if s.kind is SettingKind.INT)
     attempts = [(c, f"{c.default}\nworkers = 99") for c in choices] + [(number, "3\n4")]
     for setting, raw in attempts:
         with pytest.raises(ConfigError):

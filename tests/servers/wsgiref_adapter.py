@@ -26,25 +26,22 @@ from tuner.servers.base import (
     comment_block,
     python_env_lines,
 )
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.servers.setting_builders import BOOL, INT, unrendered
+from tuner.settings import SettingsTable, Value
 
 LAUNCHER = "serve_wsgiref.py"
 # The launcher's own exit code when the app cannot be imported: no setting can fix that.
 APP_IMPORT_FAILED = 4
 
 
-def _launcher_only(name: str, kind: str, default: Value, doc: str, **bounds: float) -> Setting:
-    """A setting the launcher reads from its own constants: no command line, no config key."""
-    return Setting(name, kind, default, doc, argv=lambda _: [], config=lambda _: [], **bounds)
-
-
+# Settings the launcher reads from its own constants: no command line, no config key.
 SETTINGS = SettingsTable(
     "wsgiref",
     (
-        _launcher_only("threads", "int", 8, "request threads in the pool", minimum=1),
+        unrendered("threads", INT, 8, "request threads in the pool", minimum=1),
         # socketserver's own default listen queue is 5.
-        _launcher_only("backlog", "int", 5, "listen queue length", minimum=1, maximum=65535),
-        _launcher_only("accesslog", "bool", True, "a log line per request (to stderr)"),
+        unrendered("backlog", INT, 5, "listen queue length", minimum=1, maximum=65535),
+        unrendered("accesslog", BOOL, True, "a log line per request (to stderr)"),
     ),
 )
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tuner.servers.base import Protocol, ServerAdapter, Transport
+from tuner.servers.setting_builders import BOOL, CHOICE, unrendered
 from tuner.settings import Setting, SettingsTable, Value
 
 TRANSPORT = "front_transport"
@@ -60,10 +61,6 @@ class FrontConfig:
         return text
 
 
-def _nothing(_value: Value) -> list:
-    return []  # not a server setting: nothing on its command line or in its file
-
-
 def front_table(
     binds: Iterable[tuple[Transport, Protocol]] = ALL_BINDS,
 ) -> tuple[Setting, ...]:
@@ -78,45 +75,38 @@ def front_table(
     default_transport = Transport.TCP.value if Transport.TCP in transports else transports[0]
     default_protocol = Protocol.HTTP.value if Protocol.HTTP in protocols else protocols[0]
     keep_conn = (
-        Setting(
+        unrendered(
             KEEP_CONN,
-            "bool",
+            BOOL,
             True,
             "nginx keeps its FastCGI connections to the server open for the next request "
             "(fastcgi_keep_conn with an upstream keepalive); each open one holds a server "
             "thread or process, so off can suit a server with few of them",
-            _nothing,
-            _nothing,
         ),
     )
+    # Not the server's settings: nothing on its command line or in its file.
     return (
-        Setting(
+        unrendered(
             TRANSPORT,
-            "choice",
+            CHOICE,
             default_transport,
             "how nginx reaches the server: tcp (loopback port) or unix (a unix socket)",
-            _nothing,
-            _nothing,
             choices=transports,
         ),
-        Setting(
+        unrendered(
             PROTOCOL,
-            "choice",
+            CHOICE,
             default_protocol,
             "what the server speaks to nginx: http (proxy_pass), uwsgi (uwsgi_pass) or "
             "fastcgi (fastcgi_pass)",
-            _nothing,
-            _nothing,
             choices=protocols,
         ),
-        Setting(
+        unrendered(
             BUFFERING,
-            "bool",
+            BOOL,
             True,
             "nginx reads the server's whole response before sending it on (proxy_buffering / "
             "uwsgi_buffering / fastcgi_buffering), so a slow client does not hold a server worker",
-            _nothing,
-            _nothing,
         ),
         *(keep_conn if Protocol.FASTCGI in protocols else ()),
     )

@@ -8,8 +8,8 @@ the app's part becomes the environment of the server process for a trial, and th
 written file sets it with (the adapter's `render_artifact(..., env=...)`: gunicorn `raw_env`,
 uWSGI `env`, `export` in a launcher script).
 
-Every method of the contract is delegated (`WrappedAdapter`); this wrapper overrides only
-what the app's settings change.
+Every method of the contract is asked of the server's adapter (`WrappedAdapter`, derived
+from the contract); this wrapper writes only what the app's settings change.
 """
 
 from __future__ import annotations

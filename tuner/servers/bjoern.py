@@ -33,8 +33,9 @@ from tuner.servers.base import (
     sizing_code,
     worker_counts,
 )
-from tuner.servers.pylauncher import DIE_WITH_PARENT
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.servers.pylauncher import DIE_WITH_PARENT, PYTHON
+from tuner.servers.setting_builders import CHOICE, INT
+from tuner.settings import SettingsTable, Value
 
 LAUNCHER = "bjoern_server.py"
 
@@ -45,36 +46,32 @@ SIGNS = StartupSigns(
 )
 
 
+# The launcher's constants (`PROCESSES = 2`), as any Python launcher writes them.
 SETTINGS = SettingsTable(
     "bjoern",
     (
-        Setting(
+        PYTHON.value(
             "processes",
-            "int",
+            INT,
             1,
             "bjoern processes (1 = bjoern alone, no launcher process in front)",
-            argv=lambda value: [],
-            config=lambda value: [("PROCESSES", repr(value))],
             minimum=1,
         ),
-        Setting(
+        PYTHON.value(
             "listen_mode",
-            "choice",
+            CHOICE,
             "shared",
             "shared: one socket bound before forking, every process accepts from it; "
             "reuseport: each process binds its own SO_REUSEPORT socket and the kernel spreads "
             "connections over them",
-            argv=lambda value: [],
-            config=lambda value: [("LISTEN", repr(value))],
             choices=("shared", "reuseport"),
+            key="LISTEN",
         ),
-        Setting(
+        PYTHON.value(
             "backlog",
-            "int",
+            INT,
             1024,
             "listen queue length (capped by net.core.somaxconn)",
-            argv=lambda value: [],
-            config=lambda value: [("BACKLOG", repr(value))],
             minimum=1,
             maximum=65535,
         ),

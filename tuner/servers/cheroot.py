@@ -17,61 +17,62 @@ from collections.abc import Mapping
 from tuner.errors import ConfigError
 from tuner.servers.base import ProcessModel
 from tuner.servers.grids import THREAD_STEPS, product_grid
-from tuner.servers.pylauncher import PythonLauncherAdapter, constant, py_setting
+from tuner.servers.pylauncher import PYTHON, PythonLauncherAdapter, constant
+from tuner.servers.setting_builders import BOOL, FLOAT, INT
 from tuner.settings import SettingsTable, Value
 
 SETTINGS = SettingsTable(
     "cheroot",
     (
-        py_setting(
-            "threads", "int", 10, "worker threads that run requests (one process)", minimum=1
+        PYTHON.value(
+            "threads", INT, 10, "worker threads that run requests (one process)", minimum=1
         ),
-        py_setting(
+        PYTHON.value(
             "max_threads",
-            "int",
+            INT,
             -1,
             "upper bound of the pool (-1 = none); cheroot never grows the pool by itself, so "
             "only `threads` decides how many run",
             minimum=-1,
         ),
-        py_setting(
+        PYTHON.value(
             "request_queue_size",
-            "int",
+            INT,
             5,
             "listen backlog (socket.listen); the default 5 overflows as soon as more clients "
             "connect at once, and their SYNs are retried a second later",
             minimum=1,
         ),
-        py_setting(
+        PYTHON.value(
             "keep_alive_conn_limit",
-            "int",
+            INT,
             10,
             "idle keep-alive connections kept open at most; past it each response closes its "
             "connection (0 = no limit)",
             minimum=0,
         ),
-        py_setting(
+        PYTHON.value(
             "accepted_queue_size",
-            "int",
+            INT,
             -1,
             "connections with a request waiting for a thread at most (-1 = no limit)",
             minimum=-1,
         ),
-        py_setting(
+        PYTHON.value(
             "timeout",
-            "int",
+            INT,
             10,
             "seconds a connection may stay silent before it is closed",
             minimum=1,
         ),
-        py_setting(
+        PYTHON.value(
             "expiration_interval",
-            "float",
+            FLOAT,
             0.5,
             "seconds between sweeps for expired idle connections",
             minimum=0.01,
         ),
-        py_setting("nodelay", "bool", True, "TCP_NODELAY on accepted connections"),
+        PYTHON.value("nodelay", BOOL, True, "TCP_NODELAY on accepted connections"),
     ),
 )
 

@@ -40,6 +40,7 @@ from tuner.servers.base import (
 )
 from tuner.servers.cmdlauncher import command_launcher
 from tuner.servers.grids import product_grid
+from tuner.servers.setting_builders import BOOL, INT, SettingStyle, true_false
 from tuner.settings import Setting, SettingsTable, Value
 
 # Twisted's TCP server endpoint listens with this backlog unless told otherwise
@@ -60,24 +61,22 @@ SIGNS = StartupSigns(
 SETTINGS = SettingsTable(
     "daphne",
     (
-        Setting(
+        # Written into the endpoint string (`_endpoint`), not as an option of its own.
+        SettingStyle(command_line=False).value(
             "backlog",
-            "int",
+            INT,
             TWISTED_BACKLOG,
             "listen queue length (Twisted's endpoint default; capped by net.core.somaxconn)",
-            # Written into the endpoint string (`_endpoint`), not as an option of its own.
-            argv=lambda value: [],
-            config=lambda value: [("backlog", str(value))],
             minimum=1,
         ),
         Setting(
             "access_log",
-            "bool",
+            BOOL,
             True,
             "a line per request on stdout (daphne's default); false = --verbosity 0, which "
             "also drops daphne's INFO lines",
             argv=lambda value: [] if value else ["--verbosity", "0"],
-            config=lambda value: [("access_log", "true" if value else "false")],
+            config=lambda value: [("access_log", true_false(value))],
         ),
     ),
 )

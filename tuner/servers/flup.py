@@ -35,10 +35,11 @@ from tuner.servers.grids import product_grid
 from tuner.servers.pylauncher import (
     APP_IMPORT_FAILED,
     DIE_WITH_PARENT,
+    PYTHON,
     PythonLauncherAdapter,
     constant,
-    py_setting,
 )
+from tuner.servers.setting_builders import BOOL, CHOICE, INT
 from tuner.settings import SettingsTable, Value
 
 SIGNS = StartupSigns(
@@ -52,63 +53,63 @@ SIGNS = StartupSigns(
 SETTINGS = SettingsTable(
     "flup",
     (
-        py_setting(
+        PYTHON.value(
             "mode",
-            "choice",
+            CHOICE,
             "threaded",
             "threaded: flup.server.fcgi, one process, a thread per open connection; prefork: "
             "flup.server.fcgi_fork, a child process per open connection",
             choices=("threaded", "prefork"),
         ),
-        py_setting(
+        PYTHON.value(
             "max_spare",
-            "int",
+            INT,
             5,
             "threaded: idle threads kept (started up front); prefork: child processes (on "
             "Python 3 flup forks exactly this many)",
             minimum=1,
         ),
-        py_setting(
+        PYTHON.value(
             "min_spare",
-            "int",
+            INT,
             1,
             "idle threads (threaded) or children (prefork) flup keeps ready at least",
             minimum=1,
         ),
-        py_setting(
+        PYTHON.value(
             "max_threads",
-            "int",
+            INT,
             0,
             "threaded: most threads, one per open connection; a connection past it is closed "
             "at once (nginx answers 502); 0 = no limit, flup's default",
             minimum=0,
         ),
-        py_setting(
+        PYTHON.value(
             "max_children",
-            "int",
+            INT,
             50,
             "prefork: most child processes (flup's accounting ignores it on Python 3)",
             minimum=1,
         ),
-        py_setting(
+        PYTHON.value(
             "max_requests",
-            "int",
+            INT,
             0,
             "prefork: a child exits after this many connections (not requests) and another "
             "is forked; 0 = never",
             minimum=0,
         ),
-        py_setting(
+        PYTHON.value(
             "nodelay",
-            "bool",
+            BOOL,
             False,
             "TCP_NODELAY on accepted connections (set on the listening socket, which they "
             "inherit); off, as in flup, a response's last record on a kept connection waits "
             "for a delayed ACK (~40 ms)",
         ),
-        py_setting(
+        PYTHON.value(
             "multiplexed",
-            "bool",
+            BOOL,
             False,
             "threaded: several requests at once on one connection (a thread each); nginx "
             "never multiplexes, so on it only adds a thread per request",

@@ -38,7 +38,8 @@ from tuner.servers.base import (
     first_version_number,
 )
 from tuner.servers.cmdlauncher import sized_check_argv, sized_command_files
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.servers.setting_builders import CHOICE, INT, SettingStyle
+from tuner.settings import SettingsTable, Value
 
 SUPPORTED_MAJOR = 2
 # granian refuses shorter lifetimes ("cannot be less than 60 seconds").
@@ -57,102 +58,83 @@ def _env(name: str) -> str:
     return "GRANIAN_" + name.upper()
 
 
-def _int_setting(
-    name: str, default: int, doc: str, minimum: int, *, unset: int | None = None
-) -> Setting:
-    """`--name N` / `GRANIAN_NAME=N`; the `unset` value means "granian's own rule" and renders
-    nothing, so granian computes it as it does when the flag is absent."""
-    flag = "--" + name.replace("_", "-")
-
-    def argv(value: Value) -> list[str]:
-        return [] if value == unset else [flag, str(value)]
-
-    def config(value: Value) -> list[tuple[str, str]]:
-        return [] if value == unset else [(_env(name), str(value))]
-
-    return Setting(name, "int", default, doc, argv, config, minimum=minimum)
-
-
-def _bool_setting(name: str, env: str, default: bool, doc: str) -> Setting:
-    """`--name` / `--no-name` (both rendered: explicit beats granian's default changing)."""
-    flag = name.replace("_", "-")
-    return Setting(
-        name,
-        "bool",
-        default,
-        doc,
-        argv=lambda value: [f"--{flag}" if value else f"--no-{flag}"],
-        config=lambda value: [(env, "true" if value else "false")],
-    )
+# `--workers 2` on the command line, `GRANIAN_WORKERS=2` in the environment a launcher sets.
+STYLE = SettingStyle(key_of=_env)
 
 
 SETTINGS = SettingsTable(
     "granian",
     (
-        _int_setting("workers", 1, "worker processes", 1),
-        _int_setting(
+        STYLE.value("workers", INT, 1, "worker processes", minimum=1),
+        # 0 = granian's own rule: nothing is written, so granian computes it.
+        STYLE.value(
             "blocking_threads",
+            INT,
             0,
             "Python threads per worker that run the app; 0 = granian's rule, backpressure / 2 "
             "(512 with the default backlog)",
-            0,
+            minimum=0,
             unset=0,
         ),
-        _int_setting(
-            "runtime_threads", 1, "Rust runtime threads per worker (network I/O, no Python)", 1
+        STYLE.value(
+            "runtime_threads",
+            INT,
+            1,
+            "Rust runtime threads per worker (network I/O, no Python)",
+            minimum=1,
         ),
-        Setting(
+        STYLE.value(
             "runtime_mode",
-            "choice",
+            CHOICE,
             "auto",
             "st: one single-threaded runtime per runtime thread; mt: one multi-threaded "
             "runtime; auto = mt for WSGI",
-            lambda v: ["--runtime-mode", str(v)],
-            lambda v: [("GRANIAN_RUNTIME_MODE", str(v))],
             choices=("auto", "st", "mt"),
         ),
-        Setting(
+        STYLE.value(
             "http",
-            "choice",
+            CHOICE,
             "auto",
             "HTTP versions served: auto detects HTTP/2 per connection, 1 serves HTTP/1 only "
             "(an HTTP/2 client is refused)",
-            # auto is granian's default: written only when tuned away from it.
-            lambda v: [] if v == "auto" else ["--http", str(v)],
-            lambda v: [] if v == "auto" else [("GRANIAN_HTTP", str(v))],
             choices=("auto", "1"),
+            # auto is granian's default: written only when tuned away from it.
+            unset="auto",
         ),
-        _int_setting("backlog", 1024, "listen queue length (granian's minimum is 128)", 128),
-        _int_setting(
+        STYLE.value(
+            "backlog", INT, 1024, "listen queue length (granian's minimum is 128)", minimum=128
+        ),
+        STYLE.value(
             "backpressure",
+            INT,
             0,
             "requests a worker runs at once, the rest wait in the listen queue; 0 = granian's "
             "rule, backlog / workers",
-            0,
+            minimum=0,
             unset=0,
         ),
-        _bool_setting(
-            "http1_keep_alive",
-            "GRANIAN_HTTP1_KEEP_ALIVE",
-            True,
-            "keep HTTP/1.1 connections open between requests",
+        STYLE.switch("http1_keep_alive", True, "keep HTTP/1.1 connections open between requests"),
+        STYLE.value(
+            "http1_buffer_size",
+            INT,
+            417792,
+            "maximum buffer size of an HTTP/1 connection (bytes)",
+            minimum=8192,
         ),
-        _int_setting(
-            "http1_buffer_size", 417792, "maximum buffer size of an HTTP/1 connection (bytes)", 8192
-        ),
-        _int_setting(
+        STYLE.value(
             "workers_lifetime",
+            INT,
             0,
             f"restart each worker after N seconds; 0 = never (granian's minimum is "
             f"{MIN_LIFETIME_S})",
-            0,
+            minimum=0,
             unset=0,
         ),
-        _bool_setting(
+        STYLE.switch(
             "access_log",
-            "GRANIAN_LOG_ACCESS_ENABLED",
             False,
             "write an access log line per request",
+            key="GRANIAN_LOG_ACCESS_ENABLED",
         ),
     ),
 )

@@ -18,8 +18,9 @@ from tuner.apps import Interface
 from tuner.errors import ConfigError
 from tuner.servers.base import ProcessModel, shipped_space, worker_counts
 from tuner.servers.granian import SETTINGS as WSGI_SETTINGS
-from tuner.servers.granian import GranianAdapter
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.servers.granian import STYLE, GranianAdapter
+from tuner.servers.setting_builders import CHOICE
+from tuner.settings import SettingsTable, Value
 
 # granian's loops that need a package of their own (granian/_loops.py registers each only
 # where it imports), in the order `auto` picks them; winloop is Windows only.
@@ -42,55 +43,41 @@ def effective_loop(values: Mapping[str, Value]) -> str:
     return next((name for name in LOOP_PACKAGES if installed(name)), "asyncio")
 
 
-def _choice(name: str, default: str, doc: str, choices: tuple[str, ...]) -> Setting:
-    flag = "--" + name.replace("_", "-")
-    return Setting(
-        name,
-        "choice",
-        default,
-        doc,
-        lambda v: [flag, str(v)],
-        lambda v: [("GRANIAN_" + name.upper(), str(v))],
-        choices=choices,
-    )
-
-
-def _shared(name: str) -> Setting:
-    return WSGI_SETTINGS.by_name[name]
-
-
 SETTINGS = SettingsTable(
     "granian",
     (
-        _shared("workers"),
-        _shared("runtime_threads"),
-        _choice(
+        WSGI_SETTINGS.get("workers"),
+        WSGI_SETTINGS.get("runtime_threads"),
+        STYLE.value(
             "runtime_mode",
+            CHOICE,
             "auto",
             "st: one single-threaded runtime per runtime thread; mt: one multi-threaded "
             "runtime; auto = mt for ASGI",
-            ("auto", "st", "mt"),
+            choices=("auto", "st", "mt"),
         ),
-        _choice(
+        STYLE.value(
             "loop",
+            CHOICE,
             "auto",
             "the workers' event loop: auto = rloop, else uvloop, else asyncio, as installed",
-            ("auto", "asyncio", "uvloop", "rloop"),
+            choices=("auto", "asyncio", "uvloop", "rloop"),
         ),
-        _choice(
+        STYLE.value(
             "task_impl",
+            CHOICE,
             "asyncio",
             "how the app's coroutines become tasks: asyncio's, or granian's own in Rust "
             "(experimental; Python < 3.12 only)",
-            ("asyncio", "rust"),
+            choices=("asyncio", "rust"),
         ),
-        _shared("http"),
-        _shared("backlog"),
-        _shared("backpressure"),
-        _shared("http1_keep_alive"),
-        _shared("http1_buffer_size"),
-        _shared("workers_lifetime"),
-        _shared("access_log"),
+        WSGI_SETTINGS.get("http"),
+        WSGI_SETTINGS.get("backlog"),
+        WSGI_SETTINGS.get("backpressure"),
+        WSGI_SETTINGS.get("http1_keep_alive"),
+        WSGI_SETTINGS.get("http1_buffer_size"),
+        WSGI_SETTINGS.get("workers_lifetime"),
+        WSGI_SETTINGS.get("access_log"),
     ),
 )
 

@@ -33,6 +33,7 @@ from tuner.servers.base import (
     sizing_code,
     worker_counts,
 )
+from tuner.servers.setting_builders import BOOL, CHOICE, INT, SettingStyle
 from tuner.settings import Setting, SettingsTable, Value
 
 # gunicorn's own exit code when the app module imports but the callable cannot be loaded
@@ -64,111 +65,91 @@ SIGNS = StartupSigns(
 )
 
 
-def _int_setting(name: str, flag: str, default: int, doc: str, minimum: int) -> Setting:
-    """An integer setting rendered as `flag N` on the command line and `name = N` in the file."""
-    return Setting(
-        name,
-        "int",
-        default,
-        doc,
-        argv=lambda value: [flag, str(value)],
-        config=lambda value: [(name, repr(value))],
-        minimum=minimum,
-    )
-
+# `--workers 3` on the command line, `workers = 3` (a Python literal) in gunicorn.conf.py.
+STYLE = SettingStyle(text=repr, truth=lambda value: repr(bool(value)))
 
 SETTINGS = SettingsTable(
     "gunicorn",
     (
-        _int_setting("workers", "--workers", 1, "worker processes", 1),
-        Setting(
+        STYLE.value("workers", INT, 1, "worker processes", minimum=1),
+        STYLE.value(
             "worker_class",
-            "choice",
+            CHOICE,
             "sync",
             "sync: one request at a time per worker; gthread: a thread pool per worker; "
             "gevent: greenlets, one per connection (time.sleep and sockets monkey-patched)",
-            lambda v: ["--worker-class", str(v)],
-            lambda v: [("worker_class", repr(v))],
             choices=("sync", "gthread", "gevent"),
         ),
-        _int_setting("threads", "--threads", 1, "threads per worker (gthread only)", 1),
-        _int_setting(
+        STYLE.value("threads", INT, 1, "threads per worker (gthread only)", minimum=1),
+        STYLE.value(
             "worker_connections",
-            "--worker-connections",
+            INT,
             1000,
             "max simultaneous clients per worker (gevent and gthread)",
-            1,
+            minimum=1,
         ),
-        _int_setting(
+        STYLE.value(
             "keepalive",
-            "--keep-alive",
+            INT,
             2,
             "seconds to keep an idle keep-alive connection open (the sync worker never keeps "
             "connections alive)",
-            0,
+            minimum=0,
+            flag="--keep-alive",
         ),
-        _int_setting(
-            "max_requests", "--max-requests", 0, "restart a worker after N requests; 0 = never", 0
+        STYLE.value(
+            "max_requests", INT, 0, "restart a worker after N requests; 0 = never", minimum=0
         ),
-        _int_setting(
+        STYLE.value(
             "max_requests_jitter",
-            "--max-requests-jitter",
+            INT,
             0,
             "random 0..N added to max_requests per worker so they do not restart together",
-            0,
+            minimum=0,
         ),
-        _int_setting("backlog", "--backlog", 2048, "listen queue length", 1),
+        STYLE.value("backlog", INT, 2048, "listen queue length", minimum=1),
         Setting(
             "accesslog",
-            "bool",
+            BOOL,
             False,
             "write an access log line per request (to stdout)",
             lambda v: ["--access-logfile", "-"] if v else [],
             lambda v: [("accesslog", repr("-") if v else "None")],
         ),
-        _int_setting(
+        STYLE.value(
             "timeout",
-            "--timeout",
+            INT,
             30,
             "seconds a silent worker lives before it is killed and restarted; 0 = never",
-            0,
+            minimum=0,
         ),
-        Setting(
+        STYLE.value(
             "http_parser",
-            "choice",
+            CHOICE,
             "auto",
             "python: gunicorn's pure-Python HTTP parser; fast: the gunicorn_h1c C parser "
             "(picohttpparser); auto: fast where gunicorn_h1c is installed, else python",
-            lambda v: ["--http-parser", str(v)],
-            lambda v: [("http_parser", repr(v))],
             choices=("auto", "fast", "python"),
         ),
-        Setting(
+        STYLE.flag(
             "reuse_port",
-            "bool",
             False,
             "SO_REUSEPORT: each worker opens its own listening socket and the kernel spreads "
             "new connections over them (instead of workers racing on one shared socket)",
-            lambda v: ["--reuse-port"] if v else [],
-            lambda v: [("reuse_port", repr(bool(v)))],
         ),
-        Setting(
+        STYLE.value(
             "protocol",
-            "choice",
+            CHOICE,
             "http",
             "http: clients speak HTTP to gunicorn; uwsgi: uWSGI's binary protocol, for "
             "nginx's uwsgi_pass in front (behind --front nginx it follows front_protocol)",
-            lambda v: ["--protocol", str(v)],
-            lambda v: [("protocol", repr(v))],
             choices=("http", "uwsgi"),
         ),
-        Setting(
+        STYLE.flag(
             "preload_app",
-            "bool",
             False,
             "import the app in the master before forking workers (shares memory, faster boot)",
-            lambda v: ["--preload"] if v else [],
-            lambda v: [("preload_app", repr(bool(v)))],
+            flag="--preload",
         ),
     ),
 )

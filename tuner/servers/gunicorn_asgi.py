@@ -35,8 +35,9 @@ from tuner.servers.base import (
     worker_counts,
 )
 from tuner.servers.gunicorn import SETTINGS as WSGI_SETTINGS
-from tuner.servers.gunicorn import GunicornAdapter, _bind_text
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.servers.gunicorn import STYLE, GunicornAdapter, _bind_text
+from tuner.servers.setting_builders import CHOICE, INT, unrendered
+from tuner.settings import SettingsTable, Value
 
 # The worker classes uvicorn-worker ships, by the (loop, http) they set.
 STOCK_WORKERS = {("auto", "auto"): "UvicornWorker", ("asyncio", "h11"): "UvicornH11Worker"}
@@ -66,78 +67,53 @@ def effective_http(values: Mapping[str, Value]) -> str:
     return (HTTPTOOLS if installed(HTTPTOOLS) else "h11") if http == "auto" else http
 
 
-def _uvicorn_setting(
-    name: str,
-    default: Value,
-    doc: str,
-    choices: tuple[str, ...] = (),
-    minimum: float | None = None,
-) -> Setting:
-    """A uvicorn setting: nothing on gunicorn's command line or as a gunicorn key; it goes into
-    the worker class (`worker_lines`)."""
-    return Setting(
-        name,
-        "choice" if choices else "int",
-        default,
-        doc,
-        argv=lambda value: [],
-        config=lambda value: [],
-        choices=choices,
-        minimum=minimum,
-    )
-
-
-def _shared(name: str) -> Setting:
-    return WSGI_SETTINGS.by_name[name]
-
-
 SETTINGS = SettingsTable(
     "gunicorn",
     (
-        _shared("workers"),
-        _uvicorn_setting(
+        WSGI_SETTINGS.get("workers"),
+        unrendered(
             "loop",
+            CHOICE,
             "auto",
             "the worker's event loop: auto = uvloop where it is installed, else asyncio",
             choices=("auto", "asyncio", UVLOOP),
         ),
-        _uvicorn_setting(
+        unrendered(
             "http",
+            CHOICE,
             "auto",
             "the worker's HTTP parser: auto = httptools where it is installed, else h11",
             choices=("auto", "h11", HTTPTOOLS),
         ),
-        _uvicorn_setting(
+        unrendered(
             "limit_concurrency",
+            INT,
             0,
             "connections and tasks a worker holds at once before it answers 503; 0 = no limit",
             minimum=0,
         ),
-        Setting(
+        STYLE.value(
             "keepalive",
-            "int",
+            INT,
             2,
             "seconds to keep an idle keep-alive connection open (uvicorn's timeout_keep_alive)",
-            argv=lambda value: ["--keep-alive", str(value)],
-            config=lambda value: [("keepalive", repr(value))],
             minimum=0,
+            flag="--keep-alive",
         ),
-        _shared("max_requests"),
-        _shared("max_requests_jitter"),
-        _shared("backlog"),
-        _shared("accesslog"),
-        Setting(
+        WSGI_SETTINGS.get("max_requests"),
+        WSGI_SETTINGS.get("max_requests_jitter"),
+        WSGI_SETTINGS.get("backlog"),
+        WSGI_SETTINGS.get("accesslog"),
+        STYLE.value(
             "timeout",
-            "int",
+            INT,
             30,
             "seconds a worker whose event loop stops reporting lives before it is killed and "
             "restarted; 0 = never",
-            argv=lambda value: ["--timeout", str(value)],
-            config=lambda value: [("timeout", repr(value))],
             minimum=0,
         ),
-        _shared("reuse_port"),
-        _shared("preload_app"),
+        WSGI_SETTINGS.get("reuse_port"),
+        WSGI_SETTINGS.get("preload_app"),
     ),
 )
 

@@ -46,7 +46,8 @@ from tuner.servers.base import (
     worker_counts,
 )
 from tuner.servers.grids import product_grid
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.servers.setting_builders import BOOL, CHOICE, FLOAT, INT, SettingStyle
+from tuner.settings import SettingsTable, Value
 
 CONFIG_FILE = "hypercorn_config.py"
 # The worker classes hypercorn 0.18 runs (hypercorn/run.py), and the module each one imports
@@ -66,89 +67,64 @@ SIGNS = StartupSigns(
 )
 
 
-def _setting(
-    name: str,
-    kind: str,
-    default: Value,
-    doc: str,
-    *,
-    key: str | None = None,
-    literal: object = None,
-    choices: tuple[str, ...] = (),
-    minimum: float | None = None,
-) -> Setting:
-    """A key of hypercorn's config file, written as a Python literal (`literal` turns the
-    table's value into the one hypercorn reads, e.g. 0 into None); no command line: the trial
-    runs the file."""
-    convert = literal if callable(literal) else (lambda value: value)
-    return Setting(
-        name,
-        kind,
-        default,
-        doc,
-        argv=lambda value: [],
-        config=lambda value: [(key or name, repr(convert(value)))],
-        choices=choices,
-        minimum=minimum,
-    )
+# Keys of hypercorn's config file, written as Python literals (a setting's `text` turns the
+# table's value into the one hypercorn reads, e.g. 0 into None); no command line: the trial
+# runs the file.
+STYLE = SettingStyle(text=repr, command_line=False)
 
 
 SETTINGS = SettingsTable(
     "hypercorn",
     (
-        _setting(
+        STYLE.value(
             "workers",
-            "int",
+            INT,
             1,
             "worker processes, each importing the app and running one event loop; 0 = serve "
             "from the main process itself (no worker, hypercorn's run.py)",
             minimum=0,
         ),
-        _setting(
+        STYLE.value(
             "worker_class",
-            "choice",
+            CHOICE,
             "asyncio",
             "each worker's event loop: asyncio (the standard library's), uvloop "
             "(hypercorn[uvloop]) or trio (hypercorn[trio])",
             choices=WORKER_CLASSES,
         ),
-        _setting(
-            "backlog",
-            "int",
-            100,
-            "listen queue length (capped by net.core.somaxconn)",
-            minimum=1,
+        STYLE.value(
+            "backlog", INT, 100, "listen queue length (capped by net.core.somaxconn)", minimum=1
         ),
-        _setting(
+        STYLE.value(
             "keep_alive_timeout",
-            "float",
+            FLOAT,
             5.0,
             "seconds an idle kept-alive connection stays open",
             minimum=0.001,
         ),
-        _setting(
+        STYLE.value(
             "keep_alive_max_requests",
-            "int",
+            INT,
             1000,
             "requests on one kept-alive connection before hypercorn closes it (the client "
             "reconnects, and may land on another worker)",
             minimum=1,
         ),
-        _setting(
+        STYLE.value(
             "max_requests",
-            "int",
+            INT,
             0,
             "restart each worker after about this many requests; 0 = never",
-            literal=lambda value: int(value) or None,
+            text=lambda value: repr(int(value) or None),
             minimum=0,
         ),
-        _setting(
+        STYLE.value(
             "access_log",
-            "bool",
+            BOOL,
             False,
             "a line per request on stdout",
             key="accesslog",
-            literal=lambda value: "-" if value else None,
+            text=lambda value: repr("-" if value else None),
         ),
     ),
 )

@@ -41,7 +41,8 @@ from tuner.servers.base import (
     shell_env_lines,
 )
 from tuner.servers.cmdlauncher import sized_check_argv, sized_command_files
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.servers.setting_builders import CHOICE, FLOAT, INT, SettingStyle, dashed
+from tuner.settings import SettingsTable, Value
 
 # A sized launcher hands its `sizing:` line on in this variable to the file beside it that
 # Apache's start sources, which logs it.
@@ -59,102 +60,93 @@ SIGNS = StartupSigns(
 DEFAULT_RUN_USER = "www-data"
 
 
-def _int_setting(
-    name: str, default: int, doc: str, minimum: int, *, unset: int | None = None
-) -> Setting:
-    """`--name N`; the `unset` value renders nothing and leaves mod_wsgi-express's own rule."""
-    flag = "--" + name.replace("_", "-")
-
-    def argv(value: Value) -> list[str]:
-        return [] if value == unset else [flag, str(value)]
-
-    return Setting(
-        name, "int", default, doc, argv, lambda value: [(flag, str(value))], minimum=minimum
-    )
+# `--threads 5` on mod_wsgi-express's command line, which is also what a launcher writes.
+STYLE = SettingStyle(key_of=dashed, truth=lambda value: "")
 
 
 SETTINGS = SettingsTable(
     "mod_wsgi",
     (
         # Rendered only above 1: an explicit `--processes 1` also sets wsgi.multiprocess.
-        _int_setting("processes", 1, "mod_wsgi daemon processes that run the app", 1, unset=1),
-        _int_setting("threads", 5, "request threads per daemon process", 1),
-        _int_setting(
+        STYLE.value(
+            "processes", INT, 1, "mod_wsgi daemon processes that run the app", minimum=1, unset=1
+        ),
+        STYLE.value("threads", INT, 5, "request threads per daemon process", minimum=1),
+        STYLE.value(
             "max_clients",
+            INT,
             0,
             "client connections Apache accepts at once; 0 = mod_wsgi-express's rule, "
             "10 + max(10, 1.5 x processes x threads)",
-            0,
+            minimum=0,
             unset=0,
         ),
-        Setting(
+        STYLE.value(
             "server_mpm",
-            "choice",
+            CHOICE,
             "event",
             "Apache's front: event (a thread per active request, idle keep-alive connections "
             "parked), worker (a thread per connection), prefork (a process per connection)",
-            lambda v: ["--server-mpm", str(v)],
-            lambda v: [("--server-mpm", str(v))],
             choices=("event", "worker", "prefork"),
         ),
-        _int_setting("server_backlog", 500, "listen queue length of Apache's client socket", 1),
-        _int_setting(
+        STYLE.value(
+            "server_backlog", INT, 500, "listen queue length of Apache's client socket", minimum=1
+        ),
+        STYLE.value(
             "daemon_backlog",
+            INT,
             100,
             "queue length of the socket between Apache and the daemon processes",
-            1,
+            minimum=1,
         ),
-        _int_setting(
+        STYLE.value(
             "keep_alive_timeout",
+            INT,
             2,
             "seconds an idle keep-alive connection stays open; 0 = keep-alive off "
             "(mod_wsgi 6's default is 2)",
+            minimum=0,
+        ),
+        STYLE.value(
+            "maximum_requests",
+            INT,
             0,
+            "restart a daemon process after N requests; 0 = never",
+            minimum=0,
         ),
-        _int_setting(
-            "maximum_requests", 0, "restart a daemon process after N requests; 0 = never", 0
-        ),
-        _int_setting(
+        STYLE.value(
             "queue_timeout",
+            INT,
             45,
             "seconds a request may wait for a daemon thread before it is answered 503",
-            1,
+            minimum=1,
         ),
-        Setting(
+        STYLE.flag(
             "embedded_mode",
-            "bool",
             False,
             "run the app inside Apache's MPM children (processes x threads of them) instead "
             "of daemon processes: no hop over a unix socket; daemon-only settings are ignored",
-            lambda v: ["--embedded-mode"] if v else [],
-            lambda v: [("--embedded-mode", "")] if v else [],
+            written_off=False,
         ),
-        _int_setting(
+        STYLE.value(
             "response_flush_delay",
+            INT,
             5,
             "milliseconds Apache waits for more of a daemon's response before flushing what "
             "it has to the client (daemon mode)",
-            0,
+            minimum=0,
             unset=5,
         ),
-        Setting(
+        STYLE.value(
             "switch_interval",
-            "float",
+            FLOAT,
             0.005,
             "Python's GIL switch interval in seconds (sys.setswitchinterval), in every "
             "process that runs the app",
-            lambda v: [] if float(v) == 0.005 else ["--switch-interval", str(v)],
-            lambda v: [("--switch-interval", str(v))],
             minimum=0.0001,
+            unset=0.005,
         ),
-        Setting(
-            "access_log",
-            "bool",
-            False,
-            "write an access log line per request",
-            lambda v: ["--access-log"] if v else [],
-            lambda v: [("--access-log", "")] if v else [],
-        ),
+        STYLE.flag("access_log", False, "write an access log line per request", written_off=False),
     ),
 )
 

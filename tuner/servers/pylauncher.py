@@ -21,13 +21,13 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ToolMissingError
+from tuner.logsigns import LoadSign
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
     ArtifactRequest,
     Bind,
     LaunchSpec,
-    LoadSign,
     ServerAdapter,
     SizedRequest,
     StartupSigns,
@@ -35,7 +35,8 @@ from tuner.servers.base import (
     python_env_lines,
     sizing_code,
 )
-from tuner.settings import Setting, Value
+from tuner.servers.setting_builders import SettingStyle
+from tuner.settings import Value
 
 # The launcher's exit code when the app cannot be imported: no setting can fix that.
 APP_IMPORT_FAILED = 4
@@ -223,25 +224,5 @@ def constant(name: str) -> str:
     return name.upper().replace("-", "_")
 
 
-def py_setting(
-    name: str,
-    kind: str,
-    default: Value,
-    doc: str,
-    *,
-    choices: tuple[str, ...] = (),
-    minimum: float | None = None,
-    maximum: float | None = None,
-) -> Setting:
-    """A setting a launcher writes as a Python constant (`THREADS = 8`); no command line."""
-    return Setting(
-        name,
-        kind,
-        default,
-        doc,
-        argv=lambda value: [],
-        config=lambda value: [(constant(name), repr(value))],
-        choices=choices,
-        minimum=minimum,
-        maximum=maximum,
-    )
+# A launcher's setting is a Python constant (`THREADS = 8`), never on a command line.
+PYTHON = SettingStyle(key_of=constant, text=repr, command_line=False)

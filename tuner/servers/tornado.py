@@ -22,76 +22,77 @@ from types import MappingProxyType
 
 from tuner.servers.base import ProcessModel
 from tuner.servers.grids import product_grid
-from tuner.servers.pylauncher import DIE_WITH_PARENT, PythonLauncherAdapter, constant, py_setting
+from tuner.servers.pylauncher import DIE_WITH_PARENT, PYTHON, PythonLauncherAdapter, constant
+from tuner.servers.setting_builders import BOOL, CHOICE, FLOAT, INT
 from tuner.settings import SettingsTable, Value
 
 SETTINGS = SettingsTable(
     "tornado",
     (
-        py_setting(
+        PYTHON.value(
             "processes",
-            "int",
+            INT,
             1,
             "Tornado processes: 1 = one process, no fork (HTTPServer.start(1)); more = "
             "tornado.process.fork_processes(N), each child with its own I/O loop",
             minimum=1,
         ),
-        py_setting(
+        PYTHON.value(
             "listen_mode",
-            "choice",
+            CHOICE,
             "shared",
             "shared: one socket bound before forking, every process accepts from it (Tornado's "
             "documented pattern); reuseport: each process binds its own SO_REUSEPORT socket "
             "and the kernel spreads connections over them",
             choices=("shared", "reuseport"),
         ),
-        py_setting(
+        PYTHON.value(
             "threads",
-            "int",
+            INT,
             0,
             "threads of the WSGIContainer's ThreadPoolExecutor, which runs the app (0 = no "
             "executor, Tornado's default: the app runs on the I/O loop's thread, one request "
             "at a time per process)",
             minimum=0,
         ),
-        py_setting(
+        PYTHON.value(
             "backlog",
-            "int",
+            INT,
             128,
             "listen queue length (bind_sockets; capped by net.core.somaxconn)",
             minimum=1,
         ),
-        py_setting(
+        PYTHON.value(
             "no_keep_alive",
-            "bool",
+            BOOL,
             False,
             "close every connection after its response (HTTPServer no_keep_alive)",
         ),
-        py_setting(
+        PYTHON.value(
             "access_log",
-            "bool",
+            BOOL,
             False,
             "a line per request on stderr: the `tornado.access` logger at INFO, as an app that "
             "calls tornado.options.parse_command_line() logs (Tornado alone configures no "
             "logging, so Python drops those lines)",
         ),
-        py_setting(
+        PYTHON.value(
             "idle_connection_timeout",
-            "float",
+            FLOAT,
             3600.0,
             "seconds a kept-alive connection may wait for its next request's headers",
             minimum=0.001,
         ),
-        py_setting(
+        PYTHON.value(
             "max_buffer_size",
-            "int",
+            INT,
             104857600,
             "bytes a connection may buffer while reading a request (larger ones are refused)",
             minimum=1024,
         ),
-        py_setting(
+        PYTHON.value(
             "decompress_request",
-            "bool",
+            BOOL,
             False,
             "gunzip request bodies sent with Content-Encoding: gzip before the app reads them",
         ),

@@ -17,42 +17,43 @@ from types import MappingProxyType
 
 from tuner.servers.base import ProcessModel
 from tuner.servers.grids import THREAD_STEPS, product_grid
-from tuner.servers.pylauncher import PythonLauncherAdapter, constant, py_setting
+from tuner.servers.pylauncher import PYTHON, PythonLauncherAdapter, constant
+from tuner.servers.setting_builders import BOOL, CHOICE, INT
 from tuner.settings import SettingsTable, Value
 
 SETTINGS = SettingsTable(
     "twisted",
     (
-        py_setting(
+        PYTHON.value(
             "threads",
-            "int",
+            INT,
             20,
             "most threads in the WSGI pool that runs the app (one process)",
             minimum=1,
         ),
-        py_setting(
+        PYTHON.value(
             "min_threads",
-            "int",
+            INT,
             5,
             "threads the pool keeps when idle (capped at threads)",
             minimum=0,
         ),
-        py_setting(
+        PYTHON.value(
             "reactor",
-            "choice",
+            CHOICE,
             "default",
             "the reactor's I/O loop (`twist --reactor`); default is epoll on Linux",
             choices=("default", "epoll", "poll", "select", "asyncio"),
         ),
-        py_setting(
-            "backlog", "int", 50, "listen queue length (capped by net.core.somaxconn)", minimum=1
+        PYTHON.value(
+            "backlog", INT, 50, "listen queue length (capped by net.core.somaxconn)", minimum=1
         ),
-        py_setting(
-            "accesslog", "bool", True, "an access log line per request on stdout (twist web)"
+        PYTHON.value(
+            "accesslog", BOOL, True, "an access log line per request on stdout (twist web)"
         ),
-        py_setting(
+        PYTHON.value(
             "timeout",
-            "int",
+            INT,
             60,
             "seconds a connection may stay idle before it is closed (Site.timeOut)",
             minimum=1,

@@ -30,13 +30,13 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
+from tuner.logsigns import LoadSign
 from tuner.servers.base import (
     Artifact,
     ArtifactRequest,
     Bind,
     EventLoops,
     LaunchSpec,
-    LoadSign,
     ProcessModel,
     ServerAdapter,
     SizedRequest,
@@ -46,7 +46,8 @@ from tuner.servers.base import (
 )
 from tuner.servers.cmdlauncher import command_launcher, sized_check_argv, sized_command_files
 from tuner.servers.grids import product_grid
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.servers.setting_builders import CHOICE, INT, SettingStyle
+from tuner.settings import SettingsTable, Value
 
 # uvicorn's exit code for a server that could not start (config.STARTUP_FAILURE): the app
 # failed to import or its lifespan startup failed, and also a bind that failed.
@@ -109,112 +110,84 @@ def runs_on(name: str, value: Value) -> str | None:
     return _NEEDS.get((name, str(value)))
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _int_setting(
-    name: str, default: int, doc: str, minimum: int, *, unset: int | None = None
-) -> Setting:
-    """`--name N`; the `unset` value means "no limit" and renders nothing (uvicorn's None)."""
-
-    def argv(value: Value) -> list[str]:
-        return [] if value == unset else [_flag(name), str(value)]
-
-    return Setting(
-        name, "int", default, doc, argv, lambda value: [(name, str(value))], minimum=minimum
-    )
-
-
-def _bool_setting(name: str, default: bool, doc: str) -> Setting:
-    """`--name` / `--no-name` (both rendered: explicit beats a default that may change)."""
-    flag = name.replace("_", "-")
-    return Setting(
-        name,
-        "bool",
-        default,
-        doc,
-        argv=lambda value: [f"--{flag}" if value else f"--no-{flag}"],
-        config=lambda value: [(name, "true" if value else "false")],
-    )
-
-
-def _choice_setting(name: str, default: str, doc: str, choices: tuple[str, ...]) -> Setting:
-    return Setting(
-        name,
-        "choice",
-        default,
-        doc,
-        argv=lambda value: [_flag(name), str(value)],
-        config=lambda value: [(name, str(value))],
-        choices=choices,
-    )
+# `--workers 2` on uvicorn's command line, which its launcher script runs.
+STYLE = SettingStyle()
 
 
 SETTINGS = SettingsTable(
     "uvicorn",
     (
-        _int_setting(
+        STYLE.value(
             "workers",
+            INT,
             1,
             "worker processes (1 = uvicorn serves alone; more = a supervisor spawns them)",
-            1,
+            minimum=1,
         ),
-        _choice_setting(
+        STYLE.value(
             "loop",
+            CHOICE,
             "auto",
             "event loop: uvloop (libuv, in C) or asyncio's own; auto = uvloop if installed",
-            ("auto", "asyncio", "uvloop"),
+            choices=("auto", "asyncio", "uvloop"),
         ),
-        _choice_setting(
+        STYLE.value(
             "http",
+            CHOICE,
             "auto",
             "HTTP/1.1 parser: httptools (llhttp, in C) or h11 (pure Python); auto = httptools "
             "if installed",
-            ("auto", "h11", "httptools"),
+            choices=("auto", "h11", "httptools"),
         ),
-        _int_setting("backlog", 2048, "listen queue length (capped by net.core.somaxconn)", 1),
-        _int_setting(
+        STYLE.value(
+            "backlog", INT, 2048, "listen queue length (capped by net.core.somaxconn)", minimum=1
+        ),
+        STYLE.value(
             "timeout_keep_alive",
+            INT,
             5,
             "seconds an idle kept-alive connection stays open",
-            1,
+            minimum=1,
         ),
-        _int_setting(
+        STYLE.value(
             "limit_concurrency",
+            INT,
             0,
             "answer 503 while a worker holds this many open connections or running requests "
             "(0 = no limit)",
-            0,
+            minimum=0,
             unset=0,
         ),
-        _int_setting(
+        STYLE.value(
             "limit_max_requests",
+            INT,
             0,
             "a worker exits after this many requests and the supervisor starts a fresh one "
             "(0 = never; needs workers > 1)",
-            0,
+            minimum=0,
             unset=0,
         ),
-        _int_setting(
+        STYLE.value(
             "limit_max_requests_jitter",
+            INT,
             0,
             "up to this many more requests, drawn per worker, so recycled workers do not all "
             "restart at once",
-            0,
+            minimum=0,
             unset=0,
         ),
-        _bool_setting("access_log", True, "write an access log line per request (stdout)"),
-        _bool_setting("server_header", True, "send a `server: uvicorn` header"),
-        _bool_setting(
+        STYLE.switch("access_log", True, "write an access log line per request (stdout)"),
+        STYLE.switch("server_header", True, "send a `server: uvicorn` header"),
+        STYLE.switch(
             "date_header", True, "send a `date` header (uvicorn formats it once a second)"
         ),
-        _choice_setting(
+        STYLE.value(
             "ws",
+            CHOICE,
             "auto",
             "websocket implementation; none refuses websocket upgrades and does not import a "
             "websocket library; auto = websockets, else wsproto, if installed",
-            ("auto", "none", "websockets", "websockets-sansio", "wsproto"),
+            choices=("auto", "none", "websockets", "websockets-sansio", "wsproto"),
         ),
     ),
 )

@@ -34,6 +34,7 @@ from tuner.servers.base import (
     sizing_code,
     worker_counts,
 )
+from tuner.servers.setting_builders import CHOICE, INT, SettingStyle, unrendered
 from tuner.settings import Setting, SettingsTable, Value
 
 # With need-app, uWSGI exits 22 (UWSGI_FAILED_APP_CODE) when the app cannot be imported or
@@ -77,32 +78,9 @@ os.execvp(uwsgi, argv)
 """
 
 
-def _int_setting(
-    name: str, default: int, doc: str, minimum: int, maximum: int | None = None
-) -> Setting:
-    """An integer setting rendered as `--name N` and `name = N`."""
-    return Setting(
-        name,
-        "int",
-        default,
-        doc,
-        argv=lambda value: [f"--{name}", str(value)],
-        config=lambda value: [(name, str(value))],
-        minimum=minimum,
-        maximum=maximum,
-    )
-
-
-def _flag_setting(name: str, doc: str) -> Setting:
-    """A switch that is off by default in uWSGI: rendered only when on."""
-    return Setting(
-        name,
-        "bool",
-        False,
-        doc,
-        argv=lambda value: [f"--{name}"] if value else [],
-        config=lambda value: [(name, "true")] if value else [],
-    )
+# `--processes 4` on the command line, `processes = 4` in uwsgi.ini; a switch is written only
+# when on (uWSGI's switches are off by default).
+STYLE = SettingStyle()
 
 
 def _threads_argv(value: Value) -> list[str]:
@@ -137,10 +115,10 @@ def _keepalive_config(value: Value) -> list[tuple[str, str]]:
 SETTINGS = SettingsTable(
     "uwsgi",
     (
-        _int_setting("processes", 1, "worker processes", 1),
+        STYLE.value("processes", INT, 1, "worker processes", minimum=1),
         Setting(
             "threads",
-            "int",
+            INT,
             1,
             "threads per worker process (rendered with enable-threads)",
             _threads_argv,
@@ -149,7 +127,7 @@ SETTINGS = SettingsTable(
         ),
         Setting(
             "gevent",
-            "int",
+            INT,
             0,
             "0 = off; N = gevent loop with N async cores per worker, monkey-patched early so "
             "time.sleep and sockets in the app overlap",
@@ -157,22 +135,20 @@ SETTINGS = SettingsTable(
             _gevent_config,
             minimum=0,
         ),
-        Setting(
+        unrendered(
             "protocol",
-            "choice",
+            CHOICE,
             "http-socket",
             "http: uWSGI's HTTP router process in front of the workers; http-socket: workers "
             "speak HTTP themselves and close the connection after each response; "
             "http11-socket: workers speak HTTP/1.1 and keep connections alive; uwsgi: the "
             "binary uwsgi protocol (`socket`), set by a bind behind nginx's uwsgi_pass",
             # Rendered by the adapter, which knows the address to bind.
-            argv=lambda value: [],
-            config=lambda value: [],
             choices=("http", "http-socket", "http11-socket", "uwsgi"),
         ),
         Setting(
             "http-keepalive",
-            "int",
+            INT,
             0,
             "keep-alive in the http router (protocol=http only): 0 = off, 1 = on, "
             "N > 1 = on with an N s idle timeout",
@@ -180,36 +156,39 @@ SETTINGS = SettingsTable(
             _keepalive_config,
             minimum=0,
         ),
-        Setting(
+        STYLE.value(
             "http-processes",
-            "int",
+            INT,
             1,
             "HTTP router processes in front of the workers (protocol=http only); one router "
             "is one CPU at most",
-            lambda v: ["--http-processes", str(v)] if int(v) > 1 else [],
-            lambda v: [("http-processes", str(v))] if int(v) > 1 else [],
             minimum=1,
+            unset=1,
         ),
-        _flag_setting("disable-logging", "no request log line per request"),
-        _int_setting(
+        STYLE.flag("disable-logging", False, "no request log line per request", written_off=False),
+        STYLE.value(
             "max-worker-lifetime",
+            INT,
             0,
             "restart a worker after N seconds; 0 = never (needs master)",
-            0,
+            minimum=0,
         ),
-        _int_setting(
+        STYLE.value(
             "max-requests",
+            INT,
             0,
             "restart a worker after N requests; 0 = never (needs master; not before the "
             "worker is 10 s old)",
-            0,
+            minimum=0,
         ),
         # The kernel caps it at net.core.somaxconn; uWSGI refuses to start above that.
-        _int_setting("listen", 100, "listen queue length", 1, 65535),
-        _flag_setting("thunder-lock", "serialize accept() between workers"),
-        _flag_setting(
+        STYLE.value("listen", INT, 100, "listen queue length", minimum=1, maximum=65535),
+        STYLE.flag("thunder-lock", False, "serialize accept() between workers", written_off=False),
+        STYLE.flag(
             "master",
+            False,
             "run the master process (uWSGI's default is off: no respawn of dead workers)",
+            written_off=False,
         ),
     ),
 )

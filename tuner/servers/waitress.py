@@ -18,13 +18,13 @@ from pathlib import Path
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
+from tuner.logsigns import LoadSign
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
     ArtifactRequest,
     Bind,
     LaunchSpec,
-    LoadSign,
     ProcessModel,
     Protocol,
     ServerAdapter,
@@ -35,6 +35,7 @@ from tuner.servers.base import (
 )
 from tuner.servers.cmdlauncher import command_launcher, sized_check_argv, sized_command_files
 from tuner.servers.grids import THREAD_STEPS, product_grid
+from tuner.servers.setting_builders import INT, SettingStyle
 from tuner.settings import Setting, SettingsTable, Value
 
 # waitress-serve exits 1 for a bad option and for an app it cannot import. It prints the
@@ -73,31 +74,8 @@ LOAD_SIGNS = (
 )
 
 
-def _int_setting(name: str, default: int, doc: str, minimum: int) -> Setting:
-    """An integer rendered as `--name=N` (waitress-serve's getopt wants the `=` form)."""
-    flag = "--" + name.replace("_", "-")
-    return Setting(
-        name,
-        "int",
-        default,
-        doc,
-        argv=lambda value: [f"{flag}={value}"],
-        config=lambda value: [(name, str(value))],
-        minimum=minimum,
-    )
-
-
-def _bool_setting(name: str, default: bool, doc: str) -> Setting:
-    """A switch rendered as `--name` or `--no-name`."""
-    flag = name.replace("_", "-")
-    return Setting(
-        name,
-        "bool",
-        default,
-        doc,
-        argv=lambda value: [f"--{flag}" if value else f"--no-{flag}"],
-        config=lambda value: [(name, "true" if value else "false")],
-    )
+# `--threads=4` (waitress-serve's getopt wants the `=` form), `threads = 4` in the file.
+STYLE = SettingStyle(joined=True)
 
 
 def _send_bytes_argv(value: Value) -> list[str]:
@@ -108,60 +86,75 @@ def _send_bytes_argv(value: Value) -> list[str]:
 SETTINGS = SettingsTable(
     "waitress",
     (
-        _int_setting("threads", 4, "threads that run the app (one process)", 1),
-        _int_setting(
+        STYLE.value("threads", INT, 4, "threads that run the app (one process)", minimum=1),
+        STYLE.value(
             "connection_limit",
+            INT,
             100,
             "open connections at most (the listener and a wake-up pipe count too); past it "
             "waitress stops accepting and new clients wait in the backlog",
-            OWN_CHANNELS + 1,
+            minimum=OWN_CHANNELS + 1,
         ),
-        _int_setting("backlog", 1024, "listen queue length (capped by net.core.somaxconn)", 1),
-        _int_setting(
-            "channel_timeout", 120, "seconds an idle connection stays open (keep-alive)", 1
+        STYLE.value(
+            "backlog", INT, 1024, "listen queue length (capped by net.core.somaxconn)", minimum=1
         ),
-        _int_setting(
-            "cleanup_interval", 30, "seconds between sweeps that close idle connections", 1
+        STYLE.value(
+            "channel_timeout",
+            INT,
+            120,
+            "seconds an idle connection stays open (keep-alive)",
+            minimum=1,
         ),
-        _bool_setting(
+        STYLE.value(
+            "cleanup_interval",
+            INT,
+            30,
+            "seconds between sweeps that close idle connections",
+            minimum=1,
+        ),
+        STYLE.switch(
             "asyncore_use_poll",
             False,
             "poll() instead of select() in the I/O loop (select() stops at 1024 descriptors)",
         ),
-        _int_setting("recv_bytes", 8192, "bytes read from a socket per recv() call", 1),
+        STYLE.value("recv_bytes", INT, 8192, "bytes read from a socket per recv() call", minimum=1),
         Setting(
             "send_bytes",
-            "int",
+            INT,
             1,
             "bytes of output buffered before the app thread writes them (deprecated; 1 = at once)",
             argv=_send_bytes_argv,
             config=lambda value: [("send_bytes", str(value))],
             minimum=1,
         ),
-        _int_setting(
+        STYLE.value(
             "outbuf_overflow",
+            INT,
             1048576,
             "bytes of pending output kept in memory before spilling to a temporary file",
-            1,
+            minimum=1,
         ),
-        _int_setting(
+        STYLE.value(
             "outbuf_high_watermark",
+            INT,
             16777216,
             "bytes of pending output past which the app's response iterator is paused",
-            1,
+            minimum=1,
         ),
-        _int_setting(
+        STYLE.value(
             "inbuf_overflow",
+            INT,
             524288,
             "bytes of a request body kept in memory before spilling to a temporary file",
-            1,
+            minimum=1,
         ),
-        _int_setting(
+        STYLE.value(
             "channel_request_lookahead",
+            INT,
             0,
             "requests read ahead on a busy connection (0 = none; more notices clients that "
             "left while their request runs)",
-            0,
+            minimum=0,
         ),
     ),
 )

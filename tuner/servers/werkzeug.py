@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from tuner.errors import ConfigError
 from tuner.servers.base import BASELINE_DEFAULT, DIRECT, Baseline, Bind, ProcessModel
 from tuner.servers.grids import product_grid
-from tuner.servers.pylauncher import PythonLauncherAdapter, constant, py_setting
+from tuner.servers.pylauncher import PYTHON, PythonLauncherAdapter, constant
+from tuner.servers.setting_builders import BOOL, CHOICE, INT
 from tuner.settings import SettingsTable, Value
 
 BASELINE_FLASK_RUN = "flask run"
@@ -25,31 +26,31 @@ BASELINE_FLASK_RUN = "flask run"
 SETTINGS = SettingsTable(
     "werkzeug",
     (
-        py_setting(
+        PYTHON.value(
             "mode",
-            "choice",
+            CHOICE,
             "single",
             "single: one request at a time (run_simple's default); threaded: a thread per "
             "connection (flask run's default); processes: a forked child per connection",
             choices=("single", "threaded", "processes"),
         ),
-        py_setting(
+        PYTHON.value(
             "processes",
-            "int",
+            INT,
             1,
             "forked children at once (mode=processes only)",
             minimum=1,
         ),
-        py_setting("request_log", "bool", True, "a log line per request on stderr"),
-        py_setting(
+        PYTHON.value("request_log", BOOL, True, "a log line per request on stderr"),
+        PYTHON.value(
             "nodelay",
-            "bool",
+            BOOL,
             False,
             "TCP_NODELAY on accepted connections (WSGIRequestHandler.disable_nagle_algorithm); "
             "off, a response's body waits for the ACK of its headers",
         ),
-        py_setting(
-            "backlog", "int", 128, "listen queue length (capped by net.core.somaxconn)", minimum=1
+        PYTHON.value(
+            "backlog", INT, 128, "listen queue length (capped by net.core.somaxconn)", minimum=1
         ),
     ),
 )
