@@ -13,6 +13,7 @@ from rich.console import Console
 
 from tests.support.measurements import measurement
 from tuner.machine.limits import Limits
+from tuner.metrics.coreshare import CoresGot, CoreShare
 from tuner.metrics.measurement import Latency, TemplateFigures
 from tuner.metrics.stats import Spread, spread_text
 from tuner.report import tables
@@ -85,6 +86,16 @@ def test_noise_summary_joins_both_and_says_when_nothing_was_measured() -> None:
     )
     too_few = noise_summary([[0, 2.0]], [_confirmed("default", [100])])
     assert too_few == "not measured (too few probes or rounds)"
+
+
+def test_noise_summary_names_what_the_runs_cpus_lost() -> None:
+    stolen = CoresGot(CoreShare(1, 0.18, 0.0), CoreShare(1, 0.0, 0.0))
+    runs = [replace(measurement(100), cores=stolen), measurement(150)]
+    confirmed = [Confirmed(Candidate("default", None, {}), runs=runs)]
+    assert noise_summary([], confirmed) == (
+        "repeats of one config varied 40% in req/s (median over 1 configs, max 40%); "
+        "steal in those runs: server CPUs 18% (up to 18%)"
+    )
 
 
 # --- `tuner bench`: the result table -------------------------------------------------------

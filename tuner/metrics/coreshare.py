@@ -5,7 +5,8 @@ Measured by `tuner.metrics.cores.CoresClock`; kept in the measurement and its JS
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,3 +65,40 @@ class CoresGot:
             CoreShare.from_json(data.get("server") or {}),
             CoreShare.from_json(load) if isinstance(load, Mapping) else None,
         )
+
+
+def losses_text(runs: Sequence[CoresGot]) -> list[str]:
+    """What the runs' CPUs lost, for a study's noise line: per cause, per CPU set, the median
+    share over the runs and the most ("steal in those runs: server CPUs 1% (up to 5%), load
+    CPUs 3% (up to 24%)"). A cause that took under half a percent in every run is left out."""
+    causes = []
+    for cause, share_of in (("steal", _stolen), ("other processes", _other)):
+        sets = []
+        for where, pick in (("server", _server), ("load", _load)):
+            shares = [share_of(found) for found in (pick(got) for got in runs) if found]
+            if shares and max(shares) >= _NOTHING:
+                middle = statistics.median(shares)
+                sets.append(f"{where} CPUs {middle:.0%} (up to {max(shares):.0%})")
+        if sets:
+            causes.append(f"{cause} in those runs: {', '.join(sets)}")
+    return causes
+
+
+# Below this share in every run, a cause is not worth a word.
+_NOTHING = 0.005
+
+
+def _server(got: CoresGot) -> CoreShare | None:
+    return got.server
+
+
+def _load(got: CoresGot) -> CoreShare | None:
+    return got.load
+
+
+def _stolen(share: CoreShare) -> float:
+    return share.stolen
+
+
+def _other(share: CoreShare) -> float:
+    return share.other

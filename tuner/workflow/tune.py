@@ -16,6 +16,7 @@ from tuner.loadgen.engine import keep_workers
 from tuner.machine.cpus import spare_cpus
 from tuner.machine.sizing import SizingRule
 from tuner.measure.runner import limits_context, run_bench, run_context
+from tuner.metrics.coreshare import losses_text
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
@@ -557,4 +558,5 @@ def noise_summary(probes: Sequence[Sequence[float]], confirmed: Sequence[Confirm
             f"repeats of one config varied {statistics.median(ranges):.0%} in req/s "
             f"(median over {len(ranges)} configs, max {max(ranges):.0%})"
         )
+    parts += losses_text([run.cores for c in confirmed for run in c.runs if run.cores is not None])
     return "; ".join(parts) or "not measured (too few probes or rounds)"
