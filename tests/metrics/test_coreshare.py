@@ -34,3 +34,10 @@ def test_the_noise_line_names_each_cause_with_its_median_and_most() -> None:
 def test_a_cause_that_took_nothing_is_not_named() -> None:
     assert losses_text([_got(0.001, 0.0), _got(0.0, 0.004)]) == []
     assert losses_text([]) == []
+
+
+def test_a_trial_line_names_only_the_losses_worth_a_word() -> None:
+    assert _got(0.18, 0.01, 0.07).notable() == (
+        "server CPUs lost 18% to steal, load CPUs lost 7% to other processes"
+    )
+    assert _got(0.04, 0.0).notable() is None

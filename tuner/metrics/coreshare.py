@@ -10,6 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# A loss a trial's line names: a twentieth of a CPU set's time.
+NOTABLE = 0.05
+
 
 @dataclass(frozen=True)
 class CoreShare:
@@ -47,6 +50,22 @@ class CoresGot:
         """The largest share either set lost to steal or other processes."""
         shares = [self.server, *([self.load] if self.load else [])]
         return max(share.stolen + share.other for share in shares)
+
+    def notable(self) -> str | None:
+        """The losses a reader of a trial's line should see (`NOTABLE` or more of a set's
+        time), e.g. "server CPUs lost 18% to steal"; None when every one is smaller."""
+        said = []
+        for where, share in (("server", self.server), ("load", self.load)):
+            if share is None:
+                continue
+            causes = [
+                f"{value:.0%} to {cause}"
+                for cause, value in (("steal", share.stolen), ("other processes", share.other))
+                if value >= NOTABLE
+            ]
+            if causes:
+                said.append(f"{where} CPUs lost {' and '.join(causes)}")
+        return ", ".join(said) or None
 
     def describe(self) -> str:
         text = f"server CPUs {self.server.describe()}"

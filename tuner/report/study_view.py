@@ -37,6 +37,8 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
         assert record.measurement is not None
         flags = ["client_bound"] if record.measurement.client_bound else []
         flags += ["event loop blocked"] if record.measurement.blocked_loop else []
+        lost = record.measurement.cores.notable() if record.measurement.cores else None
+        flags += [lost] if lost else []
         flags += [] if record.feasible else [record.fail_reason or "violates SLO"]
         if record.feasible:  # an infeasible trial's reason already quotes the server's log
             flags += [f"server log: {line}" for line in record.measurement.server_log]
@@ -69,6 +71,8 @@ class PlainListener(QuietListener):
         if self.quiet:
             return
         figure = f"{run.median_rps:,.0f} req/s p99 {run.latency.p99_ms:.2f} ms" if run else "failed"
+        lost = run.cores.notable() if run and run.cores else None
+        figure += f" ({lost})" if lost else ""
         print(
             f"confirm round {round_index + 1}: {candidate.label}: {figure}",
             file=sys.stderr,
