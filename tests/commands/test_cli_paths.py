@@ -17,7 +17,7 @@ from tuner.report import data as report_data
 from tuner.search.attrs import StudyAttrs
 from tuner.search.study import StudySetup, open_study
 from tuner.servers import get_adapter
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import write_artifact
 
 REPO = Path(__file__).resolve().parents[2]
 

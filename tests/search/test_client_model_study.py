@@ -11,7 +11,7 @@ from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
 from tuner.errors import ConfigError
 from tuner.search.study import open_study
-from tuner.workflow.tune import describe_workload
+from tuner.workflow.tune_steps import describe_workload
 
 
 def setup_for(storage: str, *options: str):

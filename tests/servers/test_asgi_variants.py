@@ -18,7 +18,7 @@ from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import Bind, ServerAdapter
 from tuner.servers.gunicorn_asgi import TUNED_WORKER
 from tuner.settings import Value
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")

@@ -15,7 +15,7 @@ from tuner.apps import parse_app
 from tuner.errors import ConfigError
 from tuner.search.space import load_space
 from tuner.servers.base import ServerAdapter
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")

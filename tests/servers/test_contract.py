@@ -51,7 +51,7 @@ from tuner.servers.base import (
     Transport,
 )
 from tuner.settings import SettingKind, Value
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import HOST, ROOT, require_adapter, running
 from tuner.apps import parse_app
 from tuner.servers.base import ServerAdapter
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")

@@ -20,7 +20,7 @@ from tuner.logsigns import load_sign_lines
 from tuner.measure.runner import BenchPlan, run_bench
 from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import Bind, ServerAdapter
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")

@@ -20,7 +20,7 @@ from tuner.servers.base import ServerAdapter
 from tuner.servers.gunicorn import GunicornAdapter
 from tuner.workflow.apprequirements import app_folder, declared_requirements
 from tuner.workflow.cleanvenv import clean_venv, requirements_key
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import write_artifact
 from tuner.workflow.provenance import install_command
 
 # Runs the tuner or a server in a subprocess: not in the fast set.

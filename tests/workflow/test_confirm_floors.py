@@ -15,7 +15,7 @@ from tuner.workflow.confirm import (
     decide,
 )
 from tuner.workflow.provenance import header_lines
-from tuner.workflow.tune import TuneOutcome
+from tuner.workflow.tune_steps import TuneOutcome
 
 
 def run(rps: float, bound: bool = False) -> Measurement:

@@ -12,7 +12,7 @@ from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
 from tuner.search.records import TrialRecord
 from tuner.search.study import StudySetup
-from tuner.workflow.tune import pick_candidates
+from tuner.workflow.tune_steps import pick_candidates
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,8 @@
 
 Each server gets its own study (named COMPARE-SERVER) with exactly the options of `tuner tune`;
 the config files, compare.html, compare.png and compare.json go to one folder. By default the
-studies race (tuner/workflow/racing.py) within `--budget` minutes; `--full` runs each one whole.
+studies race (tuner/workflow/race_runner.py) within `--budget` minutes; `--full` runs each one
+whole.
 With `--for-cpus`, each server's study runs at the largest size and its written file is sized
 at boot, as `tune --for-cpus` writes it (tuner/workflow/sizes.py).
 """
@@ -37,11 +38,11 @@ from tuner.servers import SERVERS, get_adapter, server_names
 DEFAULT_BUDGET_MIN = 14.0
 
 if TYPE_CHECKING:
-    from tuner.report.compare import Split
+    from tuner.report.compare_page import Split
     from tuner.report.study_view import PlainListener
     from tuner.search.study import StudySetup
-    from tuner.workflow.compare import ServerRow
-    from tuner.workflow.tune import TuneOutcome
+    from tuner.workflow.side_by_side import ServerRow
+    from tuner.workflow.tune_steps import TuneOutcome
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -96,12 +97,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tuner.report.compare import compare_table, sized_tables
+    from tuner.report.compare_page import compare_table, sized_tables
     from tuner.report.html import check_out_dir
     from tuner.report.study_view import PlainListener, print_json
     from tuner.report.terminal import console as stdout_console
     from tuner.report.terminal import print_tables
-    from tuner.workflow import compare
+    from tuner.workflow import side_by_side
 
     sizes = for_cpus(args)  # before the app is imported: a bad size is one line
     # `all` means every server that can serve the app: its interface decides (and with
@@ -149,10 +150,10 @@ def handle(args: argparse.Namespace) -> int:
             outcomes[setup.contender] = run_tune(
                 setup, per_server[setup.contender], setup.file_in(out), sizes
             )
-        confirmed = compare.side_by_side(
+        confirmed = side_by_side.side_by_side(
             setups, outcomes, args.compare_rounds, out / "confirm", listener.on_confirm_run
         )
-        rows = compare.rows(setups, outcomes, confirmed)
+        rows = side_by_side.rows(setups, outcomes, confirmed)
         race_json: dict[str, object] | None = None
     else:
         outcomes, rows, race_json = _race(setups, per_server, budget_s, args, out, listener, sizes)
@@ -204,13 +205,13 @@ def _race(
 ) -> tuple[dict[str, TuneOutcome], list[ServerRow], dict[str, object]]:
     """The raced comparison: the race, its final rounds, the rows."""
     from tuner.report.study_view import PlainListener
-    from tuner.workflow import compare, racing
+    from tuner.workflow import race_runner, side_by_side
 
     def say(line: str) -> None:
         if not args.json:  # on stdout, as the app's line: stderr keeps an error to one line
             print(line, flush=True)
 
-    options = racing.RaceOptions(
+    options = race_runner.RaceOptions(
         budget_s=budget_s,
         max_trials=args.trials,
         top_k=args.top_k,
@@ -224,9 +225,9 @@ def _race(
     listeners = {
         s.contender: PlainListener(s.adapter.table.defaults(), quiet=args.json) for s in setups
     }
-    result = racing.run_race(setups, listeners, options, say, listener.on_confirm_run)
+    result = race_runner.run_race(setups, listeners, options, say, listener.on_confirm_run)
     say("race: final rounds: " + ", ".join(result.finalists) + " and every server's default")
-    final = racing.run_final(result, options, out, listener.on_confirm_run)
+    final = race_runner.run_final(result, options, out, listener.on_confirm_run)
     summary = {
         "budget_s": budget_s,
         "rungs": result.rungs,
@@ -234,7 +235,7 @@ def _race(
         "finalists": result.finalists,
         "stopped": {lane.server: lane.stopped for lane in result.lanes if lane.stopped},
     }
-    return final.outcomes, compare.race_rows(result, final), summary
+    return final.outcomes, side_by_side.race_rows(result, final), summary
 
 
 @dataclass(frozen=True)
@@ -333,7 +334,7 @@ def _write(
     sized: SizedFor,
 ) -> None:
     from tuner.files import atomic_write
-    from tuner.report.compare import compare_chart, compare_table, sized_tables
+    from tuner.report.compare_page import compare_chart, compare_table, sized_tables
     from tuner.report.html import render_page, write_report
 
     chart = compare_chart(rows)
@@ -366,7 +367,7 @@ def _write(
 def load_split(setups: Sequence[StudySetup]) -> Split:
     """The load CPUs every server's rounds had, and this machine's CPUs to spare."""
     from tuner.machine.cpus import spare_cpus
-    from tuner.report.compare import Split
+    from tuner.report.compare_page import Split
 
     load = setups[0].load.load_cpus
     return Split(len(load), spare_cpus(setups[0].server_cpus, load))

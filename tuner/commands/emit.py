@@ -35,7 +35,7 @@ def handle(args: argparse.Namespace) -> int:
 
     from tuner.search.study import load_records
     from tuner.workflow.apprequirements import find_app_requirements
-    from tuner.workflow.emit import write_artifact
+    from tuner.workflow.proven_file import write_artifact
     from tuner.workflow.provenance import trial_header
 
     attrs, records = load_records(args.storage, args.study)

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from tuner.report.study_view import PlainListener
     from tuner.search.study import StudySetup
     from tuner.workflow.apprequirements import AppRequirements
-    from tuner.workflow.emit import Unproven
-    from tuner.workflow.tune import TuneOutcome
+    from tuner.workflow.proven_file import Unproven
+    from tuner.workflow.tune_steps import TuneOutcome
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -348,7 +348,7 @@ def _tune(
     sizes: tuple[float, ...] = (),
 ) -> TuneOutcome:
     from tuner.workflow.sizes import measure_sizes
-    from tuner.workflow.tune import SizingFor, tune
+    from tuner.workflow.tune_steps import SizingFor, tune
 
     # --for-cpus: the other sizes are measured once the reference study has its winner.
     sizing_for: SizingFor | None = (

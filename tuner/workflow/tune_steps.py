@@ -37,14 +37,14 @@ from tuner.workflow.confirm import (
     more_rounds,
     settle,
 )
-from tuner.workflow.emit import (
+from tuner.workflow.logcost import logging_costs
+from tuner.workflow.proven_file import (
     NotProvenClean,
     Unproven,
     first_line,
     prove_clean_boot,
     write_artifact,
 )
-from tuner.workflow.logcost import logging_costs
 from tuner.workflow.provenance import header_lines, install_command
 
 
@@ -55,7 +55,7 @@ class TuneOutcome:
     verdict: Verdict | None
     out_path: Path | None
     noise: str
-    unproven: Unproven | None = None  # written as FILE.unproven instead: see emit.py
+    unproven: Unproven | None = None  # written as FILE.unproven instead: see proven_file.py
     requirements: AppRequirements | None = None  # the app's, named in the file
     sizing: SizingRule | None = None  # --for-cpus: the rule the file computes its counts by
     # The confirmation rounds that reached the load generator's limit, and the load CPUs they

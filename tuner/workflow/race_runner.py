@@ -1,5 +1,5 @@
 """`compare` as a race: rungs of trials per server, each server's best re-measured beside the
-others', the servers behind beyond the noise stopped (the rule: tuner/workflow/race.py), then
+others', the servers behind beyond the noise stopped (the rule: tuner/workflow/race_rule.py), then
 one set of interleaved final rounds for the finalists' candidates and every server's default.
 
 The rungs measure with short windows (RUNG_DURATION_S after RUNG_WARMUP_S, or the user's if
@@ -23,12 +23,12 @@ from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.study import StudyListener, StudySetup, run_search
 from tuner.search.study_handle import StudyHandle
 from tuner.settings import Value
-from tuner.workflow import race
+from tuner.workflow import race_rule
 from tuner.workflow.apprequirements import AppRequirements
 from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, confirm, more_rounds
-from tuner.workflow.race import BudgetPlan, RunCost, Standing
+from tuner.workflow.race_rule import BudgetPlan, RunCost, Standing
 from tuner.workflow.sizes import measure_sizes, size_trials
-from tuner.workflow.tune import (
+from tuner.workflow.tune_steps import (
     SizingFor,
     TuneOutcome,
     conclude,
@@ -105,7 +105,7 @@ class RaceResult:
     @property
     def lean(self) -> list[str]:
         """The finalists that bring only some of their candidates, to fit the budget."""
-        return self.finalists[race.MIN_FINALISTS :] if self.extra_candidates else []
+        return self.finalists[race_rule.MIN_FINALISTS :] if self.extra_candidates else []
 
 
 @dataclass(frozen=True)
@@ -206,10 +206,10 @@ def run_race(
             if spread is not None:
                 trials = lane.trials()
                 standings[lane.server] = Standing(lane.server, trials, spread, lane.gain, lane.done)
-        next_round += race.RACE_ROUNDS
+        next_round += race_rule.RACE_ROUNDS
         noise = _noise(lanes)
         judged = [standings[lane.server] for lane in racing if lane.server in standings]
-        calls = race.judge(
+        calls = race_rule.judge(
             judged,
             noise=noise,
             rungs_left=plan.rungs_left(clock.spent_s, clock.cost(), len(judged)),
@@ -219,7 +219,7 @@ def run_race(
             lane = next(lane for lane in lanes if lane.server == call.server)
             lane.stopped = call.reason
             say(f"race: {lane.server} stops drawing trials: {call.reason}")
-        finalists = race.finalists(
+        finalists = race_rule.finalists(
             list(standings.values()),
             noise=noise,
             higher_is_better=headline.higher_is_better,
@@ -233,7 +233,7 @@ def run_race(
         say(f"race: rung {rungs}: " + ", ".join(lane.server for lane in drawing))
         for lane in drawing:
             say(f"{lane.server}: rung {rungs}")  # its trial lines follow
-            _rung(lane, race.RUNG_TRIALS, options, clock)
+            _rung(lane, race_rule.RUNG_TRIALS, options, clock)
     extra = plan.extra_candidates(clock.spent_s, clock.cost(), len(finalists))
     fewer = extra if extra < plan.final_candidates else 0
     result = RaceResult(lanes, finalists, standings, noise, rungs, fewer)
@@ -241,7 +241,7 @@ def run_race(
         say(
             f"race: {len(finalists)} finalists, the noise cannot separate them; so that the "
             f"final rounds fit the budget, {', '.join(result.lean)} bring {extra} configs "
-            f"each (their default and best first), the top {race.MIN_FINALISTS} all theirs"
+            f"each (their default and best first), the top {race_rule.MIN_FINALISTS} all theirs"
         )
     return result
 
@@ -277,7 +277,7 @@ def _first_rung(
     # The first rung's gain is over the server's default: what its space added so far.
     if default is not None and default.measured and lane.best_value is not None:
         headline = lane.setup.objective.headlines[0]
-        lane.gain = race.gain_over(
+        lane.gain = race_rule.gain_over(
             headline.value(default.figures),
             lane.best_value,
             higher_is_better=headline.higher_is_better,
@@ -306,7 +306,9 @@ def _rung(lane: Lane, trials: int, options: RaceOptions, clock: _Clock) -> None:
         return
     headline = lane.setup.objective.headlines[0]
     value = headline.value(best.figures)
-    lane.gain = race.gain_over(lane.best_value, value, higher_is_better=headline.higher_is_better)
+    lane.gain = race_rule.gain_over(
+        lane.best_value, value, higher_is_better=headline.higher_is_better
+    )
     lane.best_value = value
 
 
@@ -336,8 +338,8 @@ def _race_rounds(
 
     started = clock.now()
     entries = [entry for _, entry in chosen]
-    more_rounds(entries, range(first_round, first_round + race.RACE_ROUNDS), measure, on_run)
-    clock.rung_runs += len(entries) * race.RACE_ROUNDS
+    more_rounds(entries, range(first_round, first_round + race_rule.RACE_ROUNDS), measure, on_run)
+    clock.rung_runs += len(entries) * race_rule.RACE_ROUNDS
     clock.rung_spent += clock.now() - started
     return chosen
 
@@ -374,7 +376,7 @@ def _noise(lanes: Sequence[Lane]) -> float:
         for entry in lane.entries.values()
         if (spread := entry.spread(lane.setup.objective.headlines[0])) is not None
     ]
-    return race.race_noise(probes, repeats)
+    return race_rule.race_noise(probes, repeats)
 
 
 @dataclass(frozen=True)
