@@ -12,6 +12,7 @@ from tests.conftest import unavailable
 from tuner.apps import parse_app
 from tuner.cli import build_parser, main
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.errors import ConfigError, TunerError
 from tuner.report import data as report_data
 from tuner.search.attrs import StudyAttrs
@@ -48,7 +49,7 @@ def _setup(tmp_path: Path, *extra: str) -> StudySetup:
         + ["--storage", f"sqlite:///{tmp_path}/s.db", "--study-name", "shared", *extra]
         + ["--no-branch-starts"]
     )
-    return build_setup(args)
+    return build_setup(TuneOptions.from_args(args))
 
 
 def test_allow_mixed_hosts_joins_a_study_measured_elsewhere(tmp_path: Path) -> None:

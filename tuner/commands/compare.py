@@ -22,13 +22,8 @@ from tuner.apps import Interface, check_app_imports, parse_app
 from tuner.commands.compare_sizes import SizedFor, sizable
 from tuner.commands.options import add_for_cpus_option
 from tuner.commands.setup import STUDY_NAME, build_setup
-from tuner.commands.tune import (
-    add_tune_options,
-    app_requirements,
-    for_cpus,
-    run_tune,
-    sized_setup,
-)
+from tuner.commands.tune import run_tune
+from tuner.commands.tune_options import TuneOptions, add_tune_options, for_cpus
 from tuner.errors import ConfigError, TunerError
 from tuner.search.storage_url import study_workdir
 from tuner.servers import SERVERS, get_adapter, server_names
@@ -41,6 +36,7 @@ if TYPE_CHECKING:
     from tuner.report.compare_page import Split
     from tuner.report.study_view import PlainListener
     from tuner.search.study import StudySetup
+    from tuner.workflow.race_runner import RaceOptions, RaceResult
     from tuner.workflow.side_by_side import ServerRow
     from tuner.workflow.tune_steps import TuneOutcome
 
@@ -94,6 +90,34 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=handle)
 
 
+@dataclass(frozen=True)
+class CompareOptions:
+    """`compare`'s options, read from the command line once; `study` is every server's study
+    options, each taken with its own app, server and name (`TuneOptions.for_study`)."""
+
+    apps: tuple[str, ...]
+    servers: str
+    name: str | None
+    compare_rounds: int
+    budget_min: float | None
+    full: bool
+    out: Path | None
+    study: TuneOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CompareOptions:
+        return cls(
+            apps=tuple(args.app),
+            servers=args.servers,
+            name=args.name,
+            compare_rounds=args.compare_rounds,
+            budget_min=args.budget,
+            full=args.full,
+            out=args.out,
+            study=TuneOptions.of_study(args, app="", server="", study_name=None),
+        )
+
+
 def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -103,62 +127,62 @@ def handle(args: argparse.Namespace) -> int:
     from tuner.report.terminal import console as stdout_console
     from tuner.report.terminal import print_tables
     from tuner.workflow import side_by_side
+    from tuner.workflow.sizes import sized_setup
 
-    sizes = for_cpus(args)  # before the app is imported: a bad size is one line
+    options = CompareOptions.from_args(args)
+    shared = options.study
+    sizes = for_cpus(shared)  # before the app is imported: a bad size is one line
     # `all` means every server that can serve the app: its interface decides (and with
     # --for-cpus, whether it writes a file sized at boot).
-    entries = entry_points(args.app)
-    servers = parse_servers(args.servers, args.front, [e.interface for e in entries])
-    sized = sizable(servers, args.servers, sizes)
-    chosen = contenders(sized.kept(servers), entries, args.servers)
-    if not args.json:  # on stdout: stderr keeps an error to one line
+    entries = entry_points(options.apps)
+    servers = parse_servers(options.servers, shared.front, [e.interface for e in entries])
+    sized = sizable(servers, options.servers, sizes)
+    chosen = contenders(sized.kept(servers), entries, options.servers)
+    if not shared.json:  # on stdout: stderr keeps an error to one line
         found = "; ".join(f"app {e.text}: {e.interface.describe()}" for e in entries)
         print(f"{found}; servers: {', '.join(c.name for c in chosen)}", flush=True)
         if sized.left_out:
             print(sized.left_out_line(), flush=True)
-    if args.compare_rounds < 1:
-        raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
-    budget_s = budget_seconds(args.budget, args.full)
+    if options.compare_rounds < 1:
+        raise ConfigError(
+            f"--compare-rounds {options.compare_rounds}: expected a whole number >= 1"
+        )
+    budget_s = budget_seconds(options.budget_min, options.full)
     modules = "-".join(parse_app(e.text).module.rsplit(".", 1)[-1] for e in entries)
     # A sized compare's studies run under a CPU limit: apart from those of one without.
-    name = args.name or f"{modules}-compare-{args.objective}" + ("-sized" if sizes else "")
+    name = options.name or f"{modules}-compare-{shared.objective}" + ("-sized" if sizes else "")
     if not STUDY_NAME.match(name):
         raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
-    out = check_out_dir(args.out or study_workdir(args.storage, name))
+    out = check_out_dir(options.out or study_workdir(shared.storage, name))
     # Every contender's options are checked before the first one is tuned.
     per_server = {
-        c.name: argparse.Namespace(
-            **{
-                **vars(args),
-                "app": c.entry.text,
-                "server": c.server,
-                "study_name": f"{name}-{c.name}",
-            }
-        )
-        for c in chosen
+        c.name: shared.for_study(c.entry.text, c.server, f"{name}-{c.name}") for c in chosen
     }
     setups = [
         replace(build_setup(per_server[c.name]), entrant="" if c.name == c.server else c.name)
         for c in chosen
     ]
     if sizes:  # each study at the largest size, as `tune --for-cpus` runs its reference
-        setups = [sized_setup(s, per_server[s.contender], sizes) for s in setups]
-    listener = PlainListener({}, quiet=args.json)
-    if args.full:
+        setups = [sized_setup(s, sizes, per_server[s.contender].study_name) for s in setups]
+    listener = PlainListener({}, quiet=shared.json)
+    race: RaceResult | None = None
+    if options.full:
         outcomes: dict[str, TuneOutcome] = {}
         for setup in setups:
             outcomes[setup.contender] = run_tune(
                 setup, per_server[setup.contender], setup.file_in(out), sizes
             )
         confirmed = side_by_side.side_by_side(
-            setups, outcomes, args.compare_rounds, out / "confirm", listener.on_confirm_run
+            setups, outcomes, options.compare_rounds, out / "confirm", listener.on_confirm_run
         )
         rows = side_by_side.rows(setups, outcomes, confirmed)
-        race_json: dict[str, object] | None = None
     else:
-        outcomes, rows, race_json = _race(setups, per_server, budget_s, args, out, listener, sizes)
-    _write(out, name, setups, rows, race_json, sized)
-    if args.json:
+        race_options = _race_options(setups, per_server, budget_s, options, sizes)
+        outcomes, rows, race = _race(setups, race_options, shared.json, out, listener)
+    race_json = race.to_json(budget_s) if race is not None else None
+    noise = race.noise if race is not None else None  # --full: the ranges alone call a tie
+    _write(out, name, setups, rows, race_json, noise, sized)
+    if shared.json:
         print_json(
             {
                 "compare": name,
@@ -169,7 +193,7 @@ def handle(args: argparse.Namespace) -> int:
             }
         )
     else:
-        table = compare_table(rows, load_split(setups), _noise(race_json), _connections(setups))
+        table = compare_table(rows, load_split(setups), noise, _connections(setups))
         print_tables(stdout_console(), [table, *sized_tables(rows)])
         Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
     unproven = [o.unproven for o in outcomes.values() if o.unproven is not None]
@@ -194,48 +218,56 @@ def budget_seconds(minutes: float | None, full: bool) -> float:
     return minutes * 60
 
 
+def _race_options(
+    setups: list[StudySetup],
+    per_server: dict[str, TuneOptions],
+    budget_s: float,
+    options: CompareOptions,
+    sizes: tuple[float, ...],
+) -> RaceOptions:
+    """The race's options, each server's app requirements found before anything is measured."""
+    from tuner.workflow.apprequirements import study_requirements
+    from tuner.workflow.race_runner import RaceOptions
+
+    shared = options.study
+    return RaceOptions(
+        budget_s=budget_s,
+        max_trials=shared.trials,
+        top_k=shared.top_k,
+        final_rounds=options.compare_rounds,
+        app_requirements={
+            s.contender: study_requirements(
+                s, per_server[s.contender].app_requirements, shared.clean_venv_check
+            )
+            for s in setups
+        },
+        check_clean_venv=shared.clean_venv_check,
+        sizes=sizes,
+    )
+
+
 def _race(
     setups: list[StudySetup],
-    per_server: dict[str, argparse.Namespace],
-    budget_s: float,
-    args: argparse.Namespace,
+    options: RaceOptions,
+    quiet: bool,
     out: Path,
     listener: PlainListener,
-    sizes: tuple[float, ...],
-) -> tuple[dict[str, TuneOutcome], list[ServerRow], dict[str, object]]:
+) -> tuple[dict[str, TuneOutcome], list[ServerRow], RaceResult]:
     """The raced comparison: the race, its final rounds, the rows."""
     from tuner.report.study_view import PlainListener
     from tuner.workflow import race_runner, side_by_side
 
     def say(line: str) -> None:
-        if not args.json:  # on stdout, as the app's line: stderr keeps an error to one line
+        if not quiet:  # on stdout, as the app's line: stderr keeps an error to one line
             print(line, flush=True)
 
-    options = race_runner.RaceOptions(
-        budget_s=budget_s,
-        max_trials=args.trials,
-        top_k=args.top_k,
-        final_rounds=args.compare_rounds,
-        app_requirements={
-            s.contender: app_requirements(s, per_server[s.contender]) for s in setups
-        },
-        check_clean_venv=args.clean_venv_check,
-        sizes=sizes,
-    )
     listeners = {
-        s.contender: PlainListener(s.adapter.table.defaults(), quiet=args.json) for s in setups
+        s.contender: PlainListener(s.adapter.table.defaults(), quiet=quiet) for s in setups
     }
     result = race_runner.run_race(setups, listeners, options, say, listener.on_confirm_run)
     say("race: final rounds: " + ", ".join(result.finalists) + " and every server's default")
     final = race_runner.run_final(result, options, out, listener.on_confirm_run)
-    summary = {
-        "budget_s": budget_s,
-        "rungs": result.rungs,
-        "noise": result.noise,
-        "finalists": result.finalists,
-        "stopped": {lane.server: lane.stopped for lane in result.lanes if lane.stopped},
-    }
-    return final.outcomes, side_by_side.race_rows(result, final), summary
+    return final.outcomes, side_by_side.race_rows(result, final), result
 
 
 @dataclass(frozen=True)
@@ -313,12 +345,6 @@ def parse_servers(
     return servers
 
 
-def _noise(race: dict[str, object] | None) -> float | None:
-    """The noise the race measured (None for --full: the ranges alone then call a tie)."""
-    value = (race or {}).get("noise")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def _connections(setups: Sequence[StudySetup]) -> int | None:
     """The closed loop's connections (None for an open loop: its ceiling is the rate)."""
     load = setups[0].load
@@ -331,6 +357,7 @@ def _write(
     setups: list[StudySetup],
     rows: list[ServerRow],
     race: dict[str, object] | None,
+    noise: float | None,
     sized: SizedFor,
 ) -> None:
     from tuner.files import atomic_write
@@ -350,7 +377,7 @@ def _write(
         )
     summary += sized.summary()
     tables = [
-        compare_table(rows, load_split(setups), _noise(race), _connections(setups)),
+        compare_table(rows, load_split(setups), noise, _connections(setups)),
         *sized_tables(rows),
     ]
     page = render_page(f"tuner compare: {name}", summary, [chart], tables)

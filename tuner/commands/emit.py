@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from tuner.apps import check_app_imports, parse_app
-from tuner.commands.tune import add_requirement_options
+from tuner.commands.tune_options import add_requirement_options
 from tuner.errors import ConfigError
 from tuner.search.storage_url import DEFAULT_STORAGE
 from tuner.servers.appenv import adapter_for_app

@@ -107,6 +107,16 @@ class RaceResult:
         """The finalists that bring only some of their candidates, to fit the budget."""
         return self.finalists[race_rule.MIN_FINALISTS :] if self.extra_candidates else []
 
+    def to_json(self, budget_s: float) -> dict[str, object]:
+        """The race as compare.json and `compare --json` give it, with the budget it had."""
+        return {
+            "budget_s": budget_s,
+            "rungs": self.rungs,
+            "noise": self.noise,
+            "finalists": self.finalists,
+            "stopped": {lane.server: lane.stopped for lane in self.lanes if lane.stopped},
+        }
+
 
 @dataclass(frozen=True)
 class RaceOptions:

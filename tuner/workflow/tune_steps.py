@@ -6,6 +6,7 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from tuner.workflow.proven_file import (
     write_artifact,
 )
 from tuner.workflow.provenance import header_lines, install_command
+from tuner.workflow.sizes import measure_sizes
 
 
 @dataclass(frozen=True)
@@ -171,41 +173,56 @@ class TuneOutcome:
 SizingFor = Callable[[Mapping[str, Value], float | None, Sequence[TrialRecord]], SizingRule]
 
 
+@dataclass(frozen=True)
+class TuneRun:
+    """How one study's tune runs, as the command's options gave it: the search's length, the
+    confirmation, the clean-venv proof, and --for-cpus' sizes (none without it)."""
+
+    n_trials: int
+    timeout_s: float | None
+    top_k: int
+    confirm_rounds: int
+    check_clean_venv: bool = True
+    sizes: tuple[float, ...] = ()
+
+
 @keep_workers()  # one set of load workers for the search and the confirmation rounds
 def tune(
     setup: StudySetup,
+    run: TuneRun,
     *,
-    n_trials: int | None,
-    timeout_s: float | None,
-    top_k: int,
-    confirm_rounds: int,
     out_path: Path,
     listener: StudyListener,
     on_confirm_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
     app_requirements: AppRequirements | None = None,
-    check_clean_venv: bool = True,
-    sizing_for: SizingFor | None = None,
 ) -> TuneOutcome:
-    """One study at `setup`'s CPUs; with `sizing_for` (--for-cpus), the winner's counts are
-    measured at the other sizes too (tuner/workflow/sizes.py) and the file computes its counts
-    at boot from the rule through them."""
-    study = start(setup, app_requirements, check_clean_venv)
-    run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
+    """One study at `setup`'s CPUs; with `run.sizes` (--for-cpus, `setup` at the largest), the
+    winner's counts are measured at the other sizes too (tuner/workflow/sizes.py) and the file
+    computes its counts at boot from the rule through them."""
+    study = start(setup, app_requirements, run.check_clean_venv)
+    run_search(setup, study, n_trials=run.n_trials, timeout_s=run.timeout_s, listener=listener)
     records = study.records(queued=False)
-    candidates = pick_candidates(setup, records, top_k, pareto=study.pareto_numbers())
+    candidates = pick_candidates(setup, records, run.top_k, pareto=study.pareto_numbers())
     measure = measurer(setup)
-    confirmed = confirm(candidates, confirm_rounds, measure, on_confirm_run)
+    rounds = run.confirm_rounds
+    confirmed = confirm(candidates, rounds, measure, on_confirm_run)
+    # --for-cpus: the other sizes are measured once the reference study has its winner.
+    sizing_for: SizingFor | None = (
+        partial(measure_sizes, setup, run.sizes, n_trials=run.n_trials, listener=listener)
+        if run.sizes
+        else None
+    )
     return conclude(
         setup,
         study,
         records,
         confirmed,
         more=lambda pair: more_rounds(
-            pair, range(confirm_rounds, confirm_rounds + EXTRA_ROUNDS), measure, on_confirm_run
+            pair, range(rounds, rounds + EXTRA_ROUNDS), measure, on_confirm_run
         ),
         out_path=out_path,
         app_requirements=app_requirements,
-        check_clean_venv=check_clean_venv,
+        check_clean_venv=run.check_clean_venv,
         sizing_for=sizing_for,
     )
 
