@@ -18,7 +18,7 @@ from tuner.report import data as report_data
 from tuner.search.attrs import StudyAttrs
 from tuner.search.study import StudySetup, open_study
 from tuner.servers import get_adapter
-from tuner.workflow.proven_file import write_artifact
+from tuner.workflow.proven_file import BootCheck, ServerConfig, write_artifact
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,12 +74,14 @@ def test_a_config_that_does_not_boot_is_not_written(tmp_path: Path, since: float
     out = tmp_path / "uwsgi.ini"
     with pytest.raises(TunerError, match="did not boot, so it was not written") as caught:
         write_artifact(
-            adapter,
-            parse_app(str(REPO / "apps/hello.py")),
-            {**adapter.table.defaults(), "listen": somaxconn + 1},
+            ServerConfig(
+                adapter,
+                parse_app(str(REPO / "apps/hello.py")),
+                {**adapter.table.defaults(), "listen": somaxconn + 1},
+            ),
             ["a header"],
             out,
-            server_cpus=(min(os.sched_getaffinity(0)),),
+            boot=BootCheck(server_cpus=(min(os.sched_getaffinity(0)),)),
         )
     assert "somaxconn" in str(caught.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no file, no temp file left

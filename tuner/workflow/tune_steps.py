@@ -40,7 +40,10 @@ from tuner.workflow.confirm import (
 )
 from tuner.workflow.logcost import logging_costs
 from tuner.workflow.proven_file import (
+    BootCheck,
     NotProvenClean,
+    Requirements,
+    ServerConfig,
     Unproven,
     first_line,
     prove_clean_boot,
@@ -280,17 +283,16 @@ def conclude(
         study.save_pick(chosen.candidate.settings, header, sizing.to_dict() if sizing else None)
         try:
             written = write_artifact(
-                setup.adapter,
-                setup.app,
-                chosen.candidate.settings,
+                ServerConfig(setup.adapter, setup.app, chosen.candidate.settings),
                 header,
                 out_path,
-                server_cpus=setup.server_cpus,
-                ready_path=setup.ready_path,
-                app_requirements=app_requirements.lines if app_requirements else (),
-                requirements_source=app_requirements.describe() if app_requirements else "",
-                check_clean_venv=check_clean_venv,
-                keep_unproven=True,
+                boot=BootCheck(setup.server_cpus, setup.ready_path),
+                requirements=Requirements(
+                    app_lines=app_requirements.lines if app_requirements else (),
+                    source=app_requirements.describe() if app_requirements else "",
+                    check_clean_venv=check_clean_venv,
+                    keep_unproven=True,
+                ),
                 sizing=sizing,
             )
         except Unproven as exc:
@@ -334,12 +336,9 @@ def prove_default_clean(setup: StudySetup, app_requirements: AppRequirements | N
     requirements = (*setup.adapter.requirements(defaults), *lines)
     try:
         prove_clean_boot(
-            setup.adapter,
-            setup.app,
-            defaults,
+            ServerConfig(setup.adapter, setup.app, defaults),
             requirements,
-            server_cpus=setup.server_cpus,
-            ready_path=setup.ready_path,
+            boot=BootCheck(setup.server_cpus, setup.ready_path),
         )
     except (NotProvenClean, AppBrokenError) as exc:
         reason = exc.reason if isinstance(exc, NotProvenClean) else first_line(exc)
