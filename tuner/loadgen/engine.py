@@ -19,7 +19,7 @@ from typing import Any
 
 from tuner.errors import TunerError
 from tuner.loadgen import breakdown
-from tuner.loadgen.checks import PERCENTILES, assess, fairness_index
+from tuner.loadgen.checks import PERCENTILES, RunTotals, assess, fairness_index
 from tuner.loadgen.http import idle_request, tagged_sequence
 from tuner.loadgen.messages import Done, Failed, FromWorker, Go, Ready, Stop, WindowReport
 from tuner.loadgen.spec import LoadSpec
@@ -335,22 +335,23 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
     fairness = None if spec.open_loop else fairness_index([n for f in finals for n in f.completed])
     busiest = max(finals, key=lambda f: f.cpu_pct)
     loadgen_cpu = busiest.cpu_pct
-    ratio, reasons, client_bound, notes = assess(
-        rps=rps,
-        mean_completed_ms=mean_completed_ms,
-        connections=spec.fast_connections,
-        open_loop=spec.open_loop,
-        starved=starved,
-        fairness=fairness,
-        error_rate=error_rate,
-        loadgen_cpu=loadgen_cpu,
-        late_requests=late,
-        requests=requests,
-        slow_connections=spec.slow_connections,
-        slow_starved=sum(f.slow_starved for f in finals),
+    judged = assess(
+        RunTotals(
+            rps=rps,
+            mean_completed_ms=mean_completed_ms,
+            connections=spec.fast_connections,
+            open_loop=spec.open_loop,
+            starved=starved,
+            fairness=fairness,
+            error_rate=error_rate,
+            loadgen_cpu=loadgen_cpu,
+            late_requests=late,
+            requests=requests,
+            slow_connections=spec.slow_connections,
+            slow_starved=sum(f.slow_starved for f in finals),
+        )
     )
     idle = breakdown.idle_connections(spec, finals)
-    notes += breakdown.idle_note(idle)
     # A run stopped early (a pruned trial) ends with a sliver of a window: its rate says
     # nothing (a few ms with 0 or 3 answers) and would drag the median; the requests in it
     # still count in the overall rate.
@@ -371,14 +372,14 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
         connections=spec.connections,
         starved_connections=starved,
         fairness_index=fairness,
-        littles_law_ratio=ratio,
-        unfair_reasons=tuple(reasons),
+        littles_law_ratio=judged.littles_law_ratio,
+        unfair_reasons=judged.unfair_reasons,
         late_requests=late,
         target_rps=spec.rate_rps,
         loadgen_cpu_pct=loadgen_cpu,
         loadgen_kernel_cpu_pct=busiest.cpu_kernel_pct,
-        client_bound=client_bound,
-        notes=tuple(notes),
+        client_bound=judged.client_bound,
+        notes=(*judged.notes, *breakdown.idle_note(idle)),
         templates=breakdown.templates(spec.workload, finals, duration),
         slow_clients=breakdown.slow_clients(spec, snaps, finals, duration),
         idle_connections=idle,
