@@ -31,6 +31,7 @@ from tuner.workflow.sizes import measure_sizes, size_trials
 from tuner.workflow.tune_steps import (
     SizingFor,
     TuneOutcome,
+    WinnerFile,
     conclude,
     measurer,
     pick_candidates,
@@ -447,10 +448,12 @@ def run_final(
             more=lambda pair: more_rounds(
                 pair, range(rounds, rounds + EXTRA_ROUNDS), measure, named
             ),
-            out_path=lane.setup.file_in(out),
-            app_requirements=options.app_requirements.get(lane.server),
-            check_clean_venv=options.check_clean_venv,
-            sizing_for=_sizing_for(lane, options),
+            file=WinnerFile(
+                lane.setup.file_in(out),
+                options.app_requirements.get(lane.server),
+                options.check_clean_venv,
+                _sizing_for(lane, options),
+            ),
         )
     return FinalResult(confirmed, outcomes)
 

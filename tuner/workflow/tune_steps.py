@@ -189,6 +189,17 @@ class TuneRun:
     sizes: tuple[float, ...] = ()
 
 
+@dataclass(frozen=True)
+class WinnerFile:
+    """Where the winner's file goes and what it must name and prove: the app's requirements,
+    the clean-venv boot, and with `sizing_for` (--for-cpus) the rule it sizes itself by."""
+
+    out_path: Path
+    app_requirements: AppRequirements | None = None
+    check_clean_venv: bool = True
+    sizing_for: SizingFor | None = None
+
+
 @keep_workers()  # one set of load workers for the search and the confirmation rounds
 def tune(
     setup: StudySetup,
@@ -223,10 +234,7 @@ def tune(
         more=lambda pair: more_rounds(
             pair, range(rounds, rounds + EXTRA_ROUNDS), measure, on_confirm_run
         ),
-        out_path=out_path,
-        app_requirements=app_requirements,
-        check_clean_venv=run.check_clean_venv,
-        sizing_for=sizing_for,
+        file=WinnerFile(out_path, app_requirements, run.check_clean_venv, sizing_for),
     )
 
 
@@ -247,14 +255,12 @@ def conclude(
     confirmed: list[Confirmed],
     *,
     more: Callable[[Sequence[Confirmed]], None],
-    out_path: Path,
-    app_requirements: AppRequirements | None = None,
-    check_clean_venv: bool = True,
-    sizing_for: SizingFor | None = None,
+    file: WinnerFile,
 ) -> TuneOutcome:
     """Decide from the confirmation rounds (`more` measures a pair in doubt again: a close
     call, or a winner unfair in some of its runs), and write the winner's file with its
     evidence."""
+    app_requirements = file.app_requirements
     verdict = settle(confirmed, setup.objective, setup.slo, setup.adapter.resolve({}), more=more)
     noise = noise_summary(study.attrs().cpu_probe_ms or [], confirmed)
     load_cpus = setup.load.load_cpus
@@ -262,9 +268,9 @@ def conclude(
     written = unproven = sizing = None
     if verdict is not None:
         chosen = verdict.winner
-        if sizing_for is not None:
+        if file.sizing_for is not None:
             rps = chosen.rps.median if chosen.rps else None
-            sizing = sizing_for(chosen.candidate.settings, rps, records)
+            sizing = file.sizing_for(chosen.candidate.settings, rps, records)
         header = header_lines(
             verdict=verdict,
             chosen=chosen,
@@ -285,12 +291,12 @@ def conclude(
             written = write_artifact(
                 ServerConfig(setup.adapter, setup.app, chosen.candidate.settings),
                 header,
-                out_path,
+                file.out_path,
                 boot=BootCheck(setup.server_cpus, setup.ready_path),
                 requirements=Requirements(
                     app_lines=app_requirements.lines if app_requirements else (),
                     source=app_requirements.describe() if app_requirements else "",
-                    check_clean_venv=check_clean_venv,
+                    check_clean_venv=file.check_clean_venv,
                     keep_unproven=True,
                 ),
                 sizing=sizing,
