@@ -35,6 +35,7 @@ DEFAULT_BUDGET_MIN = 14.0
 if TYPE_CHECKING:
     from tuner.report.compare_page import Split
     from tuner.report.study_view import PlainListener
+    from tuner.report.tables import Table
     from tuner.search.study import StudySetup
     from tuner.workflow.race_runner import RaceOptions, RaceResult
     from tuner.workflow.side_by_side import ServerRow
@@ -119,30 +120,13 @@ class CompareOptions:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from tuner.report.compare_page import compare_table, sized_tables
     from tuner.report.html import check_out_dir
-    from tuner.report.study_view import PlainListener, print_json
-    from tuner.report.terminal import console as stdout_console
-    from tuner.report.terminal import print_tables
-    from tuner.workflow import side_by_side
-    from tuner.workflow.sizes import sized_setup
+    from tuner.report.study_view import PlainListener
 
     options = CompareOptions.from_args(args)
     shared = options.study
     sizes = for_cpus(shared)  # before the app is imported: a bad size is one line
-    # `all` means every server that can serve the app: its interface decides (and with
-    # --for-cpus, whether it writes a file sized at boot).
-    entries = entry_points(options.apps)
-    servers = parse_servers(options.servers, shared.front, [e.interface for e in entries])
-    sized = sizable(servers, options.servers, sizes)
-    chosen = contenders(sized.kept(servers), entries, options.servers)
-    if not shared.json:  # on stdout: stderr keeps an error to one line
-        found = "; ".join(f"app {e.text}: {e.interface.describe()}" for e in entries)
-        print(f"{found}; servers: {', '.join(c.name for c in chosen)}", flush=True)
-        if sized.left_out:
-            print(sized.left_out_line(), flush=True)
+    entries, chosen, sized = _chosen(options, sizes)
     if options.compare_rounds < 1:
         raise ConfigError(
             f"--compare-rounds {options.compare_rounds}: expected a whole number >= 1"
@@ -158,44 +142,104 @@ def handle(args: argparse.Namespace) -> int:
     per_server = {
         c.name: shared.for_study(c.entry.text, c.server, f"{name}-{c.name}") for c in chosen
     }
+    setups = _setups(chosen, per_server, sizes)
+    listener = PlainListener({}, quiet=shared.json)
+    race: RaceResult | None = None
+    if options.full:
+        outcomes, rows = _full(setups, per_server, options.compare_rounds, out, listener, sizes)
+    else:
+        race_options = _race_options(setups, per_server, budget_s, options, sizes)
+        outcomes, rows, race = _race(setups, race_options, shared.json, out, listener)
+    result = CompareResult(name, out, setups, rows, race, budget_s, sized)
+    _write(result)
+    _show(result, shared.json)
+    return _unproven_exit(outcomes)
+
+
+def _chosen(
+    options: CompareOptions, sizes: tuple[float, ...]
+) -> tuple[list[EntryPoint], list[Contender], SizedFor]:
+    """The entry points and the contenders, said on stdout (stderr keeps an error to one line).
+    `all` means every server that can serve the app: its interface decides (and with
+    --for-cpus, whether it writes a file sized at boot)."""
+    entries = entry_points(options.apps)
+    servers = parse_servers(options.servers, options.study.front, [e.interface for e in entries])
+    sized = sizable(servers, options.servers, sizes)
+    chosen = contenders(sized.kept(servers), entries, options.servers)
+    if not options.study.json:
+        found = "; ".join(f"app {e.text}: {e.interface.describe()}" for e in entries)
+        print(f"{found}; servers: {', '.join(c.name for c in chosen)}", flush=True)
+        if sized.left_out:
+            print(sized.left_out_line(), flush=True)
+    return entries, chosen, sized
+
+
+def _setups(
+    chosen: Sequence[Contender], per_server: dict[str, TuneOptions], sizes: tuple[float, ...]
+) -> list[StudySetup]:
+    """Each contender's study setup; with --for-cpus, at the largest size, as `tune
+    --for-cpus` runs its reference."""
+    from tuner.workflow.sizes import sized_setup
+
     setups = [
         replace(build_setup(per_server[c.name]), entrant="" if c.name == c.server else c.name)
         for c in chosen
     ]
-    if sizes:  # each study at the largest size, as `tune --for-cpus` runs its reference
+    if sizes:
         setups = [sized_setup(s, sizes, per_server[s.contender].study_name) for s in setups]
-    listener = PlainListener({}, quiet=shared.json)
-    race: RaceResult | None = None
-    if options.full:
-        outcomes: dict[str, TuneOutcome] = {}
-        for setup in setups:
-            outcomes[setup.contender] = run_tune(
-                setup, per_server[setup.contender], setup.file_in(out), sizes
-            )
-        confirmed = side_by_side.side_by_side(
-            setups, outcomes, options.compare_rounds, out / "confirm", listener.on_confirm_run
+    return setups
+
+
+def _full(
+    setups: list[StudySetup],
+    per_server: dict[str, TuneOptions],
+    compare_rounds: int,
+    out: Path,
+    listener: PlainListener,
+    sizes: tuple[float, ...],
+) -> tuple[dict[str, TuneOutcome], list[ServerRow]]:
+    """--full: every server's whole study, then the side-by-side rounds."""
+    from tuner.workflow import side_by_side
+
+    outcomes: dict[str, TuneOutcome] = {}
+    for setup in setups:
+        outcomes[setup.contender] = run_tune(
+            setup, per_server[setup.contender], setup.file_in(out), sizes
         )
-        rows = side_by_side.rows(setups, outcomes, confirmed)
-    else:
-        race_options = _race_options(setups, per_server, budget_s, options, sizes)
-        outcomes, rows, race = _race(setups, race_options, shared.json, out, listener)
-    race_json = race.to_json(budget_s) if race is not None else None
-    noise = race.noise if race is not None else None  # --full: the ranges alone call a tie
-    _write(out, name, setups, rows, race_json, noise, sized)
-    if shared.json:
+    confirmed = side_by_side.side_by_side(
+        setups, outcomes, compare_rounds, out / "confirm", listener.on_confirm_run
+    )
+    return outcomes, side_by_side.rows(setups, outcomes, confirmed)
+
+
+def _show(result: CompareResult, as_json: bool) -> None:
+    """The result on stdout: one JSON object, or the tables (and where the page went)."""
+    from rich.console import Console
+
+    from tuner.report.compare_page import sized_tables
+    from tuner.report.study_view import print_json
+    from tuner.report.terminal import console as stdout_console
+    from tuner.report.terminal import print_tables
+
+    if as_json:
         print_json(
             {
-                "compare": name,
-                "folder": str(out),
-                "race": race_json,
-                **sized.to_json(),
-                "servers": [r.to_json() for r in rows],
+                "compare": result.name,
+                "folder": str(result.out),
+                "race": result.race_json,
+                **result.sized.to_json(),
+                "servers": [r.to_json() for r in result.rows],
             }
         )
-    else:
-        table = compare_table(rows, load_split(setups), noise, _connections(setups))
-        print_tables(stdout_console(), [table, *sized_tables(rows)])
-        Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
+        return
+    print_tables(stdout_console(), [result.table(), *sized_tables(result.rows)])
+    Console(stderr=True).print(f"wrote {result.out / 'compare.html'}", highlight=False)
+
+
+def _unproven_exit(outcomes: dict[str, TuneOutcome]) -> int:
+    """Each study that finished with its file kept unproven says so; exit 3 if any did."""
+    from rich.console import Console
+
     unproven = [o.unproven for o in outcomes.values() if o.unproven is not None]
     for kept in unproven:  # its study finished: the file is kept, marked (exit 3)
         Console(stderr=True).print(
@@ -351,18 +395,46 @@ def _connections(setups: Sequence[StudySetup]) -> int | None:
     return None if load.open_loop else load.connections
 
 
-def _write(
-    out: Path,
-    name: str,
-    setups: list[StudySetup],
-    rows: list[ServerRow],
-    race: dict[str, object] | None,
-    noise: float | None,
-    sized: SizedFor,
-) -> None:
+@dataclass(frozen=True)
+class CompareResult:
+    """What a compare measured and where it goes: the page, the JSON and the terminal."""
+
+    name: str
+    out: Path
+    setups: list[StudySetup]
+    rows: list[ServerRow]
+    race: RaceResult | None  # None for --full
+    budget_s: float
+    sized: SizedFor
+
+    @property
+    def race_json(self) -> dict[str, object] | None:
+        return self.race.to_json(self.budget_s) if self.race is not None else None
+
+    @property
+    def noise(self) -> float | None:
+        """The noise the race measured (None for --full: the ranges alone then call a tie)."""
+        return self.race.noise if self.race is not None else None
+
+    def table(self) -> Table:
+        from tuner.report.compare_page import compare_table
+
+        setups = self.setups
+        return compare_table(self.rows, load_split(setups), self.noise, _connections(setups))
+
+
+def _write(result: CompareResult) -> None:
     from tuner.files import atomic_write
-    from tuner.report.compare_page import compare_chart, compare_table, sized_tables
+    from tuner.report.compare_page import compare_chart, sized_tables
     from tuner.report.html import render_page, write_report
+
+    out, name, setups, rows, sized = (
+        result.out,
+        result.name,
+        result.setups,
+        result.rows,
+        result.sized,
+    )
 
     chart = compare_chart(rows)
     apps = list(dict.fromkeys(s.app_text for s in setups))
@@ -376,15 +448,12 @@ def _write(
             "Entry points: " + "; ".join(f"{s.contender} serves {s.app_text}" for s in setups)
         )
     summary += sized.summary()
-    tables = [
-        compare_table(rows, load_split(setups), noise, _connections(setups)),
-        *sized_tables(rows),
-    ]
+    tables = [result.table(), *sized_tables(rows)]
     page = render_page(f"tuner compare: {name}", summary, [chart], tables)
     write_report(out, "compare.html", page, [chart])
     summary_json = {
         "compare": name,
-        "race": race,
+        "race": result.race_json,
         **sized.to_json(),
         "servers": [r.to_json() for r in rows],
     }
