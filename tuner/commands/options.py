@@ -121,6 +121,10 @@ def add_load_options(
         help="TOML file of weighted requests (method, path, headers, body)",
     )
     group.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_client_model_options(parser)
+
+
+def _add_client_model_options(parser: argparse.ArgumentParser) -> None:
     clients = parser.add_argument_group("client model (slow and idle clients)")
     clients.add_argument(
         "--slow-clients",

@@ -26,7 +26,7 @@ from tuner.settings import Value
 from tuner.workflow import race_rule
 from tuner.workflow.apprequirements import AppRequirements
 from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, confirm, more_rounds
-from tuner.workflow.race_rule import BudgetPlan, RunCost, Standing
+from tuner.workflow.race_rule import BudgetPlan, Call, RunCost, Standing
 from tuner.workflow.sizes import measure_sizes, size_trials
 from tuner.workflow.tune_steps import (
     SizingFor,
@@ -47,6 +47,7 @@ OVERHEAD_ESTIMATE_S = 1.5
 FINAL_EXTRA_CANDIDATES = 3
 
 OnRun = Callable[[Candidate, int, Measurement | None], None]
+Say = Callable[[str], None]  # a line for the user
 
 
 @dataclass
@@ -190,20 +191,7 @@ def run_race(
         options.final_rounds,
         options.sized_trials,
     )
-    if options.sizes:
-        others = ", ".join(f"{cpus:g}" for cpus in options.sizes[:-1])
-        say(
-            f"race: at {options.sizes[-1]:g} CPUs; then each finalist draws "
-            f"{size_trials(options.max_trials)} trials at {others} CPUs (its counts only), "
-            "inside the budget"
-        )
-    fixed_s = plan.fixed_s(clock.cost())
-    if fixed_s > options.budget_s:
-        say(
-            f"race: the budget ({options.budget_s / 60:g} min) is below what the first rung "
-            f"and the final rounds take at these windows (about {fixed_s / 60:.0f} min): they "
-            "run anyway, and no further rung"
-        )
+    _say_plan(options, plan, clock, say)
     first = min(plan.first_rung(clock.cost()), options.max_trials)
     say(f"race: rung 1: {len(lanes)} servers, {first} trials each")
     for lane in lanes:
@@ -226,10 +214,7 @@ def run_race(
             rungs_left=plan.rungs_left(clock.spent_s, clock.cost(), len(judged)),
             higher_is_better=headline.higher_is_better,
         )
-        for call in (c for c in calls if c.stop):
-            lane = next(lane for lane in lanes if lane.server == call.server)
-            lane.stopped = call.reason
-            say(f"race: {lane.server} stops drawing trials: {call.reason}")
+        _stop(lanes, calls, say)
         finalists = race_rule.finalists(
             list(standings.values()),
             noise=noise,
@@ -255,6 +240,32 @@ def run_race(
             f"each (their default and best first), the top {race_rule.MIN_FINALISTS} all theirs"
         )
     return result
+
+
+def _say_plan(options: RaceOptions, plan: BudgetPlan, clock: _Clock, say: Say) -> None:
+    """Before the first rung: the size the race runs at, and a budget too small for it."""
+    if options.sizes:
+        others = ", ".join(f"{cpus:g}" for cpus in options.sizes[:-1])
+        say(
+            f"race: at {options.sizes[-1]:g} CPUs; then each finalist draws "
+            f"{size_trials(options.max_trials)} trials at {others} CPUs (its counts only), "
+            "inside the budget"
+        )
+    fixed_s = plan.fixed_s(clock.cost())
+    if fixed_s > options.budget_s:
+        say(
+            f"race: the budget ({options.budget_s / 60:g} min) is below what the first rung "
+            f"and the final rounds take at these windows (about {fixed_s / 60:.0f} min): they "
+            "run anyway, and no further rung"
+        )
+
+
+def _stop(lanes: Sequence[Lane], calls: Sequence[Call], say: Say) -> None:
+    """The servers the race's calls stop drawing trials."""
+    for call in (c for c in calls if c.stop):
+        lane = next(lane for lane in lanes if lane.server == call.server)
+        lane.stopped = call.reason
+        say(f"race: {lane.server} stops drawing trials: {call.reason}")
 
 
 def _first_rung(
