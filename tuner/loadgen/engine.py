@@ -303,23 +303,43 @@ def _reap(procs: list[Any], pipes: list[Connection], wait_s: float) -> None:
         pipe.close()
 
 
+@dataclass
+class _Sums:
+    """The workers' window reports added up: counts, latency histograms, and each window."""
+
+    hist: Histogram
+    connect: Histogram
+    errors: list[int]
+    requests: int = 0
+    bytes_: int = 0
+    late: int = 0
+    completed_us: int = 0
+    slow_requests: int = 0
+
+    @classmethod
+    def of(cls, snaps: list[WindowReport], windows: dict[int, _Window]) -> _Sums:
+        """The sums of `snaps`; each report is also added to its window in `windows`."""
+        sums = cls(Histogram(), Histogram(), [0] * len(ERROR_KINDS))
+        for snap in snaps:
+            sums.requests += snap.requests
+            sums.bytes_ += snap.response_bytes
+            sums.late += snap.late
+            sums.completed_us += snap.completed_us
+            sums.slow_requests += snap.slow_requests
+            sums.errors = [a + b for a, b in zip(sums.errors, snap.errors, strict=True)]
+            sums.hist.merge(Histogram.from_sparse(snap.histogram))
+            if snap.connect_histogram:
+                sums.connect.merge(Histogram.from_sparse(snap.connect_histogram))
+            windows.setdefault(snap.index, _Window()).add(snap)
+        return sums
+
+
 def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Measurement:
-    hist = Histogram()
-    connect = Histogram()
-    errors = [0] * len(ERROR_KINDS)
-    requests = bytes_ = late = completed_us = slow_requests = 0
     windows: dict[int, _Window] = {}
-    for snap in snaps:
-        requests += snap.requests
-        bytes_ += snap.response_bytes
-        late += snap.late
-        completed_us += snap.completed_us
-        slow_requests += snap.slow_requests
-        errors = [a + b for a, b in zip(errors, snap.errors, strict=True)]
-        hist.merge(Histogram.from_sparse(snap.histogram))
-        if snap.connect_histogram:
-            connect.merge(Histogram.from_sparse(snap.connect_histogram))
-        windows.setdefault(snap.index, _Window()).add(snap)
+    sums = _Sums.of(snaps, windows)
+    hist, connect, errors = sums.hist, sums.connect, sums.errors
+    requests, bytes_, late = sums.requests, sums.bytes_, sums.late
+    completed_us, slow_requests = sums.completed_us, sums.slow_requests
     duration = sum(f.measure_s for f in finals) / len(finals)
     rps = requests / duration if duration > 0 else 0.0
     # Requests answered with 4xx/5xx are in `requests`; the others never got an answer.
