@@ -49,7 +49,7 @@ from tuner.workflow.proven_file import (
     prove_clean_boot,
     write_artifact,
 )
-from tuner.workflow.provenance import header_lines, install_command
+from tuner.workflow.provenance import Evidence, Origin, header_lines, install_command
 from tuner.workflow.sizes import measure_sizes
 
 
@@ -272,16 +272,20 @@ def conclude(
             rps = chosen.rps.median if chosen.rps else None
             sizing = file.sizing_for(chosen.candidate.settings, rps, records)
         header = header_lines(
-            verdict=verdict,
-            chosen=chosen,
-            study_name=setup.name,
-            trial_number=chosen.candidate.trial_number,
-            context={**_context(setup), "sized_at_boot": sizing is not None},
-            workload=describe_workload(setup),
-            noise=noise,
-            client_bound=bound,
-            log_costs=logging_costs(
-                confirmed, setup.adapter.logging_settings, setup.adapter.resolve
+            Origin(
+                setup.name,
+                chosen.candidate.trial_number,
+                {**_context(setup), "sized_at_boot": sizing is not None},
+                describe_workload(setup),
+            ),
+            Evidence(
+                verdict,
+                chosen,
+                noise,
+                client_bound=bound,
+                log_costs=logging_costs(
+                    confirmed, setup.adapter.logging_settings, setup.adapter.resolve
+                ),
             ),
         )
         # Kept first, so `tuner emit --study` can write the pick again with these settings and
