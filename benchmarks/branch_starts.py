@@ -41,6 +41,7 @@ from benchmarks.surrogate import (  # noqa: E402
 )
 from tuner.cli import build_parser  # noqa: E402
 from tuner.commands.setup import build_setup  # noqa: E402
+from tuner.commands.tune_options import TuneOptions  # noqa: E402
 from tuner.errors import TunerError  # noqa: E402
 from tuner.loadgen import WindowStats  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
@@ -167,7 +168,7 @@ def base_setup(server: str, app_name: str, workdir: Path, duration: float) -> St
     app_text, path = APPS[app_name]
     argv = ["tune", app_text, "--server", server, "--path", path, "--duration", str(duration)]
     argv += ["--warmup", "0.5", "--connections", "64", "--storage", f"sqlite:///{workdir}/x.db"]
-    setup = build_setup(build_parser().parse_args(argv))
+    setup = build_setup(TuneOptions.from_args(build_parser().parse_args(argv)))
     return dataclasses.replace(setup, probe_every=0, workdir=workdir)
 
 

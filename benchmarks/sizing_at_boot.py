@@ -47,7 +47,7 @@ from tuner.procs.process import LOOPBACK, ServerProcess, free_port  # noqa: E402
 from tuner.servers import SERVERS, adapter_serving, get_adapter  # noqa: E402
 from tuner.servers.base import Bind, LaunchSpec  # noqa: E402
 from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
-from tuner.workflow.emit import DEPLOY_PORT  # noqa: E402
+from tuner.workflow.proven_file import DEPLOY_PORT  # noqa: E402
 
 APPS = {"fib": ("apps/fib.py", "/9000"), "iowait": ("apps/iowait.py", "/")}
 TARGET = 0.95
@@ -59,7 +59,7 @@ _SIZING = re.compile(
     r"sizing: found (?P<cpus>[\d.]+) CPUs \((?P<source>[^)]*)\).*?; chose (?P<processes>\d+) "
     r"process(?:es)? x (?P<threads>\d+) threads? \((?P<why>.*)\)$"
 )
-# The written files listen here (tuner/workflow/emit.py); a booted copy listens elsewhere.
+# The written files listen here (tuner/workflow/proven_file.py); a booted copy listens elsewhere.
 DEPLOYED = f"{LOOPBACK}:{DEPLOY_PORT}"
 
 

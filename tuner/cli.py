@@ -3,7 +3,8 @@
 This is the only place that maps exceptions to exit codes: a TunerError is one line on stderr
 (exit 2 for bad input, 1 for a failed measurement), Ctrl-C is 130, and nothing shows a traceback
 unless TUNER_DEBUG=1. `tune` and `compare` also exit 3 when the study finished but its file did
-not boot in a clean virtual environment (kept as FILE.unproven: `tuner.workflow.emit.Unproven`).
+not boot in a clean virtual environment (kept as FILE.unproven:
+`tuner.workflow.proven_file.Unproven`).
 
 SIGTERM (and SIGHUP) behave exactly like Ctrl-C: they raise KeyboardInterrupt in the main thread,
 so the running server is stopped on the way out, the running trial is recorded as failed, and

@@ -28,7 +28,7 @@ from tuner.metrics.stats import Spread
 from tuner.procs.process import LOOPBACK
 from tuner.servers import get_adapter
 from tuner.servers.base import Bind
-from tuner.workflow.emit import DEPLOY_PORT
+from tuner.workflow.proven_file import DEPLOY_PORT
 
 MB = 2**20
 

@@ -42,9 +42,9 @@ HEAVY = (
     "tuner.metrics.memory",
     "tuner.report",
     "tuner.search.study",
-    "tuner.workflow.tune",
-    "tuner.workflow.compare",
-    "tuner.workflow.emit",
+    "tuner.workflow.tune_steps",
+    "tuner.workflow.side_by_side",
+    "tuner.workflow.proven_file",
 )
 COMMANDS = ("tune", "compare", "bench", "load", "emit", "report", "studies", "show", "workload")
 

@@ -12,12 +12,13 @@ from tests.conftest import unavailable
 from tuner.apps import parse_app
 from tuner.cli import build_parser, main
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.errors import ConfigError, TunerError
 from tuner.report import data as report_data
 from tuner.search.attrs import StudyAttrs
 from tuner.search.study import StudySetup, open_study
 from tuner.servers import get_adapter
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import BootCheck, ServerConfig, write_artifact
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +49,7 @@ def _setup(tmp_path: Path, *extra: str) -> StudySetup:
         + ["--storage", f"sqlite:///{tmp_path}/s.db", "--study-name", "shared", *extra]
         + ["--no-branch-starts"]
     )
-    return build_setup(args)
+    return build_setup(TuneOptions.from_args(args))
 
 
 def test_allow_mixed_hosts_joins_a_study_measured_elsewhere(tmp_path: Path) -> None:
@@ -73,12 +74,14 @@ def test_a_config_that_does_not_boot_is_not_written(tmp_path: Path, since: float
     out = tmp_path / "uwsgi.ini"
     with pytest.raises(TunerError, match="did not boot, so it was not written") as caught:
         write_artifact(
-            adapter,
-            parse_app(str(REPO / "apps/hello.py")),
-            {**adapter.table.defaults(), "listen": somaxconn + 1},
+            ServerConfig(
+                adapter,
+                parse_app(str(REPO / "apps/hello.py")),
+                {**adapter.table.defaults(), "listen": somaxconn + 1},
+            ),
             ["a header"],
             out,
-            server_cpus=(min(os.sched_getaffinity(0)),),
+            boot=BootCheck(server_cpus=(min(os.sched_getaffinity(0)),)),
         )
     assert "somaxconn" in str(caught.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no file, no temp file left

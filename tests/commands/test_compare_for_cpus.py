@@ -12,7 +12,7 @@ from tuner.cli import main
 from tuner.commands.compare_sizes import LEFT_OUT, SizedFor, sizable
 from tuner.errors import ConfigError
 from tuner.servers import SERVERS, get_adapter
-from tuner.workflow.racing import RaceOptions
+from tuner.workflow.race_runner import RaceOptions
 from tuner.workflow.sizes import size_trials
 
 SIZED = [name for name in SERVERS if get_adapter(name).sizing_env]

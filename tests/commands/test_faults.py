@@ -31,6 +31,7 @@ from tests.support.cli import run_tuner as tuner_cli
 from tests.support.speed import scaled
 from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.measure import runner
 from tuner.search.records import TrialRecord
 from tuner.search.study import QuietListener, load_records, open_study, run_search
@@ -55,7 +56,7 @@ def search(
         ["tune", app, "--server", server, "--storage", f"sqlite:///{tmp_path}/s.db"]
         + ["--study-name", "faults", *SHORT, *extra]
     )
-    setup = build_setup(args)
+    setup = build_setup(TuneOptions.from_args(args))
     listener = QuietListener()
     run_search(setup, open_study(setup), n_trials=trials, timeout_s=None, listener=listener)
     # Every trial asked for ended and was recorded: a loop over none would pass anything.

@@ -379,6 +379,7 @@ def test_a_gunicorn_uwsgi_trial_records_what_the_server_ran(nginx_front, tmp_pat
     http and 2, which the search leaves moot over uwsgi)."""
     from tuner.cli import build_parser
     from tuner.commands.setup import build_setup
+    from tuner.commands.tune_options import TuneOptions
     from tuner.search.study import QuietListener, open_study, run_search
 
     storage = f"sqlite:///{tmp_path}/s.db"
@@ -387,7 +388,7 @@ def test_a_gunicorn_uwsgi_trial_records_what_the_server_ran(nginx_front, tmp_pat
         + ["--storage", storage, "--study-name", "g", "--no-branch-starts"]
         + ["--duration", "0.6", "--warmup", "0.2", "--connections", "8"]
     )
-    setup = build_setup(args)
+    setup = build_setup(TuneOptions.from_args(args))
     study = open_study(setup)  # queues the two baselines
     drawn = {"front_protocol": "uwsgi", "front_transport": "unix", "worker_class": "gthread"}
     drawn["threads"] = 2

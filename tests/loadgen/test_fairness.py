@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.loadgen.checks import FAIRNESS_MIN_INDEX, assess, fairness_index
+from tuner.loadgen.checks import FAIRNESS_MIN_INDEX, RunTotals, assess, fairness_index
 
 
 def judge(shares: list[int]) -> list[str]:
     rps = sum(shares) / 1.5
-    _, reasons, _, _ = assess(
-        rps=rps,
-        mean_completed_ms=1000 * len(shares) / rps,  # Little's law holds
-        connections=len(shares),
-        open_loop=False,
-        starved=0,
-        fairness=fairness_index(shares),
-        error_rate=0.0,
-        loadgen_cpu=50.0,
-        late_requests=0,
-        requests=sum(shares),
+    judged = assess(
+        RunTotals(
+            rps=rps,
+            mean_completed_ms=1000 * len(shares) / rps,  # Little's law holds
+            connections=len(shares),
+            open_loop=False,
+            starved=0,
+            fairness=fairness_index(shares),
+            error_rate=0.0,
+            loadgen_cpu=50.0,
+            late_requests=0,
+            requests=sum(shares),
+        )
     )
-    return reasons
+    return list(judged.unfair_reasons)
 
 
 def test_equal_shares_are_perfectly_fair() -> None:
@@ -62,38 +64,42 @@ def test_too_few_responses_per_connection_are_not_judged() -> None:
 def test_a_window_shorter_than_one_turn_of_a_slow_queue_is_not_unfair() -> None:
     # 1 sync worker, 50 ms a request, 64 clients: a turn takes 3.2 s; a 1.5 s window sees 30
     # responses whose waits average 1.4 s, so rps x mean latency / connections is only 0.45.
-    ratio, reasons, _, _ = assess(
-        rps=20.0,
-        mean_completed_ms=1430.0,
-        connections=64,
-        open_loop=False,
-        starved=0,
-        fairness=None,
-        error_rate=0.0,
-        loadgen_cpu=5.0,
-        late_requests=0,
-        requests=30,
+    judged = assess(
+        RunTotals(
+            rps=20.0,
+            mean_completed_ms=1430.0,
+            connections=64,
+            open_loop=False,
+            starved=0,
+            fairness=None,
+            error_rate=0.0,
+            loadgen_cpu=5.0,
+            late_requests=0,
+            requests=30,
+        )
     )
-    assert ratio is not None and ratio < 0.5
-    assert reasons == []
+    assert judged.littles_law_ratio is not None and judged.littles_law_ratio < 0.5
+    assert judged.unfair_reasons == ()
 
 
 def test_starved_slow_clients_are_named_and_counted_among_all_connections() -> None:
-    _, reasons, _, _ = assess(
-        rps=1000.0,
-        mean_completed_ms=50.0,
-        connections=54,  # the fast ones: Little's law is theirs
-        open_loop=False,
-        starved=2,
-        fairness=None,
-        error_rate=0.0,
-        loadgen_cpu=10.0,
-        late_requests=0,
-        requests=2000,
-        slow_connections=6,
-        slow_starved=2,
+    judged = assess(
+        RunTotals(
+            rps=1000.0,
+            mean_completed_ms=50.0,
+            connections=54,  # the fast ones: Little's law is theirs
+            open_loop=False,
+            starved=2,
+            fairness=None,
+            error_rate=0.0,
+            loadgen_cpu=10.0,
+            late_requests=0,
+            requests=2000,
+            slow_connections=6,
+            slow_starved=2,
+        )
     )
-    assert reasons == [
+    assert judged.unfair_reasons == (
         "starved: 2 of 60 connections (2 of them slow clients) got no response during the "
-        "measurement window (the server serves some clients and ignores others)"
-    ]
+        "measurement window (the server serves some clients and ignores others)",
+    )

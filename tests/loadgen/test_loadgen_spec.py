@@ -254,17 +254,11 @@ def test_the_client_model_is_recorded_only_when_set() -> None:
 
 
 def test_slow_client_options_need_a_fraction() -> None:
-    import argparse
-
-    from tuner.commands.options import client_model_from
-
-    def args(**kw: object) -> argparse.Namespace:
-        base = {"slow_clients": 0.0, "slow_client_kbps": None, "think_ms": None}
-        return argparse.Namespace(**{**base, "idle_connections": 0, **kw})
+    from tuner.commands.options import LoadOptions, client_model_from
 
     with pytest.raises(ConfigError, match="--think-ms: describes the slow clients"):
-        client_model_from(args(think_ms=100.0))
-    assert client_model_from(args(slow_clients=0.1, slow_client_kbps=1000.0)) == ClientModel(
+        client_model_from(LoadOptions(think_ms=100.0))
+    assert client_model_from(LoadOptions(slow_clients=0.1, slow_client_kbps=1000.0)) == ClientModel(
         slow_fraction=0.1, slow_kbps=1000.0
     )
 

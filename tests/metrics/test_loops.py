@@ -28,7 +28,7 @@ from tuner.servers.daphne import DaphneAdapter
 from tuner.servers.gunicorn_asgi import GunicornAsgiAdapter
 from tuner.servers.hypercorn import HypercornAdapter
 from tuner.servers.uvicorn import UvicornAdapter
-from tuner.workflow.tune import TuneOutcome
+from tuner.workflow.tune_steps import TuneOutcome
 
 
 def test_syscall_numbers_are_named_per_machine() -> None:

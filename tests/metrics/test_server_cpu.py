@@ -15,13 +15,13 @@ from tests.support.measurements import measurement
 from tuner.metrics.cpu import TreeCpuClock
 from tuner.metrics.measurement import Measurement, ServerCpu
 from tuner.metrics.stats import Spread
-from tuner.report.compare import compare_table, cpu_bound_line
+from tuner.report.compare_page import compare_table, cpu_bound_line
 from tuner.report.data import StoredResult, StudyData
 from tuner.report.tables import baselines
 from tuner.search.attrs import StudyAttrs
 from tuner.search.records import TrialRecord
-from tuner.workflow.compare import ServerRow
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary
+from tuner.workflow.side_by_side import ServerRow
 
 # A fixed amount of CPU work, whatever else the machine runs: spin until this process has used
 # 0.6 s of CPU, say so, then idle. Time-based spinning would measure the machine's load instead.

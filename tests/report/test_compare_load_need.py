@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from tuner.loadgen.capacity import LoadNeed
 from tuner.metrics.stats import Spread
-from tuner.report.compare import Split, client_bound_lines, compare_table
-from tuner.workflow.compare import ServerRow
+from tuner.report.compare_page import Split, client_bound_lines, compare_table
 from tuner.workflow.confirm import ConfirmedSummary
+from tuner.workflow.side_by_side import ServerRow
 
 NEED = LoadNeed(per_core_rps=20_000, server_rps=25_000, load_cpus=2)
 

@@ -18,13 +18,13 @@ from tuner.metrics.measurement import Latency, TemplateFigures
 from tuner.metrics.stats import Spread, spread_text
 from tuner.report import tables
 from tuner.report.bench_view import result_table
-from tuner.report.compare import best_line, ceiling_line, compare_chart, compare_table
+from tuner.report.compare_page import best_line, ceiling_line, compare_chart, compare_table
 from tuner.report.data import StoredResult, StudyData, contenders
 from tuner.search.attrs import StudyAttrs
 from tuner.search.records import TrialRecord
-from tuner.workflow.compare import ServerRow
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary
-from tuner.workflow.tune import noise_summary
+from tuner.workflow.side_by_side import ServerRow
+from tuner.workflow.tune_steps import noise_summary
 
 # --- Spread and spread_text ----------------------------------------------------------------
 
@@ -597,7 +597,7 @@ def test_a_sized_compare_shows_each_servers_rule_and_keeps_it_in_its_json() -> N
     """compare --for-cpus: a table per server sized at boot, titled with its name; a server
     whose file has fixed counts (or none) has no such table, and its JSON says so."""
     from tuner.machine.sizing import SizePoint, SizingRule, fit_rule
-    from tuner.report.compare import sized_tables
+    from tuner.report.compare_page import sized_tables
 
     rule = fit_rule(
         [SizePoint(0.5, 2, 1, 700.0), SizePoint(1.0, 3, 1, 1400.0)],

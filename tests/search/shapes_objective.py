@@ -128,8 +128,9 @@ def setup_for(server: str, workdir: Path, cpus: int = 2) -> study_module.StudySe
     """The setup `tuner tune apps/hello.py --server SERVER` builds, at `cpus` server CPUs."""
     from tuner.cli import build_parser
     from tuner.commands.setup import build_setup
+    from tuner.commands.tune_options import TuneOptions
 
     argv = ["tune", "apps/hello.py", "--server", server, "--duration", "3"]
     argv += ["--storage", f"sqlite:///{workdir}/x.db"]
-    setup = build_setup(build_parser().parse_args(argv))
+    setup = build_setup(TuneOptions.from_args(build_parser().parse_args(argv)))
     return dataclasses.replace(setup, server_cpus=tuple(range(cpus)), workdir=workdir)

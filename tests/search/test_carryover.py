@@ -13,6 +13,7 @@ import pytest
 from tests.support.measurements import measurement
 from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.metrics.measurement import Measurement, ServerCpu
 from tuner.search.attrs import TrialAttrs
 from tuner.search.branches import RandomDraw, Replay
@@ -177,7 +178,7 @@ def test_a_study_with_a_known_concurrency_queues_its_starts_there(tmp_path: Path
         ["tune", "apps/hello.py", "--server", "gunicorn", "--server-cpus", "0",
          "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study-name", "carried"]
     )  # fmt: skip
-    setup = replace(build_setup(args), start_concurrency=12)
+    setup = replace(build_setup(TuneOptions.from_args(args)), start_concurrency=12)
     study = open_study(setup)
     queued = [
         t

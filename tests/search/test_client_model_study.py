@@ -9,9 +9,10 @@ import pytest
 
 from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.errors import ConfigError
 from tuner.search.study import open_study
-from tuner.workflow.tune import describe_workload
+from tuner.workflow.tune_steps import describe_workload
 
 
 def setup_for(storage: str, *options: str):
@@ -19,7 +20,7 @@ def setup_for(storage: str, *options: str):
         ["tune", "apps/hello.py", "--server", "gunicorn", "--storage", storage,
          "--study-name", "clients", *options]
     )  # fmt: skip
-    return build_setup(args)
+    return build_setup(TuneOptions.from_args(args))
 
 
 def test_a_study_resumes_only_under_its_client_model(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.conftest import require_adapter, unavailable
 from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.errors import ToolMissingError
 from tuner.search.study import QuietListener, open_study, run_search
 
@@ -27,7 +28,7 @@ def test_a_starved_http11_config_is_followed_by_one_with_a_thread_per_connection
         # (so starved, not timed out); the drain waits for them until then, not 5 s.
         + ["--request-timeout", "2", "--connections", "8", "--no-branch-starts", *SPLIT]
     )
-    setup = build_setup(args)
+    setup = build_setup(TuneOptions.from_args(args))
     study = open_study(setup)  # queues the two baselines
     starving = {"protocol": "http11-socket", "processes": 1, "threads": 1, "master": True}
     defaults = setup.adapter.table.defaults()
@@ -69,7 +70,7 @@ def test_flup_behind_nginx_keeping_connections_is_followed_by_a_child_for_each(
         + ["--duration", "0.6", "--warmup", "0.2", "--request-timeout", "2"]
         + ["--connections", "8", "--no-branch-starts", *SPLIT]
     )
-    setup = build_setup(args)
+    setup = build_setup(TuneOptions.from_args(args))
     study = open_study(setup)  # queues the two baselines: the default, and 2*cpus+1 children
     listener = QuietListener()
     # The default may be repaired first (trial 2); the rule's repair follows it then.

@@ -17,6 +17,7 @@ from pathlib import Path
 from tests.conftest import require_adapter
 from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.search.pruning import MIN_CONTENDERS, MIN_MARGIN, WARMUP_WINDOWS
 from tuner.search.study import QuietListener, open_study, run_search
 
@@ -53,7 +54,7 @@ def test_a_hopeless_trial_is_pruned_and_one_inside_the_noise_is_not(
         + ["--duration", str(DURATION_S), "--warmup", "0.5", "--connections", "16"]
         + ["--no-branch-starts", *SPLIT]
     )
-    setup = build_setup(args)
+    setup = build_setup(TuneOptions.from_args(args))
     study = open_study(setup)  # queues the two baselines: 1 and 3 workers, 20 and 60 req/s
     study.queue({"workers": 16})  # about 320 req/s
     # Judged against MIN_CONTENDERS (3) fair contenders, before the second CPU probe (trial 5)

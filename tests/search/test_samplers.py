@@ -12,6 +12,7 @@ import pytest
 
 from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.errors import ConfigError
 from tuner.search.objectives import MULTI
 from tuner.search.samplers import STARTUP_TRIALS, SamplerChoice, make_sampler
@@ -26,7 +27,7 @@ def _setup(tmp_path: Path) -> StudySetup:
         ["tune", "apps/hello.py", "--server", "gunicorn", "--study-name", "drawn",
          "--storage", f"sqlite:///{tmp_path / 's.db'}"]
     )  # fmt: skip
-    return build_setup(args)
+    return build_setup(TuneOptions.from_args(args))
 
 
 def test_tpe_is_grouped_multivariate_and_seeded() -> None:

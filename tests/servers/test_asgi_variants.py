@@ -18,7 +18,7 @@ from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import Bind, ServerAdapter
 from tuner.servers.gunicorn_asgi import TUNED_WORKER
 from tuner.settings import Value
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import BootCheck, Requirements, ServerConfig, write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
@@ -78,14 +78,12 @@ def test_a_uvicorn_worker_subclass_file_boots_in_a_clean_venv(tmp_path: Path) ->
     port = free_port()
     out = tmp_path / "deploy" / gunicorn.artifact_filename
     write_artifact(
-        gunicorn,
-        app,
-        values,
+        ServerConfig(gunicorn, app, values),
         ["subclass check"],
         out,
-        server_cpus=(SERVER_CPU,),
-        deploy_port=port,
-        check_clean_venv=True,
+        boot=BootCheck(server_cpus=(SERVER_CPU,)),
+        requirements=Requirements(check_clean_venv=True),
+        deploy=Bind.tcp(HOST, port),
     )
     text = out.read_text()
     assert "booted in a clean virtual environment" in text

@@ -15,7 +15,7 @@ from tuner.apps import parse_app
 from tuner.errors import ConfigError
 from tuner.search.space import load_space
 from tuner.servers.base import ServerAdapter
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import BootCheck, ServerConfig, write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
@@ -64,7 +64,10 @@ def test_one_process_is_a_real_limit(cheroot: ServerAdapter) -> None:
 def test_launcher_builds_the_tuned_server(cheroot: ServerAdapter, tmp_path: Path) -> None:
     app = parse_app("apps.hello:app", cwd=ROOT)
     out = write_artifact(
-        cheroot, app, TUNED, ["tuned", "by a test"], tmp_path / "serve.py", server_cpus=()
+        ServerConfig(cheroot, app, TUNED),
+        ["tuned", "by a test"],
+        tmp_path / "serve.py",
+        boot=BootCheck(server_cpus=()),
     )
     text = out.read_text()
     assert text.startswith("#!/usr/bin/env python3\n# tuned\n# by a test\n")

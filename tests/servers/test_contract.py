@@ -51,7 +51,7 @@ from tuner.servers.base import (
     Transport,
 )
 from tuner.settings import SettingKind, Value
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import BootCheck, Requirements, ServerConfig, write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
@@ -395,16 +395,14 @@ def test_tuned_artifact_is_written_boots_as_its_hint_says_and_answers(
     port = free_port()
     out = tmp_path / "deploy" / server.artifact_filename
     written = write_artifact(
-        server,
-        app,
-        values,
+        ServerConfig(server, app, values),
         ["tuned by the contract suite", f"values: {values}"],
         out,
-        server_cpus=(SERVER_CPU,),
-        deploy_port=port,
+        boot=BootCheck(server_cpus=(SERVER_CPU,)),
         # Booted in a clean venv holding only what its header names (one per requirement set
         # per test session), so an adapter whose requirements() miss a package fails here.
-        check_clean_venv=True,
+        requirements=Requirements(check_clean_venv=True),
+        deploy=Bind.tcp(HOST, port),
     )
     assert written == out.resolve()
     text = out.read_text()

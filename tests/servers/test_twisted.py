@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import HOST, ROOT, require_adapter, running
 from tuner.apps import parse_app
 from tuner.servers.base import ServerAdapter
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import BootCheck, ServerConfig, write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
@@ -63,7 +63,10 @@ def test_the_default_is_what_twist_web_builds(twisted: ServerAdapter) -> None:
 def test_launcher_sizes_the_thread_pool(twisted: ServerAdapter, tmp_path: Path) -> None:
     app = parse_app("apps.hello:app", cwd=ROOT)
     out = write_artifact(
-        twisted, app, TUNED, ["tuned", "by a test"], tmp_path / "serve.py", server_cpus=()
+        ServerConfig(twisted, app, TUNED),
+        ["tuned", "by a test"],
+        tmp_path / "serve.py",
+        boot=BootCheck(server_cpus=()),
     )
     assert out.read_text().startswith("#!/usr/bin/env python3\n# tuned\n# by a test\n")
     note = tmp_path / "built.json"

@@ -20,7 +20,7 @@ from tuner.logsigns import load_sign_lines
 from tuner.measure.runner import BenchPlan, run_bench
 from tuner.procs.process import ServerProcess, free_port
 from tuner.servers.base import Bind, ServerAdapter
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import BootCheck, ServerConfig, write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
@@ -55,7 +55,10 @@ def test_launcher_round_trips_through_waitress_own_parser(
 
     app = parse_app("apps.hello:app", cwd=ROOT)
     out = write_artifact(
-        waitress, app, TUNED, ["tuned", "by a test"], tmp_path / "serve.sh", server_cpus=()
+        ServerConfig(waitress, app, TUNED),
+        ["tuned", "by a test"],
+        tmp_path / "serve.sh",
+        boot=BootCheck(server_cpus=()),
     )
     text = out.read_text()
     assert text.startswith("#!/bin/sh\n# tuned\n# by a test\n")

@@ -11,7 +11,7 @@ from tests.conftest import HOST, ROOT, require_adapter, running
 from tuner.apps import parse_app
 from tuner.errors import ConfigError
 from tuner.servers.base import ServerAdapter
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import BootCheck, ServerConfig, write_artifact
 
 # Every test here is about a real server: all are marked `server`.
 pytestmark = pytest.mark.usefixtures("real_servers")
@@ -27,7 +27,12 @@ def test_the_launcher_says_first_it_is_not_for_production(
 ) -> None:
     app = parse_app("apps.hello:app", cwd=ROOT)
     values = {"mode": "threaded", "request_log": False}
-    out = write_artifact(werkzeug, app, values, ["tuned"], tmp_path / "serve.py", server_cpus=())
+    out = write_artifact(
+        ServerConfig(werkzeug, app, values),
+        ["tuned"],
+        tmp_path / "serve.py",
+        boot=BootCheck(server_cpus=()),
+    )
     first = out.read_text().splitlines()[:3]
     assert first[0] == "#!/usr/bin/env python3"
     assert first[1].startswith("# NOT FOR PRODUCTION")

@@ -20,7 +20,7 @@ from tuner.servers.base import ServerAdapter
 from tuner.servers.gunicorn import GunicornAdapter
 from tuner.workflow.apprequirements import app_folder, declared_requirements
 from tuner.workflow.cleanvenv import clean_venv, requirements_key
-from tuner.workflow.emit import write_artifact
+from tuner.workflow.proven_file import BootCheck, Requirements, ServerConfig, write_artifact
 from tuner.workflow.provenance import install_command
 
 # Runs the tuner or a server in a subprocess: not in the fast set.
@@ -36,13 +36,11 @@ def hello() -> AppRef:
 
 def _write(adapter: ServerAdapter, app: AppRef, values: dict, out: Path) -> Path:
     return write_artifact(
-        adapter,
-        app,
-        adapter.resolve(values),
+        ServerConfig(adapter, app, adapter.resolve(values)),
         ["written by test_cleanvenv"],
         out,
-        server_cpus=(SERVER_CPU,),
-        check_clean_venv=True,
+        boot=BootCheck(server_cpus=(SERVER_CPU,)),
+        requirements=Requirements(check_clean_venv=True),
     )
 
 
@@ -129,14 +127,11 @@ def test_the_apps_own_requirements_are_named_and_installed(
         "psycopg-pool>=3.1",
     )
     out = write_artifact(
-        gunicorn,
-        json_api,
-        gunicorn.resolve({"http_parser": "python"}),
+        ServerConfig(gunicorn, json_api, gunicorn.resolve({"http_parser": "python"})),
         [],
         tmp_path / "gunicorn.conf.py",
-        server_cpus=(SERVER_CPU,),
-        app_requirements=wanted,
-        check_clean_venv=True,
+        boot=BootCheck(server_cpus=(SERVER_CPU,)),
+        requirements=Requirements(app_lines=wanted, check_clean_venv=True),
     )
     needs = f"# needs: pip install gunicorn=={GUNICORN} flask starlette 'sqlalchemy>=2' "
     needs += "'psycopg[binary]>=3.1' 'psycopg-pool>=3.1'"
@@ -149,13 +144,11 @@ def test_an_app_needing_more_than_its_requirements_is_refused(
     json_api = parse_app("apps/json_api.py", cwd=REPO)
     with pytest.raises(TunerError, match="No module named 'flask'"):
         write_artifact(
-            gunicorn,
-            json_api,
-            gunicorn.resolve({"http_parser": "python"}),
+            ServerConfig(gunicorn, json_api, gunicorn.resolve({"http_parser": "python"})),
             [],
             tmp_path / "gunicorn.conf.py",
-            server_cpus=(SERVER_CPU,),
-            check_clean_venv=True,
+            boot=BootCheck(server_cpus=(SERVER_CPU,)),
+            requirements=Requirements(check_clean_venv=True),
         )
 
 

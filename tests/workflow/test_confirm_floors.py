@@ -14,8 +14,8 @@ from tuner.workflow.confirm import (
     close_call,
     decide,
 )
-from tuner.workflow.provenance import header_lines
-from tuner.workflow.tune import TuneOutcome
+from tuner.workflow.provenance import Evidence, Origin, header_lines
+from tuner.workflow.tune_steps import TuneOutcome
 
 
 def run(rps: float, bound: bool = False) -> Measurement:
@@ -127,14 +127,8 @@ def test_the_file_header_carries_the_client_bound_line() -> None:
     assert verdict is not None
     line = client_bound_line([default, best], load_cpus=1, spare=2)
     lines = header_lines(
-        verdict=verdict,
-        chosen=verdict.winner,
-        study_name="s",
-        trial_number=None,
-        context={},
-        workload="GET /",
-        noise="low",
-        client_bound=line,
+        Origin(study_name="s", trial_number=None, context={}, workload="GET /"),
+        Evidence(verdict=verdict, chosen=verdict.winner, noise="low", client_bound=line),
     )
     assert f"verdict: {verdict.summary}" in lines and f"WARNING: {line}" in lines
     assert "this machine has 2 to spare" in line

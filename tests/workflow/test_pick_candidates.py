@@ -10,9 +10,10 @@ import pytest
 from tests.support.measurements import measurement
 from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.search.records import TrialRecord
 from tuner.search.study import StudySetup
-from tuner.workflow.tune import pick_candidates
+from tuner.workflow.tune_steps import pick_candidates
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +23,7 @@ def _setup(tmp_path: Path, objective: str) -> StudySetup:
         ["tune", str(REPO / "apps/hello.py"), "--server", "gunicorn", "--objective", objective]
         + ["--storage", f"sqlite:///{tmp_path}/s.db"]
     )
-    return build_setup(args)
+    return build_setup(TuneOptions.from_args(args))
 
 
 def _trial(number: int, rps: float, p99: float, **extra: object) -> TrialRecord:
@@ -109,7 +110,7 @@ def test_a_setting_the_concurrency_model_needs_is_kept(tmp_path: Path) -> None:
         ["tune", str(REPO / "apps/hello.py"), "--server", "uwsgi"]
         + ["--storage", f"sqlite:///{tmp_path}/s.db"]
     )
-    setup = build_setup(args)
+    setup = build_setup(TuneOptions.from_args(args))
     defaults = setup.adapter.resolve({})
     top = {
         "processes": 3,
@@ -134,7 +135,7 @@ def test_a_setting_the_bind_decides_does_not_revert(tmp_path: Path) -> None:
         ["tune", str(REPO / "apps/hello.py"), "--server", "gunicorn", "--front", "nginx"]
         + ["--storage", f"sqlite:///{tmp_path}/s.db"]
     )
-    setup = build_setup(args)
+    setup = build_setup(TuneOptions.from_args(args))
     top = {"front_protocol": "uwsgi", "workers": 4, "worker_class": "gthread", "threads": 4}
     top["max_requests"] = 1000
     picked = pick_candidates(setup, _top(setup.adapter.resolve(top)), top_k=1, pareto=[])
@@ -188,7 +189,7 @@ def test_a_config_that_logs_every_request_is_also_measured_quiet(tmp_path: Path)
         ["tune", str(REPO / "apps/hello.py"), "--server", "uwsgi"]
         + ["--storage", f"sqlite:///{tmp_path}/s.db"]
     )
-    setup = build_setup(args)
+    setup = build_setup(TuneOptions.from_args(args))
     picked = pick_candidates(setup, _top({"processes": 3, "threads": 8}), top_k=1, pareto=[])
     quiet = {c.label: c.settings for c in picked if c.label.endswith(", logging off")}
     assert quiet == {

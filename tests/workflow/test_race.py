@@ -1,4 +1,4 @@
-"""The race's decisions (tuner/workflow/race.py) on constructed standings: pure logic."""
+"""The race's decisions (tuner/workflow/race_rule.py) on constructed standings: pure logic."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from tuner.metrics.stats import Spread
-from tuner.workflow import race
+from tuner.workflow import race_rule
 from tuner.workflow.confirm import Candidate
-from tuner.workflow.race import BudgetPlan, RunCost, Standing
-from tuner.workflow.racing import default_and_best
+from tuner.workflow.race_rule import BudgetPlan, RunCost, Standing
+from tuner.workflow.race_runner import default_and_best
 
 
 def standing(server: str, *runs: float, trials: int = 6, gain: float = 0.0) -> Standing:
@@ -19,7 +19,7 @@ def standing(server: str, *runs: float, trials: int = 6, gain: float = 0.0) -> S
 
 def calls(standings: list[Standing], noise: float = 0.1, rungs_left: int = 2) -> dict[str, str]:
     """server -> its reason if stopped, "" if it goes on."""
-    judged = race.judge(standings, noise=noise, rungs_left=rungs_left, higher_is_better=True)
+    judged = race_rule.judge(standings, noise=noise, rungs_left=rungs_left, higher_is_better=True)
     assert [c.server for c in judged] == [s.server for s in standings]
     return {c.server: c.reason if c.stop else "" for c in judged}
 
@@ -85,7 +85,7 @@ def test_the_top_three_never_stop_and_all_reach_the_final() -> None:
         standing("werkzeug", 600, 610),
     ]
     assert set(calls(three, rungs_left=0).values()) == {""}
-    finalists = race.finalists(three, noise=0.1, higher_is_better=True)
+    finalists = race_rule.finalists(three, noise=0.1, higher_is_better=True)
     assert finalists == ["granian", "waitress", "werkzeug"]
 
 
@@ -110,7 +110,7 @@ def test_a_lower_is_better_headline_is_judged_the_other_way() -> None:
         standing("c", 5.0, 5.4),
         standing("d", 20.0, 21.0),
     ]
-    judged = race.judge(p99, noise=0.1, rungs_left=1, higher_is_better=False)
+    judged = race_rule.judge(p99, noise=0.1, rungs_left=1, higher_is_better=False)
     stopped = {c.server: c.reason for c in judged if c.stop}
     assert list(stopped) == ["d"] and stopped["d"].startswith("behind a by x4.0")
 
@@ -124,18 +124,21 @@ def test_the_final_takes_the_top_three_and_all_the_noise_cannot_separate() -> No
         standing("uwsgi", 2950, 3000),
         standing("cheroot", 2500, 3200),  # far behind on medians, but its runs overlap
     ]
-    chosen = race.finalists(field, noise=0.1, higher_is_better=True)
+    chosen = race_rule.finalists(field, noise=0.1, higher_is_better=True)
     assert chosen == ["granian", "uwsgi", "bjoern", "gunicorn", "cheroot"]
 
 
 def test_two_servers_both_reach_the_final() -> None:
-    assert race.finalists(FIELD[3:], noise=0.1, higher_is_better=True) == ["waitress", "werkzeug"]
+    assert race_rule.finalists(FIELD[3:], noise=0.1, higher_is_better=True) == [
+        "waitress",
+        "werkzeug",
+    ]
 
 
 @pytest.mark.parametrize(
     ("probes", "repeats", "expected"),
     [
-        ([], [], race.MIN_NOISE),
+        ([], [], race_rule.MIN_NOISE),
         ([10.0, 13.0, 10.0], [], 0.3),  # the CPU probe's range
         # one probe of ten far out (a moment's hiccup) is left out: 11.6-12.1 over 11.98
         ([11.95, 12.04, 16.65, 12.13, 12.11, 11.87, 11.75, 11.98, 12.05, 11.58], [], 0.10),
@@ -151,14 +154,14 @@ def test_two_servers_both_reach_the_final() -> None:
 def test_the_noise_is_the_largest_measured_spread(
     probes: list[float], repeats: list[Spread], expected: float
 ) -> None:
-    assert race.race_noise(probes, repeats) == pytest.approx(expected, abs=1e-4)
+    assert race_rule.race_noise(probes, repeats) == pytest.approx(expected, abs=1e-4)
 
 
 def test_the_gain_of_a_rung() -> None:
-    assert race.gain_over(1000, 1500, higher_is_better=True) == pytest.approx(0.5)
-    assert race.gain_over(10.0, 5.0, higher_is_better=False) == pytest.approx(1.0)
-    assert race.gain_over(1000, 900, higher_is_better=True) == 0.0
-    assert race.gain_over(None, 900, higher_is_better=True) == 0.0
+    assert race_rule.gain_over(1000, 1500, higher_is_better=True) == pytest.approx(0.5)
+    assert race_rule.gain_over(10.0, 5.0, higher_is_better=False) == pytest.approx(1.0)
+    assert race_rule.gain_over(1000, 900, higher_is_better=True) == 0.0
+    assert race_rule.gain_over(None, 900, higher_is_better=True) == 0.0
 
 
 def test_the_budget_shrinks_the_first_rung_and_ends_the_race_before_the_final() -> None:
@@ -167,8 +170,8 @@ def test_the_budget_shrinks_the_first_rung_and_ends_the_race_before_the_final() 
     # final: (3 x 6 + 7) x 3 = 75 runs = 562 s; 278 s left for 10 servers at 4 s: 6 runs each
     assert plan.final_runs() == 75
     assert plan.first_rung(cost) == 4  # 6 runs each, less the 2 race rounds
-    assert plan.first_rung(RunCost(40.0, 75.0)) == race.MIN_FIRST_RUNG  # never below
-    assert plan.first_rung(RunCost(1.0, 1.0)) == race.RUNG_TRIALS  # never above
+    assert plan.first_rung(RunCost(40.0, 75.0)) == race_rule.MIN_FIRST_RUNG  # never below
+    assert plan.first_rung(RunCost(1.0, 1.0)) == race_rule.RUNG_TRIALS  # never above
     # after 10 minutes, a rung of 3 servers (24 runs, 96 s) and the final (562 s) do not fit
     assert not plan.rung_fits(600.0, cost, alive=3, finalists=3)
     assert plan.rung_fits(100.0, cost, alive=3, finalists=3)
@@ -184,11 +187,11 @@ def test_finalists_beyond_the_top_three_bring_what_the_budget_holds() -> None:
     plan = BudgetPlan(budget_s=14 * 60, servers=10, final_candidates=6, final_rounds=3)
     cost = RunCost(rung_s=4.0, final_s=7.5)
     assert plan.final_runs(7) == (7 * 6 + 3) * 3  # 135 runs, 1,012 s: past the budget alone
-    assert plan.final_runs(7, race.LEAN_CANDIDATES) == (3 * 6 + 4 * 2 + 3) * 3  # 87, 652 s
+    assert plan.final_runs(7, race_rule.LEAN_CANDIDATES) == (3 * 6 + 4 * 2 + 3) * 3  # 87, 652 s
     assert plan.final_runs(3, 2) == plan.final_runs(3)  # nobody beyond the top three
     assert plan.extra_candidates(60.0, cost, finalists=7) == 3  # 60 + 99 x 7.5 <= 840
-    assert plan.extra_candidates(180.0, cost, finalists=7) == race.LEAN_CANDIDATES
-    assert plan.extra_candidates(800.0, cost, finalists=7) == race.LEAN_CANDIDATES  # the least
+    assert plan.extra_candidates(180.0, cost, finalists=7) == race_rule.LEAN_CANDIDATES
+    assert plan.extra_candidates(800.0, cost, finalists=7) == race_rule.LEAN_CANDIDATES  # the least
     assert replace(plan, budget_s=30 * 60).extra_candidates(0.0, cost, finalists=7) == 6
     # a rung of one server (8 runs, 32 s) fits beside the lean final, not beside the full one
     assert plan.rung_fits(100.0, cost, alive=1, finalists=7)  # 100 + 32 + 652 <= 840
@@ -220,6 +223,6 @@ def test_the_trials_at_other_sizes_are_planned_as_final_runs_of_each_finalist() 
     assert sized.final_runs(finalists=5) == plain.final_runs(finalists=5) + 5 * 10
     assert sized.fixed_s(cost) == pytest.approx(plain.fixed_s(cost) + 30 * 7.5)
     # 30 more runs at 7.5 s leave less for the first rung: 4 trials each becomes 3 (its least)
-    assert (plain.first_rung(cost), sized.first_rung(cost)) == (4, race.MIN_FIRST_RUNG)
+    assert (plain.first_rung(cost), sized.first_rung(cost)) == (4, race_rule.MIN_FIRST_RUNG)
     assert plain.rung_fits(100.0, cost, alive=3, finalists=3)
     assert not sized.rung_fits(100.0, cost, alive=3, finalists=3)

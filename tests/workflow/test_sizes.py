@@ -11,6 +11,7 @@ import pytest
 from tests.support.measurements import measurement
 from tuner.cli import build_parser
 from tuner.commands.setup import build_setup
+from tuner.commands.tune_options import TuneOptions
 from tuner.search.records import TrialRecord
 from tuner.search.space import suggest
 from tuner.search.study import StudySetup
@@ -32,7 +33,7 @@ def setup(tmp_path: Path, server: str = "gunicorn") -> StudySetup:
         ["tune", str(REPO / "apps/hello.py"), "--server", server]
         + ["--storage", f"sqlite:///{tmp_path}/s.db", "--study-name", "ref"]
     )
-    return build_setup(args)
+    return build_setup(TuneOptions.from_args(args))
 
 
 def record(

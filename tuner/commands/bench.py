@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tuner.apps import check_app_imports, parse_app
 from tuner.commands.options import (
+    LoadOptions,
     add_front_option,
     add_load_options,
     add_server_cpu_option,
@@ -16,7 +17,7 @@ from tuner.commands.options import (
     load_spec_from,
     workload_from,
 )
-from tuner.commands.tune import add_app_settings_option
+from tuner.commands.tune_options import add_app_settings_option
 from tuner.loadgen.capacity import need_of, need_text
 from tuner.machine.cpus import spare_cpus
 from tuner.servers import SERVERS
@@ -65,9 +66,10 @@ def handle(args: argparse.Namespace) -> int:
     app = check_app_imports(parse_app(args.app))
     adapter = behind(adapter_for_app(args.server, app, args.app_settings), args.front)
     settings = adapter.resolve(parse_assignments(args.settings))
-    server_cpus, load_cpus = cpu_split(args)
-    limits = limits_from(args, server_cpus)
-    load = load_spec_from(args, workload_from(args, args.path), load_cpus)
+    load_options = LoadOptions.from_args(args)
+    server_cpus, load_cpus = cpu_split(load_options)
+    limits = limits_from(load_options, server_cpus)
+    load = load_spec_from(load_options, workload_from(load_options, args.path), load_cpus)
     adapter.check_installed()
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="tuner-bench-"))
     plan = BenchPlan(

@@ -2,7 +2,8 @@
 
 Each server gets its own study (named COMPARE-SERVER) with exactly the options of `tuner tune`;
 the config files, compare.html, compare.png and compare.json go to one folder. By default the
-studies race (tuner/workflow/racing.py) within `--budget` minutes; `--full` runs each one whole.
+studies race (tuner/workflow/race_runner.py) within `--budget` minutes; `--full` runs each one
+whole.
 With `--for-cpus`, each server's study runs at the largest size and its written file is sized
 at boot, as `tune --for-cpus` writes it (tuner/workflow/sizes.py).
 """
@@ -21,13 +22,8 @@ from tuner.apps import Interface, check_app_imports, parse_app
 from tuner.commands.compare_sizes import SizedFor, sizable
 from tuner.commands.options import add_for_cpus_option
 from tuner.commands.setup import STUDY_NAME, build_setup
-from tuner.commands.tune import (
-    add_tune_options,
-    app_requirements,
-    for_cpus,
-    run_tune,
-    sized_setup,
-)
+from tuner.commands.tune import run_tune
+from tuner.commands.tune_options import TuneOptions, add_tune_options, for_cpus
 from tuner.errors import ConfigError, TunerError
 from tuner.search.storage_url import study_workdir
 from tuner.servers import SERVERS, get_adapter, server_names
@@ -37,11 +33,13 @@ from tuner.servers import SERVERS, get_adapter, server_names
 DEFAULT_BUDGET_MIN = 14.0
 
 if TYPE_CHECKING:
-    from tuner.report.compare import Split
+    from tuner.report.compare_page import Split
     from tuner.report.study_view import PlainListener
+    from tuner.report.tables import Table
     from tuner.search.study import StudySetup
-    from tuner.workflow.compare import ServerRow
-    from tuner.workflow.tune import TuneOutcome
+    from tuner.workflow.race_runner import RaceOptions, RaceResult
+    from tuner.workflow.side_by_side import ServerRow
+    from tuner.workflow.tune_steps import TuneOutcome
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -93,84 +91,155 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=handle)
 
 
+@dataclass(frozen=True)
+class CompareOptions:
+    """`compare`'s options, read from the command line once; `study` is every server's study
+    options, each taken with its own app, server and name (`TuneOptions.for_study`)."""
+
+    apps: tuple[str, ...]
+    servers: str
+    name: str | None
+    compare_rounds: int
+    budget_min: float | None
+    full: bool
+    out: Path | None
+    study: TuneOptions
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CompareOptions:
+        return cls(
+            apps=tuple(args.app),
+            servers=args.servers,
+            name=args.name,
+            compare_rounds=args.compare_rounds,
+            budget_min=args.budget,
+            full=args.full,
+            out=args.out,
+            study=TuneOptions.of_study(args, app="", server="", study_name=None),
+        )
+
+
 def handle(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from tuner.report.compare import compare_table, sized_tables
     from tuner.report.html import check_out_dir
-    from tuner.report.study_view import PlainListener, print_json
-    from tuner.report.terminal import console as stdout_console
-    from tuner.report.terminal import print_tables
-    from tuner.workflow import compare
+    from tuner.report.study_view import PlainListener
 
-    sizes = for_cpus(args)  # before the app is imported: a bad size is one line
-    # `all` means every server that can serve the app: its interface decides (and with
-    # --for-cpus, whether it writes a file sized at boot).
-    entries = entry_points(args.app)
-    servers = parse_servers(args.servers, args.front, [e.interface for e in entries])
-    sized = sizable(servers, args.servers, sizes)
-    chosen = contenders(sized.kept(servers), entries, args.servers)
-    if not args.json:  # on stdout: stderr keeps an error to one line
+    options = CompareOptions.from_args(args)
+    shared = options.study
+    sizes = for_cpus(shared)  # before the app is imported: a bad size is one line
+    entries, chosen, sized = _chosen(options, sizes)
+    if options.compare_rounds < 1:
+        raise ConfigError(
+            f"--compare-rounds {options.compare_rounds}: expected a whole number >= 1"
+        )
+    budget_s = budget_seconds(options.budget_min, options.full)
+    modules = "-".join(parse_app(e.text).module.rsplit(".", 1)[-1] for e in entries)
+    # A sized compare's studies run under a CPU limit: apart from those of one without.
+    name = options.name or f"{modules}-compare-{shared.objective}" + ("-sized" if sizes else "")
+    if not STUDY_NAME.match(name):
+        raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
+    out = check_out_dir(options.out or study_workdir(shared.storage, name))
+    # Every contender's options are checked before the first one is tuned.
+    per_server = {
+        c.name: shared.for_study(c.entry.text, c.server, f"{name}-{c.name}") for c in chosen
+    }
+    setups = _setups(chosen, per_server, sizes)
+    listener = PlainListener({}, quiet=shared.json)
+    race: RaceResult | None = None
+    if options.full:
+        outcomes, rows = _full(setups, per_server, options.compare_rounds, out, listener, sizes)
+    else:
+        race_options = _race_options(setups, per_server, budget_s, options, sizes)
+        outcomes, rows, race = _race(setups, race_options, shared.json, out, listener)
+    result = CompareResult(name, out, setups, rows, race, budget_s, sized)
+    _write(result)
+    _show(result, shared.json)
+    return _unproven_exit(outcomes)
+
+
+def _chosen(
+    options: CompareOptions, sizes: tuple[float, ...]
+) -> tuple[list[EntryPoint], list[Contender], SizedFor]:
+    """The entry points and the contenders, said on stdout (stderr keeps an error to one line).
+    `all` means every server that can serve the app: its interface decides (and with
+    --for-cpus, whether it writes a file sized at boot)."""
+    entries = entry_points(options.apps)
+    servers = parse_servers(options.servers, options.study.front, [e.interface for e in entries])
+    sized = sizable(servers, options.servers, sizes)
+    chosen = contenders(sized.kept(servers), entries, options.servers)
+    if not options.study.json:
         found = "; ".join(f"app {e.text}: {e.interface.describe()}" for e in entries)
         print(f"{found}; servers: {', '.join(c.name for c in chosen)}", flush=True)
         if sized.left_out:
             print(sized.left_out_line(), flush=True)
-    if args.compare_rounds < 1:
-        raise ConfigError(f"--compare-rounds {args.compare_rounds}: expected a whole number >= 1")
-    budget_s = budget_seconds(args.budget, args.full)
-    modules = "-".join(parse_app(e.text).module.rsplit(".", 1)[-1] for e in entries)
-    # A sized compare's studies run under a CPU limit: apart from those of one without.
-    name = args.name or f"{modules}-compare-{args.objective}" + ("-sized" if sizes else "")
-    if not STUDY_NAME.match(name):
-        raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
-    out = check_out_dir(args.out or study_workdir(args.storage, name))
-    # Every contender's options are checked before the first one is tuned.
-    per_server = {
-        c.name: argparse.Namespace(
-            **{
-                **vars(args),
-                "app": c.entry.text,
-                "server": c.server,
-                "study_name": f"{name}-{c.name}",
-            }
-        )
-        for c in chosen
-    }
+    return entries, chosen, sized
+
+
+def _setups(
+    chosen: Sequence[Contender], per_server: dict[str, TuneOptions], sizes: tuple[float, ...]
+) -> list[StudySetup]:
+    """Each contender's study setup; with --for-cpus, at the largest size, as `tune
+    --for-cpus` runs its reference."""
+    from tuner.workflow.sizes import sized_setup
+
     setups = [
         replace(build_setup(per_server[c.name]), entrant="" if c.name == c.server else c.name)
         for c in chosen
     ]
-    if sizes:  # each study at the largest size, as `tune --for-cpus` runs its reference
-        setups = [sized_setup(s, per_server[s.contender], sizes) for s in setups]
-    listener = PlainListener({}, quiet=args.json)
-    if args.full:
-        outcomes: dict[str, TuneOutcome] = {}
-        for setup in setups:
-            outcomes[setup.contender] = run_tune(
-                setup, per_server[setup.contender], setup.file_in(out), sizes
-            )
-        confirmed = compare.side_by_side(
-            setups, outcomes, args.compare_rounds, out / "confirm", listener.on_confirm_run
+    if sizes:
+        setups = [sized_setup(s, sizes, per_server[s.contender].study_name) for s in setups]
+    return setups
+
+
+def _full(
+    setups: list[StudySetup],
+    per_server: dict[str, TuneOptions],
+    compare_rounds: int,
+    out: Path,
+    listener: PlainListener,
+    sizes: tuple[float, ...],
+) -> tuple[dict[str, TuneOutcome], list[ServerRow]]:
+    """--full: every server's whole study, then the side-by-side rounds."""
+    from tuner.workflow import side_by_side
+
+    outcomes: dict[str, TuneOutcome] = {}
+    for setup in setups:
+        outcomes[setup.contender] = run_tune(
+            setup, per_server[setup.contender], setup.file_in(out), sizes
         )
-        rows = compare.rows(setups, outcomes, confirmed)
-        race_json: dict[str, object] | None = None
-    else:
-        outcomes, rows, race_json = _race(setups, per_server, budget_s, args, out, listener, sizes)
-    _write(out, name, setups, rows, race_json, sized)
-    if args.json:
+    confirmed = side_by_side.side_by_side(
+        setups, outcomes, compare_rounds, out / "confirm", listener.on_confirm_run
+    )
+    return outcomes, side_by_side.rows(setups, outcomes, confirmed)
+
+
+def _show(result: CompareResult, as_json: bool) -> None:
+    """The result on stdout: one JSON object, or the tables (and where the page went)."""
+    from rich.console import Console
+
+    from tuner.report.compare_page import sized_tables
+    from tuner.report.study_view import print_json
+    from tuner.report.terminal import console as stdout_console
+    from tuner.report.terminal import print_tables
+
+    if as_json:
         print_json(
             {
-                "compare": name,
-                "folder": str(out),
-                "race": race_json,
-                **sized.to_json(),
-                "servers": [r.to_json() for r in rows],
+                "compare": result.name,
+                "folder": str(result.out),
+                "race": result.race_json,
+                **result.sized.to_json(),
+                "servers": [r.to_json() for r in result.rows],
             }
         )
-    else:
-        table = compare_table(rows, load_split(setups), _noise(race_json), _connections(setups))
-        print_tables(stdout_console(), [table, *sized_tables(rows)])
-        Console(stderr=True).print(f"wrote {out / 'compare.html'}", highlight=False)
+        return
+    print_tables(stdout_console(), [result.table(), *sized_tables(result.rows)])
+    Console(stderr=True).print(f"wrote {result.out / 'compare.html'}", highlight=False)
+
+
+def _unproven_exit(outcomes: dict[str, TuneOutcome]) -> int:
+    """Each study that finished with its file kept unproven says so; exit 3 if any did."""
+    from rich.console import Console
+
     unproven = [o.unproven for o in outcomes.values() if o.unproven is not None]
     for kept in unproven:  # its study finished: the file is kept, marked (exit 3)
         Console(stderr=True).print(
@@ -193,48 +262,56 @@ def budget_seconds(minutes: float | None, full: bool) -> float:
     return minutes * 60
 
 
-def _race(
+def _race_options(
     setups: list[StudySetup],
-    per_server: dict[str, argparse.Namespace],
+    per_server: dict[str, TuneOptions],
     budget_s: float,
-    args: argparse.Namespace,
-    out: Path,
-    listener: PlainListener,
+    options: CompareOptions,
     sizes: tuple[float, ...],
-) -> tuple[dict[str, TuneOutcome], list[ServerRow], dict[str, object]]:
-    """The raced comparison: the race, its final rounds, the rows."""
-    from tuner.report.study_view import PlainListener
-    from tuner.workflow import compare, racing
+) -> RaceOptions:
+    """The race's options, each server's app requirements found before anything is measured."""
+    from tuner.workflow.apprequirements import study_requirements
+    from tuner.workflow.race_runner import RaceOptions
 
-    def say(line: str) -> None:
-        if not args.json:  # on stdout, as the app's line: stderr keeps an error to one line
-            print(line, flush=True)
-
-    options = racing.RaceOptions(
+    shared = options.study
+    return RaceOptions(
         budget_s=budget_s,
-        max_trials=args.trials,
-        top_k=args.top_k,
-        final_rounds=args.compare_rounds,
+        max_trials=shared.trials,
+        top_k=shared.top_k,
+        final_rounds=options.compare_rounds,
         app_requirements={
-            s.contender: app_requirements(s, per_server[s.contender]) for s in setups
+            s.contender: study_requirements(
+                s, per_server[s.contender].app_requirements, shared.clean_venv_check
+            )
+            for s in setups
         },
-        check_clean_venv=args.clean_venv_check,
+        check_clean_venv=shared.clean_venv_check,
         sizes=sizes,
     )
+
+
+def _race(
+    setups: list[StudySetup],
+    options: RaceOptions,
+    quiet: bool,
+    out: Path,
+    listener: PlainListener,
+) -> tuple[dict[str, TuneOutcome], list[ServerRow], RaceResult]:
+    """The raced comparison: the race, its final rounds, the rows."""
+    from tuner.report.study_view import PlainListener
+    from tuner.workflow import race_runner, side_by_side
+
+    def say(line: str) -> None:
+        if not quiet:  # on stdout, as the app's line: stderr keeps an error to one line
+            print(line, flush=True)
+
     listeners = {
-        s.contender: PlainListener(s.adapter.table.defaults(), quiet=args.json) for s in setups
+        s.contender: PlainListener(s.adapter.table.defaults(), quiet=quiet) for s in setups
     }
-    result = racing.run_race(setups, listeners, options, say, listener.on_confirm_run)
+    result = race_runner.run_race(setups, listeners, options, say, listener.on_confirm_run)
     say("race: final rounds: " + ", ".join(result.finalists) + " and every server's default")
-    final = racing.run_final(result, options, out, listener.on_confirm_run)
-    summary = {
-        "budget_s": budget_s,
-        "rungs": result.rungs,
-        "noise": result.noise,
-        "finalists": result.finalists,
-        "stopped": {lane.server: lane.stopped for lane in result.lanes if lane.stopped},
-    }
-    return final.outcomes, compare.race_rows(result, final), summary
+    final = race_runner.run_final(result, options, out, listener.on_confirm_run)
+    return final.outcomes, side_by_side.race_rows(result, final), result
 
 
 @dataclass(frozen=True)
@@ -312,29 +389,52 @@ def parse_servers(
     return servers
 
 
-def _noise(race: dict[str, object] | None) -> float | None:
-    """The noise the race measured (None for --full: the ranges alone then call a tie)."""
-    value = (race or {}).get("noise")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def _connections(setups: Sequence[StudySetup]) -> int | None:
     """The closed loop's connections (None for an open loop: its ceiling is the rate)."""
     load = setups[0].load
     return None if load.open_loop else load.connections
 
 
-def _write(
-    out: Path,
-    name: str,
-    setups: list[StudySetup],
-    rows: list[ServerRow],
-    race: dict[str, object] | None,
-    sized: SizedFor,
-) -> None:
+@dataclass(frozen=True)
+class CompareResult:
+    """What a compare measured and where it goes: the page, the JSON and the terminal."""
+
+    name: str
+    out: Path
+    setups: list[StudySetup]
+    rows: list[ServerRow]
+    race: RaceResult | None  # None for --full
+    budget_s: float
+    sized: SizedFor
+
+    @property
+    def race_json(self) -> dict[str, object] | None:
+        return self.race.to_json(self.budget_s) if self.race is not None else None
+
+    @property
+    def noise(self) -> float | None:
+        """The noise the race measured (None for --full: the ranges alone then call a tie)."""
+        return self.race.noise if self.race is not None else None
+
+    def table(self) -> Table:
+        from tuner.report.compare_page import compare_table
+
+        setups = self.setups
+        return compare_table(self.rows, load_split(setups), self.noise, _connections(setups))
+
+
+def _write(result: CompareResult) -> None:
     from tuner.files import atomic_write
-    from tuner.report.compare import compare_chart, compare_table, sized_tables
+    from tuner.report.compare_page import compare_chart, sized_tables
     from tuner.report.html import render_page, write_report
+
+    out, name, setups, rows, sized = (
+        result.out,
+        result.name,
+        result.setups,
+        result.rows,
+        result.sized,
+    )
 
     chart = compare_chart(rows)
     apps = list(dict.fromkeys(s.app_text for s in setups))
@@ -348,15 +448,12 @@ def _write(
             "Entry points: " + "; ".join(f"{s.contender} serves {s.app_text}" for s in setups)
         )
     summary += sized.summary()
-    tables = [
-        compare_table(rows, load_split(setups), _noise(race), _connections(setups)),
-        *sized_tables(rows),
-    ]
+    tables = [result.table(), *sized_tables(rows)]
     page = render_page(f"tuner compare: {name}", summary, [chart], tables)
     write_report(out, "compare.html", page, [chart])
     summary_json = {
         "compare": name,
-        "race": race,
+        "race": result.race_json,
         **sized.to_json(),
         "servers": [r.to_json() for r in rows],
     }
@@ -366,7 +463,7 @@ def _write(
 def load_split(setups: Sequence[StudySetup]) -> Split:
     """The load CPUs every server's rounds had, and this machine's CPUs to spare."""
     from tuner.machine.cpus import spare_cpus
-    from tuner.report.compare import Split
+    from tuner.report.compare_page import Split
 
     load = setups[0].load.load_cpus
     return Split(len(load), spare_cpus(setups[0].server_cpus, load))

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.commands.tune import unsized
 from tuner.errors import ConfigError
 from tuner.servers import get_adapter
 
@@ -59,6 +58,8 @@ def sizable(servers: Sequence[str], text: str, sizes: tuple[float, ...]) -> Size
         return SizedFor()
     left = tuple(name for name in servers if get_adapter(name).sizing_env is None)
     if left and text.strip().lower() != "all":
+        from tuner.workflow.sizes import unsized  # the study's modules: when run
+
         raise unsized(list(left), "compare")
     able = [name for name in servers if name not in left]
     if len(able) < 2:

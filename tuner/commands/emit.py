@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from tuner.apps import check_app_imports, parse_app
-from tuner.commands.tune import add_requirement_options
+from tuner.commands.tune_options import add_requirement_options
 from tuner.errors import ConfigError
 from tuner.search.storage_url import DEFAULT_STORAGE
 from tuner.servers.appenv import adapter_for_app
@@ -35,7 +35,7 @@ def handle(args: argparse.Namespace) -> int:
 
     from tuner.search.study import load_records
     from tuner.workflow.apprequirements import find_app_requirements
-    from tuner.workflow.emit import write_artifact
+    from tuner.workflow.proven_file import BootCheck, Requirements, ServerConfig, write_artifact
     from tuner.workflow.provenance import trial_header
 
     attrs, records = load_records(args.storage, args.study)
@@ -81,15 +81,15 @@ def handle(args: argparse.Namespace) -> int:
         check_imports=args.clean_venv_check,
     )
     path = write_artifact(
-        adapter,
-        app,
-        settings,
+        ServerConfig(adapter, app, settings),
         header,
         args.out,
-        server_cpus=tuple(setup["server_cpus"]),
-        app_requirements=found.lines,
-        requirements_source=found.describe(),
-        check_clean_venv=args.clean_venv_check,
+        boot=BootCheck(tuple(setup["server_cpus"])),
+        requirements=Requirements(
+            app_lines=found.lines,
+            source=found.describe(),
+            check_clean_venv=args.clean_venv_check,
+        ),
         sizing=sizing,
     )
     fronted = front_of(adapter)

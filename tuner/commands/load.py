@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from urllib.parse import urlsplit
 
-from tuner.commands.options import add_load_options, load_spec_from, workload_from
+from tuner.commands.options import LoadOptions, add_load_options, load_spec_from, workload_from
 from tuner.errors import ConfigError
 from tuner.machine.cpus import default_split, parse_cpu_list
 
@@ -28,7 +28,10 @@ def handle(args: argparse.Namespace) -> int:
     load_cpus = (
         parse_cpu_list(args.load_cpus, "--load-cpus") if args.load_cpus else default_split()[1]
     )
-    spec = load_spec_from(args, workload_from(args, path), load_cpus, target.host, target.port)
+    options = LoadOptions.from_args(args)
+    spec = load_spec_from(
+        options, workload_from(options, path), load_cpus, target.host, target.port
+    )
     if args.connections < len(load_cpus):
         raise ConfigError(f"--connections {args.connections}: need at least one per load CPU")
     console = display.console(args.json)

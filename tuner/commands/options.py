@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +15,52 @@ from tuner.machine.limits import Limits, check_cgroups, parse_cpu_limit, parse_m
 
 if TYPE_CHECKING:
     from tuner.loadgen import ClientModel, LoadSpec, Workload
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """The load, client-model and CPU options as parsed, read from the command line once
+    (`from_args`); the defaults are the parser's. Checked and turned into a LoadSpec, CPU sets
+    and limits by the functions below."""
+
+    connections: int = 64
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    rate_rps: float | None = None
+    keepalive: bool = True
+    request_timeout_s: float = 5.0
+    workload: Path | None = None
+    json: bool = False
+    slow_clients: float = 0.0
+    slow_client_kbps: float | None = None
+    think_ms: float | None = None
+    idle_connections: int = 0
+    load_cpus: str | None = None
+    server_cpus: str | None = None  # these three: the commands that start a server
+    cpu_limit: str | None = None
+    memory_limit: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> LoadOptions:
+        return cls(
+            connections=args.connections,
+            duration_s=args.duration,
+            warmup_s=args.warmup,
+            rate_rps=args.rate,
+            keepalive=not args.no_keepalive,
+            request_timeout_s=args.request_timeout,
+            workload=args.workload,
+            json=args.json,
+            slow_clients=args.slow_clients,
+            slow_client_kbps=args.slow_client_kbps,
+            think_ms=args.think_ms,
+            idle_connections=args.idle_connections,
+            load_cpus=args.load_cpus,
+            # `tuner load` measures a running server: it has no server CPUs or limits.
+            server_cpus=getattr(args, "server_cpus", None),
+            cpu_limit=getattr(args, "cpu_limit", None),
+            memory_limit=getattr(args, "memory_limit", None),
+        )
 
 
 def add_load_options(
@@ -75,6 +121,10 @@ def add_load_options(
         help="TOML file of weighted requests (method, path, headers, body)",
     )
     group.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_client_model_options(parser)
+
+
+def _add_client_model_options(parser: argparse.ArgumentParser) -> None:
     clients = parser.add_argument_group("client model (slow and idle clients)")
     clients.add_argument(
         "--slow-clients",
@@ -138,14 +188,14 @@ def add_front_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def limits_from(args: argparse.Namespace, server_cpus: tuple[int, ...]) -> Limits:
+def limits_from(options: LoadOptions, server_cpus: tuple[int, ...]) -> Limits:
     """The --cpu-limit / --memory-limit options, checked now: a quota above the pinned CPUs
     means nothing, and a machine without writable cgroups says so before any measuring."""
-    cpus = parse_cpu_limit(args.cpu_limit) if args.cpu_limit is not None else None
-    memory = parse_memory_limit(args.memory_limit) if args.memory_limit is not None else None
+    cpus = parse_cpu_limit(options.cpu_limit) if options.cpu_limit is not None else None
+    memory = parse_memory_limit(options.memory_limit) if options.memory_limit is not None else None
     if cpus is not None and cpus > len(server_cpus):
         raise ConfigError(
-            f"--cpu-limit {args.cpu_limit}: above the {len(server_cpus)} CPU(s) the server is "
+            f"--cpu-limit {options.cpu_limit}: above the {len(server_cpus)} CPU(s) the server is "
             "pinned to; give more --server-cpus or a lower limit"
         )
     limits = Limits(cpus, memory)
@@ -196,29 +246,31 @@ def parse_for_cpus(text: str, server_cpus: tuple[int, ...]) -> tuple[float, ...]
     return tuple(sorted(sizes))
 
 
-def cpu_split(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def cpu_split(options: LoadOptions) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Server and load CPU sets from the options, defaulting to an even split of the machine."""
     default_server, default_load = default_split()
     server = (
-        parse_cpu_list(args.server_cpus, "--server-cpus") if args.server_cpus else default_server
+        parse_cpu_list(options.server_cpus, "--server-cpus")
+        if options.server_cpus
+        else default_server
     )
-    load = parse_cpu_list(args.load_cpus, "--load-cpus") if args.load_cpus else default_load
+    load = parse_cpu_list(options.load_cpus, "--load-cpus") if options.load_cpus else default_load
     check_disjoint(server, load)
     return server, load
 
 
-def workload_from(args: argparse.Namespace, path: str) -> Workload:
+def workload_from(options: LoadOptions, path: str) -> Workload:
     from tuner.loadgen import Workload, load_workload_file  # the load generator: when run
 
-    if args.workload is not None:
-        return load_workload_file(args.workload)
+    if options.workload is not None:
+        return load_workload_file(options.workload)
     if not path.startswith("/"):
         raise ConfigError(f"--path {path!r}: expected a URL path starting with /")
     return Workload.single(path)
 
 
 def load_spec_from(
-    args: argparse.Namespace,
+    options: LoadOptions,
     workload: Workload,
     load_cpus: tuple[int, ...],
     host: str = "127.0.0.1",
@@ -227,36 +279,38 @@ def load_spec_from(
     from tuner.loadgen import LoadSpec
 
     spec = LoadSpec(
-        clients=client_model_from(args),
+        clients=client_model_from(options),
         host=host,
         port=port,
         workload=workload,
-        connections=args.connections,
-        duration_s=args.duration,
-        warmup_s=args.warmup,
-        rate_rps=args.rate,
-        keepalive=not args.no_keepalive,
+        connections=options.connections,
+        duration_s=options.duration_s,
+        warmup_s=options.warmup_s,
+        rate_rps=options.rate_rps,
+        keepalive=options.keepalive,
         load_cpus=load_cpus,
-        timeout_s=args.request_timeout,
+        timeout_s=options.request_timeout_s,
     )
     # A server's port is only known once it starts: check everything else now.
     replace(spec, port=spec.port or 1).validate()
     return spec
 
 
-def client_model_from(args: argparse.Namespace) -> ClientModel:
+def client_model_from(options: LoadOptions) -> ClientModel:
     """The --slow-clients, --slow-client-kbps, --think-ms and --idle-connections options."""
     from tuner.loadgen import ClientModel
 
-    given = (("--slow-client-kbps", args.slow_client_kbps), ("--think-ms", args.think_ms))
+    given = (("--slow-client-kbps", options.slow_client_kbps), ("--think-ms", options.think_ms))
     slow_only = [option for option, value in given if value is not None]
-    if slow_only and not args.slow_clients:
+    if slow_only and not options.slow_clients:
         raise ConfigError(
             f"{slow_only[0]}: describes the slow clients; give --slow-clients FRACTION too"
         )
     return ClientModel(
-        slow_fraction=args.slow_clients,
-        slow_kbps=DEFAULT_SLOW_KBPS if args.slow_client_kbps is None else args.slow_client_kbps,
-        think_ms=0.0 if args.think_ms is None else args.think_ms,
-        idle_connections=args.idle_connections,
+        slow_fraction=options.slow_clients,
+        slow_kbps=DEFAULT_SLOW_KBPS
+        if options.slow_client_kbps is None
+        else options.slow_client_kbps,
+        think_ms=0.0 if options.think_ms is None else options.think_ms,
+        idle_connections=options.idle_connections,
     )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 from typing import TYPE_CHECKING
 
 from tuner.apps import check_app_imports, parse_app
 from tuner.commands.options import cpu_split, limits_from, load_spec_from, workload_from
+from tuner.commands.tune_options import TuneOptions
 from tuner.errors import ConfigError
 from tuner.search.objectives import Slo, objective_named
 from tuner.search.space import SearchSpace, default_space_path, extend_space, load_space
@@ -21,27 +21,27 @@ if TYPE_CHECKING:
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-def build_setup(args: argparse.Namespace) -> StudySetup:
+def build_setup(options: TuneOptions) -> StudySetup:
     from tuner.search.study import StudySetup
 
-    _check_numbers(args)
+    _check_numbers(options)
     from tuner.front import behind
     from tuner.search.front_space import with_front_space
 
-    app = parse_app(args.app)
+    app = parse_app(options.app)
     # The interface decides which servers can run it and how: found before the adapter.
     app = check_app_imports(app)
-    adapter = adapter_for_app(args.server, app, args.app_settings)
-    server_cpus, load_cpus = cpu_split(args)
-    limits = limits_from(args, server_cpus)
-    load = load_spec_from(args, workload_from(args, args.path), load_cpus)
-    space_path = args.space or adapter.space_file or default_space_path(adapter.name)
+    adapter = adapter_for_app(options.server, app, options.app_settings)
+    server_cpus, load_cpus = cpu_split(options.load)
+    limits = limits_from(options.load, server_cpus)
+    load = load_spec_from(options.load, workload_from(options.load, options.path), load_cpus)
+    space_path = options.space or adapter.space_file or default_space_path(adapter.name)
     space = with_app_params(adapter, load_space(space_path, adapter.table, adapter.name))
-    adapter, space = with_front_space(behind(adapter, args.front), space)
+    adapter, space = with_front_space(behind(adapter, options.front), space)
     adapter.check_installed()
     # A study behind a front is another study: its name says so (and so does its metadata).
-    setup_name = f"{adapter.name}-{args.front}" if args.front else adapter.name
-    name = args.study_name or f"{app.module.rsplit('.', 1)[-1]}-{setup_name}-{args.objective}"
+    setup_name = f"{adapter.name}-{options.front}" if options.front else adapter.name
+    name = options.study_name or f"{app.module.rsplit('.', 1)[-1]}-{setup_name}-{options.objective}"
     if not STUDY_NAME.match(name):
         raise ConfigError(
             f"--study-name {name!r}: use letters, digits, '.', '_' and '-' "
@@ -49,22 +49,24 @@ def build_setup(args: argparse.Namespace) -> StudySetup:
         )
     return StudySetup(
         name=name,
-        storage_url=args.storage,
-        app_text=args.app,
+        storage_url=options.storage,
+        app_text=options.app,
         app=app,
         adapter=adapter,
         space=space,
-        objective=objective_named(args.objective),
+        objective=objective_named(options.objective),
         slo=Slo(
-            p99_ms=args.slo_p99, max_error_rate=args.max_error_rate, max_memory_mb=args.max_memory
+            p99_ms=options.slo_p99,
+            max_error_rate=options.max_error_rate,
+            max_memory_mb=options.max_memory,
         ),
         load=load,
         server_cpus=server_cpus,
         ready_path=load.workload.probe_path,
-        workdir=study_workdir(args.storage, name),
-        seed=args.seed,
-        allow_mixed_hosts=getattr(args, "allow_mixed_hosts", False),
-        branch_starts=not args.no_branch_starts,
+        workdir=study_workdir(options.storage, name),
+        seed=options.seed,
+        allow_mixed_hosts=options.allow_mixed_hosts,
+        branch_starts=options.branch_starts,
         limits=limits,
     )
 
@@ -77,24 +79,29 @@ def with_app_params(adapter: ServerAdapter, space: SearchSpace) -> SearchSpace:
     return extend_space(space, adapter.table, declared.search, declared.source)
 
 
-def _check_numbers(args: argparse.Namespace) -> None:
-    checks = [
-        ("--trials", args.trials, args.trials >= 1, "a whole number >= 1"),
-        ("--top-k", args.top_k, args.top_k >= 1, "a whole number >= 1"),
-        ("--confirm-rounds", args.confirm_rounds, args.confirm_rounds >= 1, "a whole number >= 1"),
+def _check_numbers(options: TuneOptions) -> None:
+    checks: list[tuple[str, float | None, bool, str]] = [
+        ("--trials", options.trials, options.trials >= 1, "a whole number >= 1"),
+        ("--top-k", options.top_k, options.top_k >= 1, "a whole number >= 1"),
+        (
+            "--confirm-rounds",
+            options.confirm_rounds,
+            options.confirm_rounds >= 1,
+            "a whole number >= 1",
+        ),
         (
             "--max-error-rate",
-            args.max_error_rate,
-            0 <= args.max_error_rate <= 1,
+            options.max_error_rate,
+            0 <= options.max_error_rate <= 1,
             "a fraction from 0 to 1",
         ),
     ]
     checks += [
         (name, value, value is None or value > 0, "a number > 0")
         for name, value in (
-            ("--timeout", args.study_timeout),
-            ("--slo-p99", args.slo_p99),
-            ("--max-memory", args.max_memory),
+            ("--timeout", options.study_timeout_s),
+            ("--slo-p99", options.slo_p99),
+            ("--max-memory", options.max_memory),
         )
     ]
     for name, value, ok, valid in checks:

@@ -34,7 +34,7 @@ from tuner.servers.base import (
 from tuner.servers.wrapped import WrappedAdapter
 from tuner.settings import Value
 
-# The port a written file is rendered for (tuner.workflow.emit.DEPLOY_PORT): a unix socket
+# The port a written file is rendered for (tuner.workflow.proven_file.DEPLOY_PORT): a unix socket
 # written for deployment goes to /run, one booted to check a file or run a trial to /tmp.
 DEPLOY_PORT = 8000
 

@@ -3,6 +3,7 @@ client, errors, late requests. The run's figures themselves are a `Measurement`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # NOTE: the engine builds measurements from these checks; no import cycle
@@ -39,73 +40,96 @@ NEARLY_FAIR_INDEX = 0.85
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 
 
-def assess(
-    *,
-    rps: float,
-    mean_completed_ms: float,
-    connections: int,
-    open_loop: bool,
-    starved: int,
-    fairness: float | None,
-    error_rate: float,
-    loadgen_cpu: float,
-    late_requests: int,
-    requests: int,
-    slow_connections: int = 0,
-    slow_starved: int = 0,
-) -> tuple[float | None, list[str], bool, list[str]]:
-    """(littles_law_ratio, unfair_reasons, client_bound, notes) for a run's totals.
+@dataclass(frozen=True)
+class RunTotals:
+    """A run's totals the checks judge. `rps`, `mean_completed_ms`, `connections`, `fairness`
+    and `requests` are the fast clients'. Slow clients (`slow_connections`, slow by design:
+    their rate is their link's and their think time's) are judged only on starvation, by their
+    own rule (the worker's), and `starved` includes their `slow_starved`."""
 
-    `rps`, `mean_completed_ms`, `connections`, `fairness` and `requests` are the fast
-    clients'. Slow clients (`slow_connections`, slow by design: their rate is their link's and
-    their think time's) are judged only on starvation, by their own rule (the worker's), and
-    `starved` includes their `slow_starved`."""
-    reasons: list[str] = []
-    notes: list[str] = []
+    rps: float
+    mean_completed_ms: float
+    connections: int
+    open_loop: bool
+    starved: int
+    fairness: float | None
+    error_rate: float
+    loadgen_cpu: float
+    late_requests: int
+    requests: int
+    slow_connections: int = 0
+    slow_starved: int = 0
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What the checks found: Little's law's ratio (closed loop only), the reasons the run was
+    unfair, whether the load generator was the limit, and the notes the run carries (the
+    unfair reasons among them)."""
+
+    littles_law_ratio: float | None
+    unfair_reasons: tuple[str, ...]
+    client_bound: bool
+    notes: tuple[str, ...]
+
+
+def assess(run: RunTotals) -> Assessment:
+    """The checks over a run's totals."""
     ratio = None
-    if not open_loop:
-        ratio = rps * (mean_completed_ms / 1000) / connections
-        # Judged only once the window held a response per connection: a window shorter than
-        # one turn of a slow fair queue (1 sync worker, 64 clients, 50 ms each: 3.2 s) sees
-        # only its shorter waits complete, and the ratio comes out low by chance.
-        if ratio < LITTLES_LAW_MIN_RATIO and requests >= connections:
-            reasons.append(
-                f"littles_law: rps x mean latency / connections = {ratio:.2f} "
-                f"(< {LITTLES_LAW_MIN_RATIO}); most connections were waiting unanswered, "
-                "so the latency percentiles understate what clients saw"
-            )
-    if starved:
-        slow = f" ({slow_starved} of them slow clients)" if slow_starved else ""
+    if not run.open_loop:
+        ratio = run.rps * (run.mean_completed_ms / 1000) / run.connections
+    reasons = _unfair_reasons(run, ratio)
+    client_bound = run.loadgen_cpu > CLIENT_BOUND_CPU_PCT
+    notes = [*_notes(run, client_bound), *("unfair: " + r for r in reasons)]
+    return Assessment(ratio, tuple(reasons), client_bound, tuple(notes))
+
+
+def _unfair_reasons(run: RunTotals, ratio: float | None) -> list[str]:
+    reasons: list[str] = []
+    # Judged only once the window held a response per connection: a window shorter than
+    # one turn of a slow fair queue (1 sync worker, 64 clients, 50 ms each: 3.2 s) sees
+    # only its shorter waits complete, and the ratio comes out low by chance.
+    if ratio is not None and ratio < LITTLES_LAW_MIN_RATIO and run.requests >= run.connections:
         reasons.append(
-            f"starved: {starved} of {connections + slow_connections} connections{slow} got no "
-            "response during the measurement window (the server serves some clients and "
-            "ignores others)"
+            f"littles_law: rps x mean latency / connections = {ratio:.2f} "
+            f"(< {LITTLES_LAW_MIN_RATIO}); most connections were waiting unanswered, "
+            "so the latency percentiles understate what clients saw"
         )
-    if fairness is not None and fairness < FAIRNESS_MIN_INDEX:
+    if run.starved:
+        slow = f" ({run.slow_starved} of them slow clients)" if run.slow_starved else ""
         reasons.append(
-            f"unequal_share: fairness index {fairness:.2f} (< {FAIRNESS_MIN_INDEX}) of the "
+            f"starved: {run.starved} of {run.connections + run.slow_connections} "
+            f"connections{slow} got no response during the measurement window (the server "
+            "serves some clients and ignores others)"
+        )
+    if run.fairness is not None and run.fairness < FAIRNESS_MIN_INDEX:
+        reasons.append(
+            f"unequal_share: fairness index {run.fairness:.2f} (< {FAIRNESS_MIN_INDEX}) of the "
             "responses per connection; some clients were served over and over while others "
             "waited"
         )
-    client_bound = loadgen_cpu > CLIENT_BOUND_CPU_PCT
+    return reasons
+
+
+def _notes(run: RunTotals, client_bound: bool) -> list[str]:
+    notes: list[str] = []
     if client_bound:
         notes.append(
-            f"client_bound: the load generator was {loadgen_cpu:.0f}% busy; this figure is its "
-            "limit, not the server's; give it more cores with --load-cpus"
+            f"client_bound: the load generator was {run.loadgen_cpu:.0f}% busy; this figure is "
+            "its limit, not the server's; give it more cores with --load-cpus"
         )
-    if error_rate > ERROR_RATE_NOTE:
+    if run.error_rate > ERROR_RATE_NOTE:
         notes.append(
-            f"errors: {error_rate:.1%} of requests failed (more than {ERROR_RATE_NOTE:.0%}); "
-            "the figures describe a failing server"
+            f"errors: {run.error_rate:.1%} of requests failed (more than "
+            f"{ERROR_RATE_NOTE:.0%}); the figures describe a failing server"
         )
-    if open_loop and late_requests:
-        share = late_requests / max(1, requests)
+    if run.open_loop and run.late_requests:
+        share = run.late_requests / max(1, run.requests)
         notes.append(
-            f"late: {late_requests} requests ({share:.1%}) were sent late (no idle connection "
-            "or a busy client); their latency counts from the intended time"
+            f"late: {run.late_requests} requests ({share:.1%}) were sent late (no idle "
+            "connection or a busy client); their latency counts from the intended time"
         )
-    notes += ["unfair: " + r for r in reasons]
-    return ratio, reasons, client_bound, notes
+    return notes
 
 
 def fairness_index(shares: list[int]) -> float | None:

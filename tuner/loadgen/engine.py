@@ -19,7 +19,7 @@ from typing import Any
 
 from tuner.errors import TunerError
 from tuner.loadgen import breakdown
-from tuner.loadgen.checks import PERCENTILES, assess, fairness_index
+from tuner.loadgen.checks import PERCENTILES, RunTotals, assess, fairness_index
 from tuner.loadgen.http import idle_request, tagged_sequence
 from tuner.loadgen.messages import Done, Failed, FromWorker, Go, Ready, Stop, WindowReport
 from tuner.loadgen.spec import LoadSpec
@@ -303,23 +303,43 @@ def _reap(procs: list[Any], pipes: list[Connection], wait_s: float) -> None:
         pipe.close()
 
 
+@dataclass
+class _Sums:
+    """The workers' window reports added up: counts, latency histograms, and each window."""
+
+    hist: Histogram
+    connect: Histogram
+    errors: list[int]
+    requests: int = 0
+    bytes_: int = 0
+    late: int = 0
+    completed_us: int = 0
+    slow_requests: int = 0
+
+    @classmethod
+    def of(cls, snaps: list[WindowReport], windows: dict[int, _Window]) -> _Sums:
+        """The sums of `snaps`; each report is also added to its window in `windows`."""
+        sums = cls(Histogram(), Histogram(), [0] * len(ERROR_KINDS))
+        for snap in snaps:
+            sums.requests += snap.requests
+            sums.bytes_ += snap.response_bytes
+            sums.late += snap.late
+            sums.completed_us += snap.completed_us
+            sums.slow_requests += snap.slow_requests
+            sums.errors = [a + b for a, b in zip(sums.errors, snap.errors, strict=True)]
+            sums.hist.merge(Histogram.from_sparse(snap.histogram))
+            if snap.connect_histogram:
+                sums.connect.merge(Histogram.from_sparse(snap.connect_histogram))
+            windows.setdefault(snap.index, _Window()).add(snap)
+        return sums
+
+
 def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Measurement:
-    hist = Histogram()
-    connect = Histogram()
-    errors = [0] * len(ERROR_KINDS)
-    requests = bytes_ = late = completed_us = slow_requests = 0
     windows: dict[int, _Window] = {}
-    for snap in snaps:
-        requests += snap.requests
-        bytes_ += snap.response_bytes
-        late += snap.late
-        completed_us += snap.completed_us
-        slow_requests += snap.slow_requests
-        errors = [a + b for a, b in zip(errors, snap.errors, strict=True)]
-        hist.merge(Histogram.from_sparse(snap.histogram))
-        if snap.connect_histogram:
-            connect.merge(Histogram.from_sparse(snap.connect_histogram))
-        windows.setdefault(snap.index, _Window()).add(snap)
+    sums = _Sums.of(snaps, windows)
+    hist, connect, errors = sums.hist, sums.connect, sums.errors
+    requests, bytes_, late = sums.requests, sums.bytes_, sums.late
+    completed_us, slow_requests = sums.completed_us, sums.slow_requests
     duration = sum(f.measure_s for f in finals) / len(finals)
     rps = requests / duration if duration > 0 else 0.0
     # Requests answered with 4xx/5xx are in `requests`; the others never got an answer.
@@ -335,22 +355,23 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
     fairness = None if spec.open_loop else fairness_index([n for f in finals for n in f.completed])
     busiest = max(finals, key=lambda f: f.cpu_pct)
     loadgen_cpu = busiest.cpu_pct
-    ratio, reasons, client_bound, notes = assess(
-        rps=rps,
-        mean_completed_ms=mean_completed_ms,
-        connections=spec.fast_connections,
-        open_loop=spec.open_loop,
-        starved=starved,
-        fairness=fairness,
-        error_rate=error_rate,
-        loadgen_cpu=loadgen_cpu,
-        late_requests=late,
-        requests=requests,
-        slow_connections=spec.slow_connections,
-        slow_starved=sum(f.slow_starved for f in finals),
+    judged = assess(
+        RunTotals(
+            rps=rps,
+            mean_completed_ms=mean_completed_ms,
+            connections=spec.fast_connections,
+            open_loop=spec.open_loop,
+            starved=starved,
+            fairness=fairness,
+            error_rate=error_rate,
+            loadgen_cpu=loadgen_cpu,
+            late_requests=late,
+            requests=requests,
+            slow_connections=spec.slow_connections,
+            slow_starved=sum(f.slow_starved for f in finals),
+        )
     )
     idle = breakdown.idle_connections(spec, finals)
-    notes += breakdown.idle_note(idle)
     # A run stopped early (a pruned trial) ends with a sliver of a window: its rate says
     # nothing (a few ms with 0 or 3 answers) and would drag the median; the requests in it
     # still count in the overall rate.
@@ -371,14 +392,14 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
         connections=spec.connections,
         starved_connections=starved,
         fairness_index=fairness,
-        littles_law_ratio=ratio,
-        unfair_reasons=tuple(reasons),
+        littles_law_ratio=judged.littles_law_ratio,
+        unfair_reasons=judged.unfair_reasons,
         late_requests=late,
         target_rps=spec.rate_rps,
         loadgen_cpu_pct=loadgen_cpu,
         loadgen_kernel_cpu_pct=busiest.cpu_kernel_pct,
-        client_bound=client_bound,
-        notes=tuple(notes),
+        client_bound=judged.client_bound,
+        notes=(*judged.notes, *breakdown.idle_note(idle)),
         templates=breakdown.templates(spec.workload, finals, duration),
         slow_clients=breakdown.slow_clients(spec, snaps, finals, duration),
         idle_connections=idle,

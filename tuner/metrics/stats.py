@@ -87,7 +87,7 @@ def clearly_better(
 def better_in_every_round(candidate: Spread, reference: Spread, *, higher_is_better: bool) -> bool:
     """`candidate` better in every round both were measured in (by the ranges when unpaired):
     an interim call on too few rounds for a test at 5% (a race's rung has two), which a margin
-    of its own must back (tuner.workflow.race)."""
+    of its own must back (tuner.workflow.race_rule)."""
     paired = pairs(candidate, reference, higher_is_better=higher_is_better)
     if paired is not None and paired.count:
         return paired.wins == paired.count

@@ -121,6 +121,25 @@ def _attempts(deadline: float, cap_s: float = _BACKOFF_CAP_S) -> Iterator[None]:
         delay = min(delay * 2, cap_s)
 
 
+def _argv_in(cgroup: Cgroup | None, argv: Sequence[str]) -> list[str]:
+    """`argv`, run from inside `cgroup` when there is one (it enters before it execs)."""
+    if cgroup is None:
+        return list(argv)
+    return [sys.executable, "-I", "-S", "-c", _JOIN_CGROUP, *cgroup.procs_files, "--", *argv]
+
+
+def _start_watchdog(owned: Cgroup | None) -> subprocess.Popen[bytes]:
+    """The watchdog that stops the server's group (and removes `owned`) if the tuner dies."""
+    cleaner = [CLEANER, *owned.folders] if owned else []
+    return _popen_in_group(
+        [sys.executable, "-I", "-S", "-c", _WATCHDOG, *cleaner],
+        0,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def _popen_in_group(argv: Sequence[str], pgid: int, **kwargs: Any) -> subprocess.Popen:
     """Popen into process group `pgid` (0 = a new group led by the child)."""
     if sys.version_info >= (3, 11):
@@ -240,27 +259,8 @@ class ServerProcess:
             raise ValueError("a tree starts in a cgroup of its own or joins one, not both")
         spec.write_files()
         cgroup = Cgroup.create(limits) if limits else None  # owned: removed with this tree
-        cleaner = [CLEANER, *cgroup.folders] if cgroup else []
-        argv = list(spec.argv)
-        entered = cgroup or join
-        if entered:
-            argv = [
-                sys.executable,
-                "-I",
-                "-S",
-                "-c",
-                _JOIN_CGROUP,
-                *entered.procs_files,
-                "--",
-                *argv,
-            ]
-        watchdog = _popen_in_group(
-            [sys.executable, "-I", "-S", "-c", _WATCHDOG, *cleaner],
-            0,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        argv = _argv_in(cgroup or join, spec.argv)
+        watchdog = _start_watchdog(cgroup)
         started_at = time.monotonic()
         try:
             with pinned(cpus), open(log_path, "wb") as log_file:
@@ -283,19 +283,7 @@ class ServerProcess:
         try:
             server._wait_ready(ready_path, started_at + ready_timeout_s, ready_timeout_s)
         except TrialError as exc:
-            # A server that could not bind its port serves nothing and may not heed its stop
-            # signal while it retries (gunicorn retries for 5 s, queueing signals meanwhile):
-            # no grace for it.
-            grace_s = 0.0 if isinstance(exc, PortInUseError) else None
-            with contextlib.suppress(LeftoverProcessesError):  # logged; keep the first error
-                server.stop(grace_s)
-            usage = server.final_usage
-            if usage is not None and usage.oom_kills and cgroup is not None:
-                raise OutOfMemory(
-                    f"{server._program} was OOM-killed while starting ({usage.oom_kills} "
-                    f"process(es) killed under {cgroup.limits.describe()}): "
-                    f"{str(exc).splitlines()[0]}"
-                ) from exc
+            server._stop_unready(exc)
             raise
         except BaseException:
             with contextlib.suppress(LeftoverProcessesError):  # logged; keep the first error
@@ -303,6 +291,23 @@ class ServerProcess:
             raise
         server.startup_s = time.monotonic() - started_at
         return server
+
+    def _stop_unready(self, exc: TrialError) -> None:
+        """Stop a server that never got ready; raises OutOfMemory if its cgroup OOM-killed it
+        meanwhile (the caller re-raises `exc` otherwise)."""
+        # A server that could not bind its port serves nothing and may not heed its stop
+        # signal while it retries (gunicorn retries for 5 s, queueing signals meanwhile):
+        # no grace for it.
+        grace_s = 0.0 if isinstance(exc, PortInUseError) else None
+        with contextlib.suppress(LeftoverProcessesError):  # logged; keep the first error
+            self.stop(grace_s)
+        usage = self.final_usage
+        if usage is not None and usage.oom_kills and self.cgroup is not None:
+            raise OutOfMemory(
+                f"{self._program} was OOM-killed while starting ({usage.oom_kills} "
+                f"process(es) killed under {self.cgroup.limits.describe()}): "
+                f"{str(exc).splitlines()[0]}"
+            ) from exc
 
     def _wait_ready(self, ready_path: str, deadline: float, timeout_s: float) -> None:
         last_problem = "no answer yet"

@@ -91,6 +91,34 @@ def result_table(
     table.add_column(style="bold")
     table.add_column()
     flags = [flag for flag, on in (("client_bound", m.client_bound), ("unfair", m.unfair)) if on]
+    _add_load_rows(table, m)
+    table.add_row(
+        "errors", "  ".join(f"{kind} {count}" for kind, count in m.errors.to_json().items())
+    )
+    table.add_row("starved connections", f"{m.starved_connections} of {m.connections}")
+    if m.fairness_index is not None:
+        table.add_row("fairness", f"{m.fairness_index:.2f} (1 = every connection served alike)")
+    _add_server_rows(table, m)
+    if context.get("limits"):
+        _add_limits_row(table, context)
+    table.add_row(
+        "load generator CPU",
+        f"{m.loadgen_cpu_pct:.0f}% (kernel {m.loadgen_kernel_cpu_pct:.0f}%)",
+    )
+    for line in m.server_log:
+        table.add_row("server log", f"[yellow]{escape(line)}[/]")
+    if m.blocked_loop is not None:
+        table.add_row("event loop", f"[red]{escape(m.blocked_loop.describe())}[/]")
+    table.add_row(
+        "verdict", "[red]" + ", ".join(flags) + "[/]" if flags else "[green]trustworthy[/]"
+    )
+    if settings:
+        table.add_row("settings", " ".join(f"{k}={v}" for k, v in settings.items()))
+    return table
+
+
+def _add_load_rows(table: Table, m: Measurement) -> None:
+    """What the load saw: the rate, the latencies, each template's and each kind of client's."""
     # A client_bound rate is the load generator's limit: the server's is at least it.
     floor = (">= ", "; a floor: client_bound") if m.client_bound else ("", "")
     table.add_row(
@@ -131,12 +159,10 @@ def result_table(
     if m.idle_connections is not None:
         idle = m.idle_connections
         table.add_row("idle connections", f"{idle.held} of {idle.opened} held open to the end")
-    table.add_row(
-        "errors", "  ".join(f"{kind} {count}" for kind, count in m.errors.to_json().items())
-    )
-    table.add_row("starved connections", f"{m.starved_connections} of {m.connections}")
-    if m.fairness_index is not None:
-        table.add_row("fairness", f"{m.fairness_index:.2f} (1 = every connection served alike)")
+
+
+def _add_server_rows(table: Table, m: Measurement) -> None:
+    """What the server used: its memory, its CPU, the CPUs lost, its startup."""
     if m.memory is not None:
         memory = m.memory
         front = memory.front_pss_mean_mb
@@ -157,26 +183,15 @@ def result_table(
         table.add_row("CPUs lost", m.cores.describe())
     if m.startup_s is not None:
         table.add_row("startup", f"{m.startup_s:.2f} s")
-    if context.get("limits"):
-        limits = Limits.from_dict(context["limits"])
-        used = context.get("cgroup") or {}
-        seen = []
-        if limits.cpus is not None:
-            seen.append(f"CPU-throttled in {used.get('throttled_fraction', 0.0):.0%} of periods")
-        if limits.memory_bytes is not None:
-            seen.append(f"memory peak {used.get('memory_peak_mb', 0.0):.0f} MB")
-        table.add_row("container limits", "; ".join([limits.describe(), *seen]))
-    table.add_row(
-        "load generator CPU",
-        f"{m.loadgen_cpu_pct:.0f}% (kernel {m.loadgen_kernel_cpu_pct:.0f}%)",
-    )
-    for line in m.server_log:
-        table.add_row("server log", f"[yellow]{escape(line)}[/]")
-    if m.blocked_loop is not None:
-        table.add_row("event loop", f"[red]{escape(m.blocked_loop.describe())}[/]")
-    table.add_row(
-        "verdict", "[red]" + ", ".join(flags) + "[/]" if flags else "[green]trustworthy[/]"
-    )
-    if settings:
-        table.add_row("settings", " ".join(f"{k}={v}" for k, v in settings.items()))
-    return table
+
+
+def _add_limits_row(table: Table, context: Mapping[str, Any]) -> None:
+    """The container limits the run was under, and what it met of them."""
+    limits = Limits.from_dict(context["limits"])
+    used = context.get("cgroup") or {}
+    seen = []
+    if limits.cpus is not None:
+        seen.append(f"CPU-throttled in {used.get('throttled_fraction', 0.0):.0%} of periods")
+    if limits.memory_bytes is not None:
+        seen.append(f"memory peak {used.get('memory_peak_mb', 0.0):.0f} MB")
+    table.add_row("container limits", "; ".join([limits.describe(), *seen]))

@@ -28,9 +28,13 @@ from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.apps import AppRef
 from tuner.errors import AppBrokenError, ConfigError
+
+if TYPE_CHECKING:
+    from tuner.search.study import StudySetup
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -131,6 +135,19 @@ class Imports:
 
     distributions: tuple[str, ...]  # canonical names
     unprovided: tuple[tuple[str, str], ...]  # (module, where it was loaded from)
+
+
+def study_requirements(setup: StudySetup, given: Path | None, check: bool) -> AppRequirements:
+    """The requirements of the app `setup` studies, found before any measurement (`given`:
+    --app-requirements); with the clean-venv check on (`check`), an import no clean
+    environment can have stops here, and the study proves the rest on the default config
+    before its first trial."""
+    return find_app_requirements(
+        setup.app,
+        given,
+        server_requirements=setup.adapter.requirements(setup.adapter.resolve({})),
+        check_imports=check,
+    )
 
 
 def find_app_requirements(

@@ -2,7 +2,7 @@
 
 A log line per request is a cost known to be one-sided (it never makes a server faster), yet
 it is decided by measurement like every other setting: the confirmation measures the top
-config and the default beside their variants with the log switched (tuner.workflow.tune,
+config and the default beside their variants with the log switched (tuner.workflow.tune_steps,
 `_quiet_logging_variant`, `_default_logging_variant`). Each such pair differs in the logging
 settings alone, so its within-round ratios are the log's own cost on this app and machine;
 the file's header says it, whichever config was written. Pure logic.

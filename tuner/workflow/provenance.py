@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -13,28 +14,41 @@ from tuner.search.records import TrialRecord
 from tuner.workflow.confirm import Confirmed, Verdict
 
 
-def header_lines(
-    *,
-    verdict: Verdict | None,
-    chosen: Confirmed | None,
-    study_name: str,
-    trial_number: int | None,
-    context: Mapping[str, Any],
-    workload: str,
-    noise: str,
-    client_bound: str = "",
-    log_costs: Sequence[str] = (),
-) -> list[str]:
-    """Plain text lines (the adapter turns them into comments); `client_bound`: the line on
-    the confirmation rounds that reached the load generator's limit; `log_costs`: what the
-    per-request log cost in the pairs (tuner.workflow.logcost)."""
+@dataclass(frozen=True)
+class Origin:
+    """Where a written file's config comes from: its study and trial, the run's context (the
+    versions, the machine, the CPUs, the limits), and the workload it was tuned for."""
+
+    study_name: str
+    trial_number: int | None
+    context: Mapping[str, Any]
+    workload: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What chose it: the verdict of the confirmation rounds and the config chosen, the noise
+    seen; `client_bound`: the line on the rounds that reached the load generator's limit;
+    `log_costs`: what the per-request log cost in the pairs (tuner.workflow.logcost)."""
+
+    verdict: Verdict | None
+    chosen: Confirmed | None
+    noise: str
+    client_bound: str = ""
+    log_costs: Sequence[str] = ()
+
+
+def header_lines(origin: Origin, evidence: Evidence) -> list[str]:
+    """Plain text lines (the adapter turns them into comments)."""
+    context, verdict, chosen = origin.context, evidence.verdict, evidence.chosen
+    study_name, trial_number = origin.study_name, origin.trial_number
     versions = context.get("versions", {})
     machine = context.get("machine", {})
     lines = [
         f"Tuned by tuner {versions.get('tuner', '?')} on "
         f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"study {study_name!r}, trial {trial_number if trial_number is not None else 'n/a'}",
-        f"app {context.get('app', '?')}; workload: {workload}",
+        f"app {context.get('app', '?')}; workload: {origin.workload}",
         f"machine: {machine.get('cpu_model', '?')}; server pinned to "
         f"{len(context.get('server_cpus', []))} CPU(s) {context.get('server_cpus')}, load on "
         f"{context.get('load_cpus')}",
@@ -44,12 +58,12 @@ def header_lines(
         "",
     ]
     if verdict is not None:
-        lines += _evidence(verdict, chosen, client_bound)
+        lines += _evidence(verdict, chosen, evidence.client_bound)
     elif chosen is not None:
         lines += ["measured (interleaved re-measurement, min / median / max):", _row(chosen, None)]
-    lines += list(log_costs)
+    lines += list(evidence.log_costs)
     lines += [
-        f"noise seen during the study: {noise}",
+        f"noise seen during the study: {evidence.noise}",
         "",
         "Re-tune when the app, the hardware or the traffic changes.",
     ]

@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from tuner.errors import TunerError
-from tuner.machine.limits import Limits
+from tuner.errors import ConfigError, TunerError
+from tuner.machine.limits import Limits, check_cgroups
 from tuner.machine.sizing import SizePoint, SizingRule, fit_rule
 from tuner.search.records import TrialRecord
 from tuner.search.space import Param, SearchSpace
+from tuner.search.storage_url import study_workdir
 from tuner.search.study import StudyListener, StudySetup, open_study, run_search
+from tuner.servers import SERVERS, get_adapter
 from tuner.settings import Value
 
 
@@ -152,3 +154,30 @@ def measure_sizes(
         records += found
     rule = fit_rule(points, memory_samples(setup, winner, records), env)
     return replace(rule, overrides=setup.adapter.sized_override())
+
+
+def sized_setup(setup: StudySetup, sizes: tuple[float, ...], study_name: str | None) -> StudySetup:
+    """The reference study of --for-cpus: at the largest size, named apart from a study of
+    the server at no limit (`-sized`, unless `study_name` was given); the server must write
+    files sized at boot."""
+    if setup.adapter.sizing_env is None:
+        raise unsized([setup.adapter.name], "tune")
+    limits = Limits(max(sizes), setup.limits.memory_bytes)
+    check_cgroups(limits)
+    name = study_name or f"{setup.name}-sized"
+    workdir = study_workdir(setup.storage_url, name)
+    return replace(setup, name=name, workdir=workdir, limits=limits)
+
+
+def sized_servers() -> list[str]:
+    """The servers that write a file sized at boot (--for-cpus)."""
+    return [name for name in SERVERS if get_adapter(name).sizing_env]
+
+
+def unsized(names: list[str], command: str) -> ConfigError:
+    """The one line that refuses --for-cpus for servers that write no file sized at boot."""
+    which = f"{names[0]} writes" if len(names) == 1 else f"{', '.join(names)} write"
+    return ConfigError(
+        f"--for-cpus: {which} no file sized at boot yet; servers that do: "
+        f"{', '.join(sized_servers())} (or {command} one size with --cpu-limit)"
+    )

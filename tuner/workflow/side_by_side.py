@@ -19,9 +19,9 @@ from tuner.metrics.measurement import Measurement
 from tuner.search.records import BASELINE_DEFAULT
 from tuner.search.study import StudySetup
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, confirm
-from tuner.workflow.race import MIN_FINALISTS, gap
-from tuner.workflow.racing import FinalResult, RaceResult
-from tuner.workflow.tune import TuneOutcome
+from tuner.workflow.race_rule import MIN_FINALISTS, gap
+from tuner.workflow.race_runner import FinalResult, RaceResult
+from tuner.workflow.tune_steps import TuneOutcome
 
 OnRun = Callable[[Candidate, int, Measurement | None], None]
 

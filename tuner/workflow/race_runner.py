@@ -1,5 +1,5 @@
 """`compare` as a race: rungs of trials per server, each server's best re-measured beside the
-others', the servers behind beyond the noise stopped (the rule: tuner/workflow/race.py), then
+others', the servers behind beyond the noise stopped (the rule: tuner/workflow/race_rule.py), then
 one set of interleaved final rounds for the finalists' candidates and every server's default.
 
 The rungs measure with short windows (RUNG_DURATION_S after RUNG_WARMUP_S, or the user's if
@@ -23,14 +23,15 @@ from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.study import StudyListener, StudySetup, run_search
 from tuner.search.study_handle import StudyHandle
 from tuner.settings import Value
-from tuner.workflow import race
+from tuner.workflow import race_rule
 from tuner.workflow.apprequirements import AppRequirements
 from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, confirm, more_rounds
-from tuner.workflow.race import BudgetPlan, RunCost, Standing
+from tuner.workflow.race_rule import BudgetPlan, Call, RunCost, Standing
 from tuner.workflow.sizes import measure_sizes, size_trials
-from tuner.workflow.tune import (
+from tuner.workflow.tune_steps import (
     SizingFor,
     TuneOutcome,
+    WinnerFile,
     conclude,
     measurer,
     pick_candidates,
@@ -46,6 +47,7 @@ OVERHEAD_ESTIMATE_S = 1.5
 FINAL_EXTRA_CANDIDATES = 3
 
 OnRun = Callable[[Candidate, int, Measurement | None], None]
+Say = Callable[[str], None]  # a line for the user
 
 
 @dataclass
@@ -105,7 +107,17 @@ class RaceResult:
     @property
     def lean(self) -> list[str]:
         """The finalists that bring only some of their candidates, to fit the budget."""
-        return self.finalists[race.MIN_FINALISTS :] if self.extra_candidates else []
+        return self.finalists[race_rule.MIN_FINALISTS :] if self.extra_candidates else []
+
+    def to_json(self, budget_s: float) -> dict[str, object]:
+        """The race as compare.json and `compare --json` give it, with the budget it had."""
+        return {
+            "budget_s": budget_s,
+            "rungs": self.rungs,
+            "noise": self.noise,
+            "finalists": self.finalists,
+            "stopped": {lane.server: lane.stopped for lane in self.lanes if lane.stopped},
+        }
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,59 @@ def run_race(
         options.final_rounds,
         options.sized_trials,
     )
+    _say_plan(options, plan, clock, say)
+    first = min(plan.first_rung(clock.cost()), options.max_trials)
+    say(f"race: rung 1: {len(lanes)} servers, {first} trials each")
+    for lane in lanes:
+        _first_rung(lane, lanes, first, options, clock, say)
+    standings: dict[str, Standing] = {}
+    rungs, next_round = 1, 0
+    while True:
+        racing = [lane for lane in lanes if not lane.stopped]
+        for lane, entry in _race_rounds(racing, next_round, clock, on_run, say):
+            spread = entry.spread(headline)
+            if spread is not None:
+                trials = lane.trials()
+                standings[lane.server] = Standing(lane.server, trials, spread, lane.gain, lane.done)
+        next_round += race_rule.RACE_ROUNDS
+        noise = _noise(lanes)
+        judged = [standings[lane.server] for lane in racing if lane.server in standings]
+        calls = race_rule.judge(
+            judged,
+            noise=noise,
+            rungs_left=plan.rungs_left(clock.spent_s, clock.cost(), len(judged)),
+            higher_is_better=headline.higher_is_better,
+        )
+        _stop(lanes, calls, say)
+        finalists = race_rule.finalists(
+            list(standings.values()),
+            noise=noise,
+            higher_is_better=headline.higher_is_better,
+        )
+        drawing = [lane for lane in lanes if not lane.stopped and not lane.done]
+        if not drawing or not plan.rung_fits(
+            clock.spent_s, clock.cost(), len(drawing), len(finalists)
+        ):
+            break
+        rungs += 1
+        say(f"race: rung {rungs}: " + ", ".join(lane.server for lane in drawing))
+        for lane in drawing:
+            say(f"{lane.server}: rung {rungs}")  # its trial lines follow
+            _rung(lane, race_rule.RUNG_TRIALS, options, clock)
+    extra = plan.extra_candidates(clock.spent_s, clock.cost(), len(finalists))
+    fewer = extra if extra < plan.final_candidates else 0
+    result = RaceResult(lanes, finalists, standings, noise, rungs, fewer)
+    if result.lean:
+        say(
+            f"race: {len(finalists)} finalists, the noise cannot separate them; so that the "
+            f"final rounds fit the budget, {', '.join(result.lean)} bring {extra} configs "
+            f"each (their default and best first), the top {race_rule.MIN_FINALISTS} all theirs"
+        )
+    return result
+
+
+def _say_plan(options: RaceOptions, plan: BudgetPlan, clock: _Clock, say: Say) -> None:
+    """Before the first rung: the size the race runs at, and a budget too small for it."""
     if options.sizes:
         others = ", ".join(f"{cpus:g}" for cpus in options.sizes[:-1])
         say(
@@ -193,57 +258,14 @@ def run_race(
             f"and the final rounds take at these windows (about {fixed_s / 60:.0f} min): they "
             "run anyway, and no further rung"
         )
-    first = min(plan.first_rung(clock.cost()), options.max_trials)
-    say(f"race: rung 1: {len(lanes)} servers, {first} trials each")
-    for lane in lanes:
-        _first_rung(lane, lanes, first, options, clock, say)
-    standings: dict[str, Standing] = {}
-    rungs, next_round = 1, 0
-    while True:
-        racing = [lane for lane in lanes if not lane.stopped]
-        for lane, entry in _race_rounds(racing, next_round, clock, on_run, say):
-            spread = entry.spread(headline)
-            if spread is not None:
-                trials = lane.trials()
-                standings[lane.server] = Standing(lane.server, trials, spread, lane.gain, lane.done)
-        next_round += race.RACE_ROUNDS
-        noise = _noise(lanes)
-        judged = [standings[lane.server] for lane in racing if lane.server in standings]
-        calls = race.judge(
-            judged,
-            noise=noise,
-            rungs_left=plan.rungs_left(clock.spent_s, clock.cost(), len(judged)),
-            higher_is_better=headline.higher_is_better,
-        )
-        for call in (c for c in calls if c.stop):
-            lane = next(lane for lane in lanes if lane.server == call.server)
-            lane.stopped = call.reason
-            say(f"race: {lane.server} stops drawing trials: {call.reason}")
-        finalists = race.finalists(
-            list(standings.values()),
-            noise=noise,
-            higher_is_better=headline.higher_is_better,
-        )
-        drawing = [lane for lane in lanes if not lane.stopped and not lane.done]
-        if not drawing or not plan.rung_fits(
-            clock.spent_s, clock.cost(), len(drawing), len(finalists)
-        ):
-            break
-        rungs += 1
-        say(f"race: rung {rungs}: " + ", ".join(lane.server for lane in drawing))
-        for lane in drawing:
-            say(f"{lane.server}: rung {rungs}")  # its trial lines follow
-            _rung(lane, race.RUNG_TRIALS, options, clock)
-    extra = plan.extra_candidates(clock.spent_s, clock.cost(), len(finalists))
-    fewer = extra if extra < plan.final_candidates else 0
-    result = RaceResult(lanes, finalists, standings, noise, rungs, fewer)
-    if result.lean:
-        say(
-            f"race: {len(finalists)} finalists, the noise cannot separate them; so that the "
-            f"final rounds fit the budget, {', '.join(result.lean)} bring {extra} configs "
-            f"each (their default and best first), the top {race.MIN_FINALISTS} all theirs"
-        )
-    return result
+
+
+def _stop(lanes: Sequence[Lane], calls: Sequence[Call], say: Say) -> None:
+    """The servers the race's calls stop drawing trials."""
+    for call in (c for c in calls if c.stop):
+        lane = next(lane for lane in lanes if lane.server == call.server)
+        lane.stopped = call.reason
+        say(f"race: {lane.server} stops drawing trials: {call.reason}")
 
 
 def _first_rung(
@@ -277,7 +299,7 @@ def _first_rung(
     # The first rung's gain is over the server's default: what its space added so far.
     if default is not None and default.measured and lane.best_value is not None:
         headline = lane.setup.objective.headlines[0]
-        lane.gain = race.gain_over(
+        lane.gain = race_rule.gain_over(
             headline.value(default.figures),
             lane.best_value,
             higher_is_better=headline.higher_is_better,
@@ -306,7 +328,9 @@ def _rung(lane: Lane, trials: int, options: RaceOptions, clock: _Clock) -> None:
         return
     headline = lane.setup.objective.headlines[0]
     value = headline.value(best.figures)
-    lane.gain = race.gain_over(lane.best_value, value, higher_is_better=headline.higher_is_better)
+    lane.gain = race_rule.gain_over(
+        lane.best_value, value, higher_is_better=headline.higher_is_better
+    )
     lane.best_value = value
 
 
@@ -336,8 +360,8 @@ def _race_rounds(
 
     started = clock.now()
     entries = [entry for _, entry in chosen]
-    more_rounds(entries, range(first_round, first_round + race.RACE_ROUNDS), measure, on_run)
-    clock.rung_runs += len(entries) * race.RACE_ROUNDS
+    more_rounds(entries, range(first_round, first_round + race_rule.RACE_ROUNDS), measure, on_run)
+    clock.rung_runs += len(entries) * race_rule.RACE_ROUNDS
     clock.rung_spent += clock.now() - started
     return chosen
 
@@ -374,7 +398,7 @@ def _noise(lanes: Sequence[Lane]) -> float:
         for entry in lane.entries.values()
         if (spread := entry.spread(lane.setup.objective.headlines[0])) is not None
     ]
-    return race.race_noise(probes, repeats)
+    return race_rule.race_noise(probes, repeats)
 
 
 @dataclass(frozen=True)
@@ -435,10 +459,12 @@ def run_final(
             more=lambda pair: more_rounds(
                 pair, range(rounds, rounds + EXTRA_ROUNDS), measure, named
             ),
-            out_path=lane.setup.file_in(out),
-            app_requirements=options.app_requirements.get(lane.server),
-            check_clean_venv=options.check_clean_venv,
-            sizing_for=_sizing_for(lane, options),
+            file=WinnerFile(
+                lane.setup.file_in(out),
+                options.app_requirements.get(lane.server),
+                options.check_clean_venv,
+                _sizing_for(lane, options),
+            ),
         )
     return FinalResult(confirmed, outcomes)
 

@@ -23,7 +23,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tuner.apps import AppRef
@@ -60,22 +60,49 @@ class Unproven(TunerError):
         self.reason = reason
 
 
+@dataclass(frozen=True)
+class ServerConfig:
+    """A server's settings for an app: what an artifact renders and boots."""
+
+    adapter: ServerAdapter
+    app: AppRef
+    settings: Mapping[str, Value]
+
+
+@dataclass(frozen=True)
+class BootCheck:
+    """Where the proof boots a copy: the server's pinned CPUs, and the path that must answer."""
+
+    server_cpus: tuple[int, ...]
+    ready_path: str = "/"
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What the header names as the file's `pip install` line beyond the server's own (the
+    app's requirements, and where they came from), and whether the file must prove it needs no
+    more by booting in a clean virtual environment holding only those (cached in `venv_cache`,
+    default `cleanvenv.cache_dir()`); `keep_unproven` writes a file that fails that proof as
+    FILE.unproven and raises Unproven."""
+
+    app_lines: Sequence[str] = ()
+    source: str = ""
+    check_clean_venv: bool = False
+    keep_unproven: bool = False
+    venv_cache: Path | None = None
+
+
+DEPLOY_BIND = Bind.tcp(LOOPBACK, DEPLOY_PORT)
+
+
 def write_artifact(
-    adapter: ServerAdapter,
-    app: AppRef,
-    settings: Mapping[str, Value],
+    config: ServerConfig,
     header: Sequence[str],
     out_path: Path,
     *,
-    server_cpus: tuple[int, ...],
-    ready_path: str = "/",
-    deploy_host: str = LOOPBACK,
-    deploy_port: int = DEPLOY_PORT,
-    app_requirements: Sequence[str] = (),
-    requirements_source: str = "",
-    check_clean_venv: bool = False,
-    keep_unproven: bool = False,
-    venv_cache: Path | None = None,
+    boot: BootCheck,
+    requirements: Requirements = Requirements(),
+    deploy: Bind = DEPLOY_BIND,
     sizing: SizingRule | None = None,
 ) -> Path:
     """Render, validate by booting, and atomically write the artifact; returns its path.
@@ -85,12 +112,32 @@ def write_artifact(
     in `out_path`'s folder, and booted as the first one's run_hint says.
 
     The booted copy differs from the written file only in its port (a free one, so validation
-    never collides with a server already on the deploy port). `check_clean_venv` also boots it
-    in a clean virtual environment with only the header's requirements (cached in
-    `venv_cache`, default `cleanvenv.cache_dir()`); where that fails, `keep_unproven` writes
-    the file as FILE.unproven and raises Unproven. `requirements_source` says in the header
-    where the app's requirements came from.
+    never collides with a server already on the deploy address); `requirements` says what the
+    header names and whether a clean virtual environment must prove it.
     """
+    out_path = _checked_out(config.adapter, out_path)
+    files = _Files(config, header, out_path, requirements, sizing)
+    deployed = files.render(deploy)
+    port = free_port(LOOPBACK)
+    with tempfile.TemporaryDirectory(prefix=".tuner-check-", dir=out_path.parent) as check_dir:
+        boot_path = files.write(files.render(Bind.tcp(LOOPBACK, port)), Path(check_dir))
+        sized = sizing is not None
+        boot_artifact(config, boot_path, port, boot=boot, sized=sized)
+        if requirements.check_clean_venv:
+            try:
+                venv = clean_venv(files.needs, requirements.venv_cache)
+                boot_artifact(config, boot_path, port, boot=boot, venv=venv, sized=sized)
+            except TunerError as exc:  # did not boot there, or pip could not build it
+                if not requirements.keep_unproven:
+                    raise
+                reason = exc.reason if isinstance(exc, NotProvenClean) else first_line(exc)
+                raise files.kept_unproven(deploy, reason) from exc
+        files.write(deployed, out_path.parent)
+    return out_path
+
+
+def _checked_out(adapter: ServerAdapter, out_path: Path) -> Path:
+    """`out_path` resolved, its folder made; a folder given as the file is refused."""
     out_path = out_path.resolve()
     if out_path.is_dir():
         raise ConfigError(
@@ -98,118 +145,92 @@ def write_artifact(
             f"{out_path / adapter.artifact_filename}"
         )
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    requirements = (*adapter.requirements(adapter.resolve(settings)), *app_requirements)
-
-    def header_text(unproven: str = "") -> str:
-        lines = install_lines(
-            requirements, checked=check_clean_venv, source=requirements_source, unproven=unproven
-        )
-        return "\n".join([*header, *lines])
-
-    text = header_text()
-    deploy = Bind.tcp(deploy_host, deploy_port)
-
-    def render(bind: Bind, header: str) -> tuple[Artifact, ...]:
-        if sizing is None:
-            return (adapter.render_artifact(app, bind, settings, header=header),)
-        return adapter.render_sized(
-            app, bind, settings, sizing, header=header, filename=out_path.name
-        )
-
-    def named(artifact: Artifact) -> str:
-        main = artifact.filename in (adapter.artifact_filename, out_path.name)
-        return out_path.name if main else artifact.filename
-
-    artifacts = render(deploy, text)
-    port = free_port(LOOPBACK)
-    boots = render(Bind.tcp(LOOPBACK, port), text)
-    with tempfile.TemporaryDirectory(prefix=".tuner-check-", dir=out_path.parent) as check_dir:
-        for boot in boots:
-            atomic_write(Path(check_dir) / named(boot), boot.text.encode("utf-8"), boot.mode)
-        boot_path = Path(check_dir) / named(boots[0])
-        sized = sizing is not None
-        boot_artifact(
-            adapter,
-            app,
-            settings,
-            boot_path,
-            port,
-            server_cpus=server_cpus,
-            ready_path=ready_path,
-            sized=sized,
-        )
-        if check_clean_venv:
-            try:
-                boot_artifact(
-                    adapter,
-                    app,
-                    settings,
-                    boot_path,
-                    port,
-                    server_cpus=server_cpus,
-                    ready_path=ready_path,
-                    venv=clean_venv(requirements, venv_cache),
-                    sized=sized,
-                )
-            except TunerError as exc:  # did not boot there, or pip could not build it
-                if not keep_unproven:
-                    raise
-                reason = exc.reason if isinstance(exc, NotProvenClean) else first_line(exc)
-                kept = out_path.with_name(out_path.name + UNPROVEN_SUFFIX)
-                for marked in render(deploy, header_text(reason)):
-                    name = named(marked)
-                    target = kept if name == out_path.name else out_path.with_name(name)
-                    atomic_write(target, marked.text.encode("utf-8"), marked.mode)
-                raise Unproven(kept, reason) from exc
-        for artifact in artifacts:
-            target = out_path.with_name(named(artifact))
-            atomic_write(target, artifact.text.encode("utf-8"), artifact.mode)
     return out_path
 
 
+@dataclass(frozen=True)
+class _Files:
+    """The files `write_artifact` renders for one bind, and where each goes."""
+
+    config: ServerConfig
+    header: Sequence[str]
+    out_path: Path
+    requirements: Requirements
+    sizing: SizingRule | None
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The header's `pip install` line: the server's requirements, then the app's."""
+        adapter, settings = self.config.adapter, self.config.settings
+        return (*adapter.requirements(adapter.resolve(settings)), *self.requirements.app_lines)
+
+    def header_text(self, unproven: str = "") -> str:
+        lines = install_lines(
+            self.needs,
+            checked=self.requirements.check_clean_venv,
+            source=self.requirements.source,
+            unproven=unproven,
+        )
+        return "\n".join([*self.header, *lines])
+
+    def render(self, bind: Bind, unproven: str = "") -> tuple[Artifact, ...]:
+        adapter, app, settings = self.config.adapter, self.config.app, self.config.settings
+        header = self.header_text(unproven)
+        if self.sizing is None:
+            return (adapter.render_artifact(app, bind, settings, header=header),)
+        return adapter.render_sized(
+            app, bind, settings, self.sizing, header=header, filename=self.out_path.name
+        )
+
+    def named(self, artifact: Artifact) -> str:
+        main = artifact.filename in (self.config.adapter.artifact_filename, self.out_path.name)
+        return self.out_path.name if main else artifact.filename
+
+    def write(self, artifacts: Sequence[Artifact], folder: Path) -> Path:
+        """Write `artifacts` into `folder`; returns the first one's path (the one booted)."""
+        paths = [folder / self.named(artifact) for artifact in artifacts]
+        for artifact, path in zip(artifacts, paths, strict=True):
+            atomic_write(path, artifact.text.encode("utf-8"), artifact.mode)
+        return paths[0]
+
+    def kept_unproven(self, deploy: Bind, reason: str) -> Unproven:
+        """Write the files marked unproven, the main one as FILE.unproven; the error to raise."""
+        kept = self.out_path.with_name(self.out_path.name + UNPROVEN_SUFFIX)
+        for marked in self.render(deploy, reason):
+            name = self.named(marked)
+            target = kept if name == self.out_path.name else self.out_path.with_name(name)
+            atomic_write(target, marked.text.encode("utf-8"), marked.mode)
+        return Unproven(kept, reason)
+
+
 def prove_clean_boot(
-    adapter: ServerAdapter,
-    app: AppRef,
-    settings: Mapping[str, Value],
+    config: ServerConfig,
     requirements: Sequence[str],
     *,
-    server_cpus: tuple[int, ...],
-    ready_path: str = "/",
+    boot: BootCheck,
     venv_cache: Path | None = None,
 ) -> None:
-    """Boot the artifact of `settings` in a clean virtual environment holding only
+    """Boot the artifact of `config` in a clean virtual environment holding only
     `requirements` and check that it answers, as `write_artifact` does at the end: before a
     study, so a requirement missing from the app's shows in seconds. Raises NotProvenClean
     (or TunerError when pip cannot build the environment)."""
     venv = clean_venv(requirements, venv_cache)
     port = free_port(LOOPBACK)
-    boot = adapter.render_artifact(
-        app, Bind.tcp(LOOPBACK, port), settings, header="clean boot check"
+    copy = config.adapter.render_artifact(
+        config.app, Bind.tcp(LOOPBACK, port), config.settings, header="clean boot check"
     )
     with tempfile.TemporaryDirectory(prefix="tuner-clean-boot-") as folder:
-        path = Path(folder) / boot.filename
-        atomic_write(path, boot.text.encode("utf-8"), boot.mode)
-        boot_artifact(
-            adapter,
-            app,
-            settings,
-            path,
-            port,
-            server_cpus=server_cpus,
-            ready_path=ready_path,
-            venv=venv,
-        )
+        path = Path(folder) / copy.filename
+        atomic_write(path, copy.text.encode("utf-8"), copy.mode)
+        boot_artifact(config, path, port, boot=boot, venv=venv)
 
 
 def boot_artifact(
-    adapter: ServerAdapter,
-    app: AppRef,
-    settings: Mapping[str, Value],
+    config: ServerConfig,
     path: Path,
     port: int,
     *,
-    server_cpus: tuple[int, ...],
-    ready_path: str = "/",
+    boot: BootCheck,
     venv: CleanVenv | None = None,
     sized: bool = False,
 ) -> None:
@@ -217,6 +238,7 @@ def boot_artifact(
     answers 2xx; raises TunerError saying why it did not. With `venv`, the server and its
     check run from that environment, and its log stays there (the artifact's folder is
     temporary). `sized`: `path` is the first of `render_sized`'s files."""
+    adapter, app, settings = config.adapter, config.app, config.settings
     env: Mapping[str, str] = venv.environ() if venv else {}
     bind = Bind.tcp(LOOPBACK, port)
     if sized:
@@ -237,11 +259,11 @@ def boot_artifact(
             _run_check(adapter.name, argv, app, env)
         with ServerProcess.start(
             spec,
-            cpus=server_cpus,
+            cpus=boot.server_cpus,
             log_path=log_path,
             host=LOOPBACK,
             port=port,
-            ready_path=ready_path,
+            ready_path=boot.ready_path,
         ):
             pass
     except (TrialError, CheckRejected) as exc:

@@ -15,8 +15,8 @@ from tuner.metrics.paired import ALPHA
 from tuner.metrics.stats import Spread, clearly_better, pairs, ratio, spread_text
 from tuner.report.figures import Chart, png_bytes
 from tuner.report.tables import Table, ratio_text, sizing_table
-from tuner.workflow.compare import ServerRow
 from tuner.workflow.confirm import ConfirmedSummary
+from tuner.workflow.side_by_side import ServerRow
 
 FIGURES: tuple[tuple[Callable[[ConfirmedSummary], Spread | None], str], ...] = (
     (lambda entry: entry.rps, "req/s (higher is better)"),

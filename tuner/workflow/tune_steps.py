@@ -6,6 +6,7 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +38,19 @@ from tuner.workflow.confirm import (
     more_rounds,
     settle,
 )
-from tuner.workflow.emit import (
+from tuner.workflow.logcost import logging_costs
+from tuner.workflow.proven_file import (
+    BootCheck,
     NotProvenClean,
+    Requirements,
+    ServerConfig,
     Unproven,
     first_line,
     prove_clean_boot,
     write_artifact,
 )
-from tuner.workflow.logcost import logging_costs
-from tuner.workflow.provenance import header_lines, install_command
+from tuner.workflow.provenance import Evidence, Origin, header_lines, install_command
+from tuner.workflow.sizes import measure_sizes
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class TuneOutcome:
     verdict: Verdict | None
     out_path: Path | None
     noise: str
-    unproven: Unproven | None = None  # written as FILE.unproven instead: see emit.py
+    unproven: Unproven | None = None  # written as FILE.unproven instead: see proven_file.py
     requirements: AppRequirements | None = None  # the app's, named in the file
     sizing: SizingRule | None = None  # --for-cpus: the rule the file computes its counts by
     # The confirmation rounds that reached the load generator's limit, and the load CPUs they
@@ -171,42 +176,65 @@ class TuneOutcome:
 SizingFor = Callable[[Mapping[str, Value], float | None, Sequence[TrialRecord]], SizingRule]
 
 
+@dataclass(frozen=True)
+class TuneRun:
+    """How one study's tune runs, as the command's options gave it: the search's length, the
+    confirmation, the clean-venv proof, and --for-cpus' sizes (none without it)."""
+
+    n_trials: int
+    timeout_s: float | None
+    top_k: int
+    confirm_rounds: int
+    check_clean_venv: bool = True
+    sizes: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class WinnerFile:
+    """Where the winner's file goes and what it must name and prove: the app's requirements,
+    the clean-venv boot, and with `sizing_for` (--for-cpus) the rule it sizes itself by."""
+
+    out_path: Path
+    app_requirements: AppRequirements | None = None
+    check_clean_venv: bool = True
+    sizing_for: SizingFor | None = None
+
+
 @keep_workers()  # one set of load workers for the search and the confirmation rounds
 def tune(
     setup: StudySetup,
+    run: TuneRun,
     *,
-    n_trials: int | None,
-    timeout_s: float | None,
-    top_k: int,
-    confirm_rounds: int,
     out_path: Path,
     listener: StudyListener,
     on_confirm_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
     app_requirements: AppRequirements | None = None,
-    check_clean_venv: bool = True,
-    sizing_for: SizingFor | None = None,
 ) -> TuneOutcome:
-    """One study at `setup`'s CPUs; with `sizing_for` (--for-cpus), the winner's counts are
-    measured at the other sizes too (tuner/workflow/sizes.py) and the file computes its counts
-    at boot from the rule through them."""
-    study = start(setup, app_requirements, check_clean_venv)
-    run_search(setup, study, n_trials=n_trials, timeout_s=timeout_s, listener=listener)
+    """One study at `setup`'s CPUs; with `run.sizes` (--for-cpus, `setup` at the largest), the
+    winner's counts are measured at the other sizes too (tuner/workflow/sizes.py) and the file
+    computes its counts at boot from the rule through them."""
+    study = start(setup, app_requirements, run.check_clean_venv)
+    run_search(setup, study, n_trials=run.n_trials, timeout_s=run.timeout_s, listener=listener)
     records = study.records(queued=False)
-    candidates = pick_candidates(setup, records, top_k, pareto=study.pareto_numbers())
+    candidates = pick_candidates(setup, records, run.top_k, pareto=study.pareto_numbers())
     measure = measurer(setup)
-    confirmed = confirm(candidates, confirm_rounds, measure, on_confirm_run)
+    rounds = run.confirm_rounds
+    confirmed = confirm(candidates, rounds, measure, on_confirm_run)
+    # --for-cpus: the other sizes are measured once the reference study has its winner.
+    sizing_for: SizingFor | None = (
+        partial(measure_sizes, setup, run.sizes, n_trials=run.n_trials, listener=listener)
+        if run.sizes
+        else None
+    )
     return conclude(
         setup,
         study,
         records,
         confirmed,
         more=lambda pair: more_rounds(
-            pair, range(confirm_rounds, confirm_rounds + EXTRA_ROUNDS), measure, on_confirm_run
+            pair, range(rounds, rounds + EXTRA_ROUNDS), measure, on_confirm_run
         ),
-        out_path=out_path,
-        app_requirements=app_requirements,
-        check_clean_venv=check_clean_venv,
-        sizing_for=sizing_for,
+        file=WinnerFile(out_path, app_requirements, run.check_clean_venv, sizing_for),
     )
 
 
@@ -227,14 +255,12 @@ def conclude(
     confirmed: list[Confirmed],
     *,
     more: Callable[[Sequence[Confirmed]], None],
-    out_path: Path,
-    app_requirements: AppRequirements | None = None,
-    check_clean_venv: bool = True,
-    sizing_for: SizingFor | None = None,
+    file: WinnerFile,
 ) -> TuneOutcome:
     """Decide from the confirmation rounds (`more` measures a pair in doubt again: a close
     call, or a winner unfair in some of its runs), and write the winner's file with its
     evidence."""
+    app_requirements = file.app_requirements
     verdict = settle(confirmed, setup.objective, setup.slo, setup.adapter.resolve({}), more=more)
     noise = noise_summary(study.attrs().cpu_probe_ms or [], confirmed)
     load_cpus = setup.load.load_cpus
@@ -242,20 +268,24 @@ def conclude(
     written = unproven = sizing = None
     if verdict is not None:
         chosen = verdict.winner
-        if sizing_for is not None:
+        if file.sizing_for is not None:
             rps = chosen.rps.median if chosen.rps else None
-            sizing = sizing_for(chosen.candidate.settings, rps, records)
+            sizing = file.sizing_for(chosen.candidate.settings, rps, records)
         header = header_lines(
-            verdict=verdict,
-            chosen=chosen,
-            study_name=setup.name,
-            trial_number=chosen.candidate.trial_number,
-            context={**_context(setup), "sized_at_boot": sizing is not None},
-            workload=describe_workload(setup),
-            noise=noise,
-            client_bound=bound,
-            log_costs=logging_costs(
-                confirmed, setup.adapter.logging_settings, setup.adapter.resolve
+            Origin(
+                setup.name,
+                chosen.candidate.trial_number,
+                {**_context(setup), "sized_at_boot": sizing is not None},
+                describe_workload(setup),
+            ),
+            Evidence(
+                verdict,
+                chosen,
+                noise,
+                client_bound=bound,
+                log_costs=logging_costs(
+                    confirmed, setup.adapter.logging_settings, setup.adapter.resolve
+                ),
             ),
         )
         # Kept first, so `tuner emit --study` can write the pick again with these settings and
@@ -263,17 +293,16 @@ def conclude(
         study.save_pick(chosen.candidate.settings, header, sizing.to_dict() if sizing else None)
         try:
             written = write_artifact(
-                setup.adapter,
-                setup.app,
-                chosen.candidate.settings,
+                ServerConfig(setup.adapter, setup.app, chosen.candidate.settings),
                 header,
-                out_path,
-                server_cpus=setup.server_cpus,
-                ready_path=setup.ready_path,
-                app_requirements=app_requirements.lines if app_requirements else (),
-                requirements_source=app_requirements.describe() if app_requirements else "",
-                check_clean_venv=check_clean_venv,
-                keep_unproven=True,
+                file.out_path,
+                boot=BootCheck(setup.server_cpus, setup.ready_path),
+                requirements=Requirements(
+                    app_lines=app_requirements.lines if app_requirements else (),
+                    source=app_requirements.describe() if app_requirements else "",
+                    check_clean_venv=file.check_clean_venv,
+                    keep_unproven=True,
+                ),
                 sizing=sizing,
             )
         except Unproven as exc:
@@ -317,12 +346,9 @@ def prove_default_clean(setup: StudySetup, app_requirements: AppRequirements | N
     requirements = (*setup.adapter.requirements(defaults), *lines)
     try:
         prove_clean_boot(
-            setup.adapter,
-            setup.app,
-            defaults,
+            ServerConfig(setup.adapter, setup.app, defaults),
             requirements,
-            server_cpus=setup.server_cpus,
-            ready_path=setup.ready_path,
+            boot=BootCheck(setup.server_cpus, setup.ready_path),
         )
     except (NotProvenClean, AppBrokenError) as exc:
         reason = exc.reason if isinstance(exc, NotProvenClean) else first_line(exc)
