@@ -60,8 +60,9 @@ def first_line(text: str) -> str:
 
 def _has_file_descriptor(stream: object) -> bool:
     """faulthandler writes to a file descriptor: not there when stderr is captured in-process."""
+    fileno = getattr(stream, "fileno", None)
     try:
-        return stream.fileno() >= 0  # type: ignore[attr-defined]
+        return callable(fileno) and fileno() >= 0
     except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
         return False
 

@@ -22,6 +22,8 @@ class Keeper(Protocol):
 
 
 class _Stored:
+    # Every subclass is a dataclass, which mypy cannot know of a class bound to a TypeVar:
+    # the two `fields` calls below carry an ignore for that reason alone.
     @classmethod
     def read(cls: type[_Attrs], stored: Mapping[str, Any]) -> _Attrs:
         """The fields found in `stored` (a study's or trial's user_attrs); other keys are left."""

@@ -61,6 +61,8 @@ class WithAppSettings(WrappedAdapter):
 
     def resolve(self, values: Mapping[str, object], *, bind: Bind = DIRECT) -> dict[str, Value]:
         server = super().resolve(values, bind=bind)
+        # The app's part is checked by its own table (app_part); its values are Values, which
+        # the wider `values: Mapping[str, object]` of the contract's signature cannot say.
         return {**server, **self.app_part(values)}  # type: ignore[arg-type]
 
     # --- running: the server's launch, with the app's environment -------------------------
