@@ -14,7 +14,6 @@ our own processes' CPU time (the server tree; the tuner and its load generator),
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from types import TracebackType
 
@@ -30,8 +29,8 @@ class CoresClock:
     """Snapshots the CPUs' counters and our own CPU time on entry and exit.
 
     `server_seconds` is the server tree's CPU time between the same two moments (the
-    TreeCpuClock measured around the same run), which this clock cannot see: the server's
-    processes are our children, but not reaped ones."""
+    TreeCpuClock measured around the same run): our own tree holds it, and the load's CPUs
+    are charged only with the rest."""
 
     def __init__(self, server_cpus: Sequence[int], load_cpus: Sequence[int]) -> None:
         self._server_cpus = tuple(server_cpus)
@@ -40,13 +39,12 @@ class CoresClock:
         self._start: dict[int, CpuTicks] = {}
         self._end: dict[int, CpuTicks] = {}
         self._own_start = self._own_end = 0.0
-        self._t0 = self._t1 = 0.0
 
-    def _snapshot(self) -> tuple[dict[int, CpuTicks], float, float]:
-        return read_cpu_ticks(self._server_cpus + self._load_cpus), _own_seconds(), time.monotonic()
+    def _snapshot(self) -> tuple[dict[int, CpuTicks], float]:
+        return read_cpu_ticks(self._server_cpus + self._load_cpus), _own_seconds()
 
     def __enter__(self) -> CoresClock:
-        self._start, self._own_start, self._t0 = self._snapshot()
+        self._start, self._own_start = self._snapshot()
         return self
 
     def __exit__(
@@ -55,20 +53,17 @@ class CoresClock:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._end, self._own_end, self._t1 = self._snapshot()
+        self._end, self._own_end = self._snapshot()
 
     def result(self, server_seconds: float) -> CoresGot | None:
         """None where the kernel's counters could not be read (no `/proc/stat`)."""
         server = self._share(self._server_cpus, server_seconds)
         if server is None:
             return None
+        ours = max(0.0, self._own_end - self._own_start)  # the server's included
         if not self._load_cpus:  # one set holds the server and us
-            together = self._share(self._server_cpus, server_seconds + self._own())
-            return CoresGot(together or server, None)
-        return CoresGot(server, self._share(self._load_cpus, self._own()))
-
-    def _own(self) -> float:
-        return max(0.0, self._own_end - self._own_start)
+            return CoresGot(self._share(self._server_cpus, ours) or server, None)
+        return CoresGot(server, self._share(self._load_cpus, max(0.0, ours - server_seconds)))
 
     def _share(self, cpus: Sequence[int], own_seconds: float) -> CoreShare | None:
         seen = [c for c in cpus if c in self._start and c in self._end]
@@ -84,7 +79,15 @@ class CoresClock:
 
 
 def _own_seconds() -> float:
-    """CPU time of this process and its reaped children (the load generator's processes,
-    joined at the end of each run)."""
-    times = psutil.Process().cpu_times()
-    return times.user + times.system + times.children_user + times.children_system
+    """CPU time of this process and every live process below it, each with its reaped
+    children: the load generator's processes (kept alive between a study's runs, so never
+    reaped into ours) and the server's tree."""
+    total = 0.0
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total

@@ -45,12 +45,6 @@ class CoresGot:
     server: CoreShare
     load: CoreShare | None
 
-    @property
-    def lost(self) -> float:
-        """The largest share either set lost to steal or other processes."""
-        shares = [self.server, *([self.load] if self.load else [])]
-        return max(share.stolen + share.other for share in shares)
-
     def notable(self) -> str | None:
         """The losses a reader of a trial's line should see (`NOTABLE` or more of a set's
         time), e.g. "server CPUs lost 18% to steal"; None when every one is smaller."""
@@ -91,10 +85,11 @@ def losses_text(runs: Sequence[CoresGot]) -> list[str]:
     share over the runs and the most ("steal in those runs: server CPUs 1% (up to 5%), load
     CPUs 3% (up to 24%)"). A cause that took under half a percent in every run is left out."""
     causes = []
-    for cause, share_of in (("steal", _stolen), ("other processes", _other)):
+    for cause, field in (("steal", "stolen"), ("other processes", "other")):
         sets = []
-        for where, pick in (("server", _server), ("load", _load)):
-            shares = [share_of(found) for found in (pick(got) for got in runs) if found]
+        for where in ("server", "load"):
+            found = [getattr(got, where) for got in runs]
+            shares = [getattr(share, field) for share in found if share is not None]
             if shares and max(shares) >= _NOTHING:
                 middle = statistics.median(shares)
                 sets.append(f"{where} CPUs {middle:.0%} (up to {max(shares):.0%})")
@@ -105,19 +100,3 @@ def losses_text(runs: Sequence[CoresGot]) -> list[str]:
 
 # Below this share in every run, a cause is not worth a word.
 _NOTHING = 0.005
-
-
-def _server(got: CoresGot) -> CoreShare | None:
-    return got.server
-
-
-def _load(got: CoresGot) -> CoreShare | None:
-    return got.load
-
-
-def _stolen(share: CoreShare) -> float:
-    return share.stolen
-
-
-def _other(share: CoreShare) -> float:
-    return share.other

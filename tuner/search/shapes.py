@@ -150,7 +150,8 @@ def next_shape(
     placed = measured(records, adapter, rank)
     # Every config the study ran or queued, whatever came of it: a move that was pruned, failed
     # or starved is not queued again (each repeat would be pruned as the first was).
-    tried = {_key(settings) for settings in _every_config(records, adapter)}
+    # (A repeat's config is its original's, so `_placed` leaving repeats out loses none.)
+    tried = {_key(found[0]) for record in records if (found := _placed(record, adapter))}
     best_of: dict[str, Shaped] = {}
     for shaped in sorted(placed, key=lambda s: s.rank):
         best_of.setdefault(shaped.model, shaped)
@@ -162,17 +163,6 @@ def next_shape(
             if params is not None and _key(_resolved(space, adapter, cpus, params)) not in tried:
                 return Move(params, best.number)
     return None
-
-
-def _every_config(records: Sequence[TrialRecord], adapter: ServerAdapter) -> list[dict[str, Value]]:
-    """The settings of every trial, as the server runs them (a mix it refuses left out)."""
-    out = []
-    for record in records:
-        try:
-            out.append(adapter.resolve(record.settings))
-        except ConfigError:
-            continue
-    return out
 
 
 def _threaded(space: SearchSpace, settings: Mapping[str, Value], lever: Levers) -> bool:
