@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.errors import ConfigError
+from tuner.loadgen.lanes import KUBE_FAILURES, KUBE_PERIOD_S, KUBE_TIMEOUT_S, Lanes, Probe, Streams
 from tuner.loadgen.spec import DEFAULT_SLOW_KBPS
 from tuner.machine.cpus import check_disjoint, default_split, parse_cpu_list
 from tuner.machine.limits import Limits, check_cgroups, parse_cpu_limit, parse_memory_limit
@@ -35,6 +36,12 @@ class LoadOptions:
     slow_client_kbps: float | None = None
     think_ms: float | None = None
     idle_connections: int = 0
+    streams: int = 0
+    stream_path: str | None = None
+    probe: str | None = None
+    probe_interval_s: float = KUBE_PERIOD_S
+    probe_timeout_s: float = KUBE_TIMEOUT_S
+    probe_failures: int = KUBE_FAILURES
     load_cpus: str | None = None
     server_cpus: str | None = None  # these three: the commands that start a server
     cpu_limit: str | None = None
@@ -55,6 +62,12 @@ class LoadOptions:
             slow_client_kbps=args.slow_client_kbps,
             think_ms=args.think_ms,
             idle_connections=args.idle_connections,
+            streams=args.streams,
+            stream_path=args.stream_path,
+            probe=args.probe,
+            probe_interval_s=args.probe_interval,
+            probe_timeout_s=args.probe_timeout,
+            probe_failures=args.probe_failures,
             load_cpus=args.load_cpus,
             # `tuner load` measures a running server: it has no server CPUs or limits.
             server_cpus=getattr(args, "server_cpus", None),
@@ -122,6 +135,51 @@ def add_load_options(
     )
     group.add_argument("--json", action="store_true", help="print one JSON object")
     _add_client_model_options(parser)
+    _add_lane_options(parser)
+
+
+def _add_lane_options(parser: argparse.ArgumentParser) -> None:
+    lanes = parser.add_argument_group("beside the load (production's traffic)")
+    lanes.add_argument(
+        "--streams",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N streams held open beside the load (SSE, token streams), each read to its end "
+        "and reopened: completed, cut (a trial with a cut stream cannot win), first byte, gaps",
+    )
+    lanes.add_argument(
+        "--stream-path", metavar="PATH", help="the path that answers a stream (with --streams)"
+    )
+    lanes.add_argument(
+        "--probe",
+        metavar="PATH",
+        help="a health probe beside the load, sent as kubelet sends it (e.g. /healthz): a "
+        "trial in which the orchestrator would restart the server cannot win",
+    )
+    lanes.add_argument(
+        "--probe-interval",
+        type=float,
+        default=KUBE_PERIOD_S,
+        metavar="S",
+        help=f"kubelet's periodSeconds (default {KUBE_PERIOD_S:g}); the probe is sampled at "
+        "least every 0.5 s so that a short run holds several",
+    )
+    lanes.add_argument(
+        "--probe-timeout",
+        type=float,
+        default=KUBE_TIMEOUT_S,
+        metavar="S",
+        help=f"a probe slower than this failed (timeoutSeconds, default {KUBE_TIMEOUT_S:g})",
+    )
+    lanes.add_argument(
+        "--probe-failures",
+        type=int,
+        default=KUBE_FAILURES,
+        metavar="N",
+        help=f"failed probes in a row that restart the server (failureThreshold, default "
+        f"{KUBE_FAILURES})",
+    )
 
 
 def _add_client_model_options(parser: argparse.ArgumentParser) -> None:
@@ -290,6 +348,7 @@ def load_spec_from(
         keepalive=options.keepalive,
         load_cpus=load_cpus,
         timeout_s=options.request_timeout_s,
+        lanes=lanes_from(options),
     )
     # A server's port is only known once it starts: check everything else now.
     replace(spec, port=spec.port or 1).validate()
@@ -314,3 +373,30 @@ def client_model_from(options: LoadOptions) -> ClientModel:
         think_ms=0.0 if options.think_ms is None else options.think_ms,
         idle_connections=options.idle_connections,
     )
+
+
+def lanes_from(options: LoadOptions) -> Lanes:
+    """The --streams, --stream-path and --probe options (with the probe's policy)."""
+    if options.stream_path is not None and not options.streams:
+        raise ConfigError("--stream-path: names the streams' path; give --streams N too")
+    if options.streams and options.stream_path is None:
+        raise ConfigError(f"--streams {options.streams}: give --stream-path PATH too")
+    policy = (
+        ("--probe-interval", options.probe_interval_s != KUBE_PERIOD_S),
+        ("--probe-timeout", options.probe_timeout_s != KUBE_TIMEOUT_S),
+        ("--probe-failures", options.probe_failures != KUBE_FAILURES),
+    )
+    given = [option for option, changed in policy if changed]
+    if given and options.probe is None:
+        raise ConfigError(f"{given[0]}: describes the probe; give --probe PATH too")
+    streams = probe = None
+    if options.stream_path is not None:
+        streams = Streams(options.streams, options.stream_path, stall_s=options.request_timeout_s)
+    if options.probe is not None:
+        probe = Probe(
+            options.probe,
+            interval_s=options.probe_interval_s,
+            timeout_s=options.probe_timeout_s,
+            failures=options.probe_failures,
+        )
+    return Lanes(streams, probe)

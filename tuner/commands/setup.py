@@ -59,6 +59,8 @@ def build_setup(options: TuneOptions) -> StudySetup:
             p99_ms=options.slo_p99,
             max_error_rate=options.max_error_rate,
             max_memory_mb=options.max_memory,
+            streams=load.lanes.streams is not None,
+            probe=load.lanes.probe is not None,
         ),
         load=load,
         server_cpus=server_cpus,

@@ -18,13 +18,15 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from tuner.errors import TunerError
-from tuner.loadgen import breakdown
+from tuner.loadgen import breakdown, lane_judge
+from tuner.loadgen.beside import LaneConfig, LaneReport, beside_main
 from tuner.loadgen.checks import PERCENTILES, RunTotals, assess, fairness_index
-from tuner.loadgen.http import idle_request, tagged_sequence
+from tuner.loadgen.http import host_header, idle_request, tagged_sequence
 from tuner.loadgen.messages import Done, Failed, FromWorker, Go, Ready, Stop, WindowReport
 from tuner.loadgen.spec import LoadSpec
 from tuner.loadgen.worker import ERROR_KINDS, TIMEOUT, WorkerConfig, worker_main
 from tuner.metrics.histogram import Histogram
+from tuner.metrics.lanes import ProbeFigures, StreamFigures
 from tuner.metrics.measurement import Errors, Latency, Measurement, median_of_windows
 
 # Spawning a worker re-imports Python and the tuner: allow for a slow, busy machine.
@@ -114,6 +116,56 @@ class _Pool:
         _reap(self.procs, self.pipes, 2.0 if polite else 0.0)
 
 
+class _LaneProcess:
+    """The process that runs a run's lanes (streams, a probe) beside its workers: spawned per
+    run, since few runs have lanes, and stopped with the run however it ends."""
+
+    def __init__(self, config: LaneConfig) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.pipe, child_end = ctx.Pipe()
+        self.proc = ctx.Process(
+            target=beside_main, args=(child_end,), name="tuner-lanes", daemon=True
+        )
+        try:
+            self.proc.start()
+        finally:
+            child_end.close()
+        self.pipe.send(config)
+
+    def report(self, deadline: float) -> LaneReport:
+        left = max(0.0, deadline - time.monotonic())
+        if not self.pipe.poll(left):
+            raise TunerError("load generator: the lanes beside the load did not finish in time")
+        try:
+            message = self.pipe.recv()
+        except EOFError:
+            raise TunerError("load generator: the lanes process died unexpectedly") from None
+        if isinstance(message, Failed):
+            raise TunerError(f"load generator: the lanes failed:\n{message.traceback}")
+        if not isinstance(message, LaneReport):
+            raise TunerError(f"load generator: the lanes sent {type(message).__name__}")
+        return message
+
+    def close(self) -> None:
+        _reap([self.proc], [self.pipe], 2.0)
+
+
+def _lanes_of(spec: LoadSpec, host: str) -> _LaneProcess | None:
+    if not spec.lanes:
+        return None
+    return _LaneProcess(
+        LaneConfig(
+            cpus=tuple(spec.load_cpus),
+            host=host,
+            port=spec.port,
+            host_header=host_header(spec.host, spec.port),
+            lanes=spec.lanes,
+            warmup_s=spec.warmup_s,
+            duration_s=spec.duration_s,
+        )
+    )
+
+
 # The pool that `keep_workers` keeps between runs, and how many such blocks are open.
 _kept: _Pool | None = None
 _keep_depth = 0
@@ -181,7 +233,9 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
     workers = len(spec.load_cpus)
     pool, kept = _acquire(tuple(spec.load_cpus))
     clean = False
+    lanes: _LaneProcess | None = None
     try:
+        lanes = _lanes_of(spec, host)
         pipes = pool.pipes
         for index, (cpu, (conns, slow, idle), pipe) in enumerate(
             zip(spec.load_cpus, spec.per_worker(), pipes, strict=True)
@@ -208,9 +262,10 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
                 idle_request=idle_request(spec.workload, spec.host, spec.port) if idle else b"",
             )
             pipe.send(cfg)
-        _await_ready(pipes)
+        beside = [lanes.pipe] if lanes is not None else []
+        _await_ready([*pipes, *beside])
         start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
-        for pipe in pipes:
+        for pipe in [*pipes, *beside]:
             pipe.send(Go(start_ns))
         deadline = (
             time.monotonic()
@@ -220,11 +275,23 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
             + spec.timeout_s
             + FINISH_GRACE_S
         )
-        snaps, finals = _collect(pipes, deadline, on_window)
+        snaps, finals, stopped = _collect(pipes, deadline, on_window, beside)
+        report = lanes.report(deadline) if lanes is not None else None
         clean = True
     finally:
         _release(pool, kept, clean)
-    return _merge(spec, snaps, finals)
+        if lanes is not None:
+            lanes.close()
+    streams, probe = (
+        lane_judge.judge(spec.lanes, report, spec.warmup_s, stopped) if report else (None, None)
+    )
+    return _merge(spec, snaps, finals, LaneFigures(streams, probe))
+
+
+@dataclass(frozen=True)
+class LaneFigures:
+    streams: StreamFigures | None = None
+    probe: ProbeFigures | None = None
 
 
 def _await_ready(pipes: list[Connection]) -> None:
@@ -258,8 +325,11 @@ def _collect(
     pipes: list[Connection],
     deadline: float,
     on_window: Callable[[WindowStats], bool] | None,
-) -> tuple[list[WindowReport], list[Done]]:
-    """Receive window reports and final reports; call `on_window` as windows complete."""
+    beside: list[Connection],
+) -> tuple[list[WindowReport], list[Done], bool]:
+    """Receive window reports and final reports; call `on_window` as windows complete. When it
+    stops the run, the workers and the lane process `beside` are told to stop; the last value
+    says whether it did."""
     snaps: list[WindowReport] = []
     finals: list[Done] = []
     windows: dict[int, _Window] = {}
@@ -284,10 +354,10 @@ def _collect(
             next_window += 1
             if on_window is not None and on_window(window.stats(next_window - 1)) is False:
                 stopped = True
-                for pipe in pipes:
+                for pipe in [*pipes, *beside]:
                     with contextlib.suppress(OSError):  # that worker already finished
                         pipe.send(Stop())
-    return snaps, finals
+    return snaps, finals, stopped
 
 
 def _reap(procs: list[Any], pipes: list[Connection], wait_s: float) -> None:
@@ -334,7 +404,9 @@ class _Sums:
         return sums
 
 
-def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Measurement:
+def _merge(
+    spec: LoadSpec, snaps: list[WindowReport], finals: list[Done], lanes: LaneFigures
+) -> Measurement:
     windows: dict[int, _Window] = {}
     sums = _Sums.of(snaps, windows)
     hist, connect, errors = sums.hist, sums.connect, sums.errors
@@ -405,4 +477,6 @@ def _merge(spec: LoadSpec, snaps: list[WindowReport], finals: list[Done]) -> Mea
         idle_connections=idle,
         connect=breakdown.latency_of(connect) if connect.total else None,
         loadgen_busy_cpus=sum(f.cpu_pct for f in finals) / 100,
+        streams=lanes.streams,
+        probe=lanes.probe,
     )

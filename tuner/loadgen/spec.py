@@ -18,6 +18,7 @@ from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from tuner.errors import ConfigError
+from tuner.loadgen.lanes import Lanes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -314,6 +315,7 @@ class LoadSpec:
     load_cpus: tuple[int, ...] = (1,)  # one worker process per CPU, pinned to it
     timeout_s: float = 5.0  # per request
     clients: ClientModel = ClientModel()  # slow and idle clients beside the fast ones
+    lanes: Lanes = Lanes()  # streams and a health probe beside the request load
 
     @property
     def slow_connections(self) -> int:
@@ -403,6 +405,11 @@ class LoadSpec:
         if not isinstance(self.clients, ClientModel):
             raise ConfigError(f"clients {self.clients!r}: expected a ClientModel")
         problem = self.clients.problem(self.connections, len(self.load_cpus))
+        if problem:
+            raise ConfigError(problem)
+        if not isinstance(self.lanes, Lanes):
+            raise ConfigError(f"lanes {self.lanes!r}: expected Lanes")
+        problem = self.lanes.problem(self.warmup_s + self.duration_s)
         if problem:
             raise ConfigError(problem)
 

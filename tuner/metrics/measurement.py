@@ -4,8 +4,8 @@ Every module past the runner (the study, the confirmation round, `show`, the rep
 reads these attributes instead of string keys. The serial form is versioned: version 2 (now)
 always means the median of one-second windows by `rps`; version 1 (earlier tuners, no
 `schema_version`) meant it only beside `rps_overall`, and `from_json` reads both right.
-Optional parts (`templates`, `slow_clients`, `idle_connections`) are written only when the run
-had them and read as absent from older records. The versions in full:
+Optional parts (`templates`, `slow_clients`, `idle_connections`, `streams`, `probe`) are
+written only when the run had them and read as absent from older records. The versions in full:
 docs/pages/figures.md, "The JSON form".
 """
 
@@ -19,6 +19,7 @@ from typing import Any
 
 from tuner.errors import ConfigError, InvalidMeasurement
 from tuner.metrics.coreshare import CoresGot
+from tuner.metrics.lanes import ProbeFigures, StreamFigures
 
 SCHEMA_VERSION = 2
 # The constraint value of a run judged unfair whose figures look nearly even: still > 0.
@@ -354,6 +355,9 @@ class Measurement:
     # What the server's and the load's CPUs lost to steal and to other processes over the run.
     # None: not started by us, no /proc/stat, or an older record.
     cores: CoresGot | None = None
+    # The lanes beside the request load (tuner/loadgen/lanes.py); None: the run had none.
+    streams: StreamFigures | None = None
+    probe: ProbeFigures | None = None
 
     @property
     def unfair(self) -> bool:
@@ -427,6 +431,10 @@ class Measurement:
             data["connect_ms"] = self.connect.to_json()
         if self.cores is not None:
             data["cores"] = self.cores.to_json()
+        if self.streams is not None:
+            data["streams"] = self.streams.to_json()
+        if self.probe is not None:
+            data["probe"] = self.probe.to_json()
         return data
 
     @classmethod
@@ -454,6 +462,8 @@ class Measurement:
         blocked = data.get("blocked_loop")
         connect = data.get("connect_ms")
         cores = data.get("cores")
+        streams = data.get("streams")
+        probe = data.get("probe")
         return cls(
             median_rps=median,
             overall_rps=overall,
@@ -491,6 +501,8 @@ class Measurement:
             connect=Latency.from_json(connect) if isinstance(connect, Mapping) else None,
             loadgen_busy_cpus=_optional(data.get("loadgen_busy_cpus")),
             cores=CoresGot.from_json(cores) if isinstance(cores, Mapping) else None,
+            streams=StreamFigures.from_json(streams) if isinstance(streams, Mapping) else None,
+            probe=ProbeFigures.from_json(probe) if isinstance(probe, Mapping) else None,
         )
 
 

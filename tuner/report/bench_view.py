@@ -159,6 +159,12 @@ def _add_load_rows(table: Table, m: Measurement) -> None:
     if m.idle_connections is not None:
         idle = m.idle_connections
         table.add_row("idle connections", f"{idle.held} of {idle.opened} held open to the end")
+    if m.streams is not None:
+        table.add_row("streams", escape(m.streams.describe().removeprefix("streams: ")))
+    if m.probe is not None:
+        probe = m.probe
+        restart = f"; {probe.restart_text()}" if probe.restart else ""
+        table.add_row("health probe", escape(probe.describe()) + escape(restart))
 
 
 def _add_server_rows(table: Table, m: Measurement) -> None:

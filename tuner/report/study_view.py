@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tuner.loadgen import WindowStats
+from tuner.metrics.lanes import lanes_brief
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import spread_text
 from tuner.search.objectives import Objective
@@ -39,6 +40,7 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
         flags += ["event loop blocked"] if record.measurement.blocked_loop else []
         lost = record.measurement.cores.notable() if record.measurement.cores else None
         flags += [lost] if lost else []
+        flags += lanes_brief(record.measurement.streams, record.measurement.probe)
         flags += [] if record.feasible else [record.fail_reason or "violates SLO"]
         if record.feasible:  # an infeasible trial's reason already quotes the server's log
             flags += [f"server log: {line}" for line in record.measurement.server_log]
@@ -72,7 +74,8 @@ class PlainListener(QuietListener):
             return
         figure = f"{run.median_rps:,.0f} req/s p99 {run.latency.p99_ms:.2f} ms" if run else "failed"
         lost = run.cores.notable() if run and run.cores else None
-        figure += f" ({lost})" if lost else ""
+        said = ([lost] if lost else []) + (lanes_brief(run.streams, run.probe) if run else [])
+        figure += f" ({', '.join(said)})" if said else ""
         print(
             f"confirm round {round_index + 1}: {candidate.label}: {figure}",
             file=sys.stderr,

@@ -29,11 +29,14 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Slo:
-    """Limits a config must meet to count: p99 latency, error rate, mean PSS memory."""
+    """Limits a config must meet to count: p99 latency, error rate, mean PSS memory; and with
+    streams or a probe beside the load, no stream cut and no restart by the orchestrator."""
 
     p99_ms: float | None = None
     max_error_rate: float = 0.01
     max_memory_mb: float | None = None
+    streams: bool = False  # the study holds streams: a cut stream breaks the SLO
+    probe: bool = False  # the study probes: a restart the probes would cause breaks it
 
 
 @dataclass(frozen=True)
@@ -46,16 +49,33 @@ class Figures:
     pss_mb: float  # mean PSS of the server tree
     error_rate: float
     unfairness: float = 0.0  # 0 fair, up to 1 (see Measurement.unfairness)
+    streams_cut: float = 0.0  # the share of the streams that ended cut (0: none, or no streams)
+    # How far the probes came to a restart: failed in a row, less the threshold, plus one, as
+    # a share of the threshold (> 0: the orchestrator would restart the server; -1: no probe).
+    probe_excess: float = -1.0
 
     @classmethod
     def of(cls, measurement: Measurement) -> Figures:
+        streams_cut, probe_excess = lane_figures(measurement)
         return cls(
             measurement.median_rps,
             measurement.latency.p99_ms,
             measurement.pss_mean_mb,
             measurement.error_rate,
             measurement.unfairness,
+            streams_cut,
+            probe_excess,
         )
+
+
+def lane_figures(measurement: Measurement) -> tuple[float, float]:
+    """(streams_cut, probe_excess) of one measurement, as `Figures` holds them."""
+    streams, probe = measurement.streams, measurement.probe
+    cut = streams.cut_share if streams is not None else 0.0
+    excess = -1.0
+    if probe is not None:
+        excess = (probe.longest_failed_run - probe.failures + 1) / probe.failures
+    return cut, excess
 
 
 class WindowLike(Protocol):
@@ -321,6 +341,10 @@ def named_constraints(slo: Slo, figures: Figures) -> dict[str, float]:
         out["p99_ms"] = _excess(figures.p99_ms, slo.p99_ms)
     if slo.max_memory_mb is not None:
         out["pss_mb"] = _excess(figures.pss_mb, slo.max_memory_mb)
+    if slo.streams:
+        out["streams_cut"] = figures.streams_cut
+    if slo.probe:
+        out["probe"] = figures.probe_excess
     return out
 
 
@@ -346,7 +370,17 @@ def infeasible_reason(slo: Slo, measurement: Measurement) -> str:
     if measurement.unfair:
         return "unfair: " + "; ".join(measurement.unfair_reasons) + said
     violations = slo_violations(slo, Figures.of(measurement), measurement.errors.detail())
+    # The lanes' own lines say more than their figures: the causes, the probes' latency.
+    streams, probe = measurement.streams, measurement.probe
+    if slo.streams and streams is not None and streams.cut:
+        violations = violations.replace(_CUT_TEXT, f"{_CUT_TEXT} ({streams.describe()})")
+    if slo.probe and probe is not None and probe.restart:
+        violations = violations.replace(_RESTART_TEXT, probe.restart_text())
     return f"violates SLO: {violations}{said}" if violations else ""
+
+
+_CUT_TEXT = "streams cut"
+_RESTART_TEXT = "the orchestrator would restart the server (health probe)"
 
 
 def slo_violations(slo: Slo, figures: Figures, error_detail: str = "") -> str:
@@ -366,6 +400,10 @@ def slo_violations(slo: Slo, figures: Figures, error_detail: str = "") -> str:
     pss, limit = figures.pss_mb, slo.max_memory_mb
     if limit is not None and not pss <= limit:
         parts.append(f"memory (PSS) {_figure(pss)} MB > --max-memory {limit:g}")
+    if slo.streams and figures.streams_cut > 0:
+        parts.append(f"{figures.streams_cut:.0%} of the {_CUT_TEXT}")
+    if slo.probe and figures.probe_excess > 0:
+        parts.append(_RESTART_TEXT)
     return "; ".join(parts)
 
 

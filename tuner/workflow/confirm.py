@@ -132,11 +132,15 @@ class Confirmed:
         """The medians of the runs, as the objective judges them (worst when no run)."""
         rps, p99, pss = self.rps, self.p99, self.pss
         errors = sorted(run.error_rate for run in self.runs)
+        # A stream cut or a restart in any round is an outage in production: the worst round.
+        lanes = [objectives.lane_figures(run) for run in self.runs]
         return Figures(
             rps=rps.median if rps else 0.0,
             p99_ms=p99.median if p99 else math.inf,
             pss_mb=pss.median if pss else math.inf,
             error_rate=errors[len(errors) // 2] if errors else 1.0,
+            streams_cut=max((cut for cut, _ in lanes), default=0.0),
+            probe_excess=max((excess for _, excess in lanes), default=-1.0),
         )
 
     def usable(self, slo: Slo) -> bool:
