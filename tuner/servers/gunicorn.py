@@ -124,6 +124,14 @@ SETTINGS = SettingsTable(
             minimum=0,
         ),
         STYLE.value(
+            "graceful_timeout",
+            INT,
+            30,
+            "seconds a stopping or recycled worker (max_requests) has to finish the requests "
+            "and streams it carries before it is killed",
+            minimum=0,
+        ),
+        STYLE.value(
             "http_parser",
             CHOICE,
             "auto",
