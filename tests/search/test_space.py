@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 
 from tuner.errors import ConfigError
+from tuner.front import FRONTS
+from tuner.front.config import front_table
 from tuner.search.space import (
     SearchSpace,
     bounds,
@@ -18,8 +21,13 @@ from tuner.search.space import (
     parse_expr,
     suggest,
 )
-from tuner.servers import get_adapter
-from tuner.settings import Setting, SettingsTable
+from tuner.servers import get_adapter, server_names
+from tuner.settings import Setting, SettingKind, SettingsTable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - 3.10 only
+    import tomli as tomllib
 
 
 def _setting(name: str, kind: str, default: Any, doc: str = "", **kw: Any) -> Setting:
@@ -574,6 +582,39 @@ def test_default_spaces_load_against_real_tables(server: str) -> None:
                 assert "keepalive" not in trial.names()
             if server == "uwsgi" and config["protocol"] == "http11-socket":
                 assert "gevent" not in trial.names()
+
+
+def _shipped_spaces() -> dict[Path, SettingsTable]:
+    """Every shipped space file (search_spaces/) with the settings table it is loaded against:
+    each server's, for each interface it serves, and each front's."""
+    folder = default_space_path("gunicorn").parent
+    spaces = {default_space_path(f"front-{f}"): SettingsTable(f, front_table()) for f in FRONTS}
+    for name in server_names():
+        for interface in get_adapter(name).interfaces:
+            adapter = get_adapter(name).serving(interface)
+            path = adapter.space_file or default_space_path(adapter.name)
+            if path.parent == folder:  # not the tests' own adapters' spaces
+                spaces[path] = adapter.table
+    assert set(spaces) == set(folder.glob("*.toml")), "a shipped space no server loads"
+    return spaces
+
+
+def test_shipped_spaces_name_only_what_they_search() -> None:
+    """The adapter declares each setting's type, doc and choices once; a shipped space adds
+    only its ranges, its subsets of choices and its conditions."""
+    repeated = []
+    for path, table in _shipped_spaces().items():
+        for name, spec in tomllib.loads(path.read_text())["params"].items():
+            setting = table.get(spec.get("setting", name))
+            repeated += [
+                f"{path.name}: params.{name}: {key}" for key in ("type", "doc") if key in spec
+            ]
+            if (
+                setting.kind is SettingKind.CHOICE
+                and tuple(spec.get("choices", ())) == setting.choices
+            ):
+                repeated.append(f"{path.name}: params.{name}: choices (all of the setting's)")
+    assert not repeated
 
 
 def test_default_space_path_points_into_repo() -> None:
