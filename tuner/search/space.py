@@ -2,11 +2,11 @@
 
 A file declares `server = "..."` and one `[params.NAME]` table per tuned setting (bounds
 that may use `cpus`, log scale, step, choices, `when` conditions, the setting it maps to). It
-names only what it searches: the type, the doc and a choice setting's choices come from the
-setting in the adapter's table unless given. The keys are documented in docs/pages/servers.md,
-"The search space file". Every problem is a ConfigError "FILE: params.NAME: what is wrong;
-what is valid". Sampling goes through `TrialLike`, the three Optuna methods used, so this
-module does not need optuna.
+names only what it searches: the type, the doc and a choice or bool setting's choices come
+from the setting in the adapter's table unless given. The keys are documented in
+docs/pages/servers.md, "The search space file". Every problem is a ConfigError "FILE:
+params.NAME: what is wrong; what is valid". Sampling goes through `TrialLike`, the three
+Optuna methods used, so this module does not need optuna.
 """
 
 from __future__ import annotations
