@@ -28,8 +28,6 @@ else:  # pragma: no cover - 3.10 only
 
 SUFFIX = ".tuner.toml"
 KINDS = tuple(kind.value for kind in SettingKind)
-# The search-space type a setting's `search` defaults to, by the setting's kind.
-_SEARCH_TYPE = {"int": "int", "float": "float", "bool": "bool", "choice": "categorical"}
 _SETTING_KEYS = {"type", "default", "minimum", "maximum", "choices", "doc", "search"}
 _CONNECTION_KEYS = {"per_process", "refused", "exhausted"}
 
@@ -177,8 +175,8 @@ def _load_setting(path: Path, name: str, spec: object) -> tuple[Setting, dict[st
         raise fail("search = { ... } as a search-space param (low/high/log/step or choices)")
     if "when" in search or "setting" in search:
         raise fail("search: `when` and `setting` do not apply to an app setting")
-    param = {"type": _SEARCH_TYPE[kind], "doc": doc, **search, "setting": name}
-    return setting, param
+    # Its type and doc, unless given, come from the setting, as for a server's param.
+    return setting, {**search, "setting": name}
 
 
 def _load_connections(path: Path, raw: object, names: set[str]) -> dict[str, tuple[str, ...]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 
 from tuner.errors import ConfigError
+from tuner.front import FRONTS
+from tuner.front.config import front_table
 from tuner.search.space import (
     SearchSpace,
     bounds,
@@ -18,16 +21,21 @@ from tuner.search.space import (
     parse_expr,
     suggest,
 )
-from tuner.servers import get_adapter
-from tuner.settings import Setting, SettingsTable
+from tuner.servers import get_adapter, server_names
+from tuner.settings import Setting, SettingKind, SettingsTable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - 3.10 only
+    import tomli as tomllib
 
 
-def _setting(name: str, kind: str, default: Any, **kw: Any) -> Setting:
+def _setting(name: str, kind: str, default: Any, doc: str = "", **kw: Any) -> Setting:
     return Setting(
         name=name,
         kind=kind,
         default=default,
-        doc="",
+        doc=doc,
         argv=lambda v: [],
         config=lambda v: [],
         **kw,
@@ -43,7 +51,7 @@ TABLE = SettingsTable(
         _setting("threads", "int", 1, minimum=1),
         _setting("worker_connections", "int", 1000, minimum=1),
         _setting("timeout", "float", 30.0, minimum=0),
-        _setting("accesslog", "bool", False),
+        _setting("accesslog", "bool", False, doc="a log line per request"),
         _setting("max_requests", "int", 0, minimum=0),
         _setting("max_requests_jitter", "int", 0, minimum=0),
         _setting("protocol", "choice", "http", choices=("http", "http-socket", "http11-socket")),
@@ -146,6 +154,78 @@ def test_good_file_loads(tmp_path: Path) -> None:
     assert space.params[7].step == 50
 
 
+# --- what a param may leave to its setting: type, doc, a choice setting's choices ----------
+
+INFERRED = """
+[params.workers]
+low = 1
+high = "4*cpus+1"
+log = true
+[params.timeout]
+low = 5
+high = 60.5
+[params.accesslog]
+[params.worker_class]
+[params.max_requests]
+choices = [0, 1000, 10000]
+[params.protocol]
+choices = ["http11-socket", "http"]
+"""
+
+
+def test_a_param_without_type_takes_it_from_its_settings_kind(tmp_path: Path) -> None:
+    space = load(tmp_path, INFERRED)
+    assert [(p.name, p.type) for p in space.params] == [
+        ("workers", "int"),  # an int setting: an int range
+        ("timeout", "float"),  # a float setting: a float range
+        ("accesslog", "bool"),
+        ("worker_class", "categorical"),  # a choice setting: its choices
+        ("max_requests", "categorical"),  # an int setting searched over listed values
+        ("protocol", "categorical"),
+    ]
+    workers, timeout = space.params[:2]
+    assert (workers.low, workers.high, workers.log) == (1, "4*cpus+1", True)
+    assert (timeout.low, timeout.high) == (5, 60.5)
+
+
+def test_choices_left_out_are_all_of_the_settings_in_its_order(tmp_path: Path) -> None:
+    space = load(tmp_path, INFERRED + '[params.gevent]\ntype = "categorical"\nchoices = [0, 5]\n')
+    by_name = {p.name: p for p in space.params}
+    assert by_name["accesslog"].choices == (False, True)
+    assert by_name["worker_class"].choices == ("sync", "gthread", "gevent")
+    # given choices are kept as given: a subset, in the file's order, coerced
+    assert by_name["max_requests"].choices == (0, 1000, 10000)
+    assert by_name["protocol"].choices == ("http11-socket", "http")
+    assert by_name["gevent"].choices == (0, 5)
+    # and a categorical type given on a choice setting also defaults to all of them
+    again = load(tmp_path, '[params.worker_class]\ntype = "categorical"\n')
+    assert again.params[0].choices == ("sync", "gthread", "gevent")
+
+
+def test_a_bool_setting_with_listed_choices_is_categorical_in_that_order(tmp_path: Path) -> None:
+    space = load(tmp_path, "[params.accesslog]\nchoices = [true, false]\n")
+    assert (space.params[0].type, space.params[0].choices) == ("categorical", (True, False))
+
+
+def test_doc_left_out_is_the_settings_own(tmp_path: Path) -> None:
+    body = '[params.accesslog]\n[params.workers]\nlow = 1\nhigh = 2\ndoc = "mine"\n'
+    space = load(tmp_path, body)
+    assert [p.doc for p in space.params] == ["a log line per request", "mine"]
+
+
+def test_a_given_type_that_fits_loads_as_the_inferred_one(tmp_path: Path) -> None:
+    """Files that still spell every type load unchanged: GOOD with and without them."""
+    untyped = "\n".join(line for line in GOOD.splitlines() if not line.startswith("type ="))
+    assert untyped != GOOD
+    assert load(tmp_path, untyped).params == load(tmp_path, GOOD).params
+
+
+def test_an_int_range_on_a_float_setting_stays_int(tmp_path: Path) -> None:
+    space = load(tmp_path, '[params.timeout]\ntype = "int"\nlow = 5\nhigh = 60\nstep = 5\n')
+    assert space.params[0].type == "int" and space.params[0].step == 5
+    assert isinstance(suggest(space, FakeTrial(), 2)["timeout"], float)
+
+
 def test_setting_key_maps_a_differently_named_param(tmp_path: Path) -> None:
     space = load(tmp_path, '[params.procs]\ntype = "int"\nlow = 1\nhigh = 4\nsetting = "workers"\n')
     assert space.params[0].name == "procs" and space.params[0].setting == "workers"
@@ -161,7 +241,6 @@ ERRORS = [
     ('[params.wrokers]\ntype = "int"\nlow = 1\nhigh = 2\n', ["params.wrokers", "valid settings"]),
     ('[params.procs]\ntype = "int"\nlow = 1\nhigh = 2\nsetting = "nope"\n', ["params.procs"]),
     ('[params.workers]\ntype = "integer"\nlow = 1\nhigh = 2\n', ["params.workers", "valid types"]),
-    ("[params.workers]\nlow = 1\nhigh = 2\n", ["params.workers", "valid types"]),
     ("[params]\nworkers = 3\n", ["params.workers", "table"]),
     ('[params.workers]\ntype = "int"\nlow = 1\nhigh = 2\nlo = 1\n', ["params.workers", "'lo'"]),
     ('[params.workers]\ntype = "int"\nlow = 1\nhigh = 2\nchoices = [1]\n', ["'choices'"]),
@@ -176,7 +255,10 @@ ERRORS = [
     ('[params.workers]\ntype = "int"\nlow = 1\nhigh = 4\nstep = 0\n', ["step = 0"]),
     ('[params.workers]\ntype = "int"\nlow = 1\nhigh = 8\nlog = true\nstep = 2\n', ["step"]),
     ('[params.timeout]\ntype = "float"\nlow = 1\nhigh = 4\nstep = 1\n', ["'step'"]),
-    ('[params.threads]\ntype = "float"\nlow = 1\nhigh = 4\n', ["params.threads", "threads="]),
+    (
+        '[params.threads]\ntype = "float"\nlow = 1\nhigh = 4\n',
+        ["params.threads", "type = 'float'", "kind is int", "valid types for it: int, categorical"],
+    ),
     ('[params.workers]\ntype = "int"\nlow = 1\nhigh = "2**cpus"\n', ["'2**cpus'"]),
     ('[params.workers]\ntype = "int"\nlow = 1\nhigh = "cpus/2"\n', ["'cpus/2'"]),
     ('[params.workers]\ntype = "int"\nlow = 1\nhigh = "ncpu+1"\n', ["'ncpu'"]),
@@ -187,10 +269,40 @@ ERRORS = [
     ('[params.workers]\ntype = "int"\nlow = 1\nhigh = "100-cpus"\n', ["cpus=100"]),
     ('[params.worker_class]\ntype = "categorical"\nchoices = ["sync", "eventlet"]\n', ["eventlet"]),
     ('[params.worker_class]\ntype = "categorical"\nchoices = []\n', ["at least one"]),
-    ('[params.worker_class]\ntype = "categorical"\n', ["choices"]),
+    ('[params.workers]\ntype = "categorical"\n', ["params.workers", "choices", "kind is int"]),
     ('[params.worker_class]\ntype = "categorical"\nchoices = ["sync", "sync"]\n', ["repeat"]),
     ('[params.workers]\ntype = "categorical"\nchoices = [1, "two"]\n', ["'two'"]),
-    ('[params.workers]\ntype = "bool"\n', ["params.workers", "type bool"]),
+    (
+        '[params.workers]\ntype = "bool"\n',
+        ["params.workers", "type = 'bool'", "valid types for it: int, categorical"],
+    ),
+    # a given type must fit the setting's kind; a range on a bool or a choice setting does not
+    (
+        '[params.accesslog]\ntype = "int"\nlow = 0\nhigh = 1\n',
+        ["params.accesslog", "type = 'int'", "kind is bool", "for it: categorical, bool"],
+    ),
+    (
+        '[params.worker_class]\ntype = "int"\nlow = 1\nhigh = 2\n',
+        ["params.worker_class", "type = 'int'", "kind is choice", "for it: categorical"],
+    ),
+    (
+        '[params.worker_class]\ntype = "bool"\n',
+        ["params.worker_class", "type = 'bool'", "valid types for it: categorical"],
+    ),
+    ('[params.timeout]\ntype = "bool"\n', ["params.timeout", "type = 'bool'", "kind is float"]),
+    # without a type, the setting's kind decides which keys apply
+    (
+        "[params.accesslog]\nlow = 0\nhigh = 1\n",
+        ["params.accesslog", "'high' does not apply to type bool", "kind is bool"],
+    ),
+    (
+        "[params.worker_class]\nlow = 1\nhigh = 2\n",
+        ["params.worker_class", "'high' does not apply to type categorical", "kind is choice"],
+    ),
+    (
+        "[params.workers]\nlow = 1\nhigh = 2\nchoices = [1, 2]\n",
+        ["params.workers", "'high' does not apply to type categorical"],
+    ),
     ('[params.accesslog]\ntype = "bool"\nlow = 1\n', ["'low'"]),
     ('[params.accesslog]\ntype = "bool"\ndoc = 3\n', ["doc"]),
     ('[params.accesslog]\ntype = "bool"\nsetting = 3\n', ["setting = 3"]),
@@ -470,6 +582,39 @@ def test_default_spaces_load_against_real_tables(server: str) -> None:
                 assert "keepalive" not in trial.names()
             if server == "uwsgi" and config["protocol"] == "http11-socket":
                 assert "gevent" not in trial.names()
+
+
+def _shipped_spaces() -> dict[Path, SettingsTable]:
+    """Every shipped space file (search_spaces/) with the settings table it is loaded against:
+    each server's, for each interface it serves, and each front's."""
+    folder = default_space_path("gunicorn").parent
+    spaces = {default_space_path(f"front-{f}"): SettingsTable(f, front_table()) for f in FRONTS}
+    for name in server_names():
+        for interface in get_adapter(name).interfaces:
+            adapter = get_adapter(name).serving(interface)
+            path = adapter.space_file or default_space_path(adapter.name)
+            if path.parent == folder:  # not the tests' own adapters' spaces
+                spaces[path] = adapter.table
+    assert set(spaces) == set(folder.glob("*.toml")), "a shipped space no server loads"
+    return spaces
+
+
+def test_shipped_spaces_name_only_what_they_search() -> None:
+    """The adapter declares each setting's type, doc and choices once; a shipped space adds
+    only its ranges, its subsets of choices and its conditions."""
+    repeated = []
+    for path, table in _shipped_spaces().items():
+        for name, spec in tomllib.loads(path.read_text())["params"].items():
+            setting = table.get(spec.get("setting", name))
+            repeated += [
+                f"{path.name}: params.{name}: {key}" for key in ("type", "doc") if key in spec
+            ]
+            if (
+                setting.kind is SettingKind.CHOICE
+                and tuple(spec.get("choices", ())) == setting.choices
+            ):
+                repeated.append(f"{path.name}: params.{name}: choices (all of the setting's)")
+    assert not repeated
 
 
 def test_default_space_path_points_into_repo() -> None:

@@ -1,10 +1,12 @@
 """Search spaces as data: one TOML file per server, validated against its settings table.
 
-A file declares `server = "..."` and one `[params.NAME]` table per tuned setting (type, bounds
-that may use `cpus`, log scale, step, choices, `when` conditions, the setting it maps to);
-the keys are documented in docs/pages/servers.md, "The search space file". Every problem is a
-ConfigError "FILE: params.NAME: what is wrong; what is valid". Sampling goes through
-`TrialLike`, the three Optuna methods used, so this module does not need optuna.
+A file declares `server = "..."` and one `[params.NAME]` table per tuned setting (bounds
+that may use `cpus`, log scale, step, choices, `when` conditions, the setting it maps to). It
+names only what it searches: the type, the doc and a choice or bool setting's choices come
+from the setting in the adapter's table unless given. The keys are documented in
+docs/pages/servers.md, "The search space file". Every problem is a ConfigError "FILE:
+params.NAME: what is wrong; what is valid". Sampling goes through `TrialLike`, the three
+Optuna methods used, so this module does not need optuna.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Protocol
 
 from tuner.errors import ConfigError
 from tuner.servers.base import shipped_space
-from tuner.settings import Setting, SettingsTable, Value
+from tuner.settings import Setting, SettingKind, SettingsTable, Value
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,6 +37,21 @@ _KEYS = {
     "bool": set(),
 }
 _COMMON_KEYS = {"type", "setting", "doc", "when"}
+# The type a param takes from its setting's kind when the file gives none (and no choices).
+_INFERRED = {
+    SettingKind.INT: "int",
+    SettingKind.FLOAT: "float",
+    SettingKind.BOOL: "bool",
+    SettingKind.CHOICE: "categorical",
+}
+# The setting kinds each type can search. An int range suits a float setting (whole numbers
+# are floats too); a float range does not suit an int one, nor a range a bool or a choice.
+_FITS = {
+    "int": {SettingKind.INT, SettingKind.FLOAT},
+    "float": {SettingKind.FLOAT},
+    "categorical": set(SettingKind),
+    "bool": {SettingKind.BOOL},
+}
 # Load-time checks evaluate cpu expressions for every machine size up to this many CPUs, so a
 # range that is empty or out of the setting's limits on some machine fails now, not mid-study.
 _MAX_CHECKED_CPUS = 256
@@ -174,17 +191,10 @@ def _load_param(path: Path, name: str, spec: object, table: SettingsTable) -> Pa
         return ConfigError(f"{path}: params.{name}: {what}")
 
     if not isinstance(spec, dict):
-        raise fail("expected a table [params.NAME] with a `type`")
-    kind = spec.get("type")
-    if kind not in TYPES:
-        raise fail(f"type = {kind!r}; valid types: {', '.join(TYPES)}")
-    allowed = _KEYS[kind] | _COMMON_KEYS
-    unknown = sorted(set(spec) - allowed)
-    if unknown:
-        raise fail(
-            f"key {unknown[0]!r} does not apply to type {kind}; valid keys: "
-            + ", ".join(sorted(allowed))
-        )
+        raise fail("expected a table [params.NAME]")
+    given = spec.get("type")
+    if given is not None and given not in TYPES:
+        raise fail(f"type = {given!r}; valid types: {', '.join(TYPES)}")
 
     setting_name = spec.get("setting", name)
     if not isinstance(setting_name, str):
@@ -194,7 +204,23 @@ def _load_param(path: Path, name: str, spec: object, table: SettingsTable) -> Pa
     except ConfigError as exc:
         raise fail(str(exc)) from None
 
-    doc = spec.get("doc", "")
+    param_type = given or _inferred_type(spec, setting)
+    if setting.kind not in _FITS[param_type]:
+        fitting = ", ".join(t for t in TYPES if setting.kind in _FITS[t])
+        raise fail(
+            f"type = {param_type!r} does not fit setting {setting_name!r}, whose kind is "
+            f"{setting.kind}; valid types for it: {fitting} (or leave type out)"
+        )
+    allowed = _KEYS[param_type] | _COMMON_KEYS
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        why = "" if given else f" (from setting {setting_name!r}, whose kind is {setting.kind})"
+        raise fail(
+            f"key {unknown[0]!r} does not apply to type {param_type}{why}; valid keys: "
+            + ", ".join(sorted(allowed))
+        )
+
+    doc = spec.get("doc", setting.doc)
     if not isinstance(doc, str):
         raise fail("doc must be a string")
     when = spec.get("when", {})
@@ -204,15 +230,24 @@ def _load_param(path: Path, name: str, spec: object, table: SettingsTable) -> Pa
             "{PARAM = { min = N }} for a numeric param"
         )
 
-    common: dict[str, Any] = {"name": name, "setting": setting_name, "type": kind, "doc": doc}
+    common: dict[str, Any] = {
+        "name": name,
+        "setting": setting_name,
+        "type": param_type,
+        "doc": doc,
+    }
     # `when` values are coerced in _check_conditions, once every param is known.
-    if kind == "categorical":
+    if param_type == "categorical":
         return Param(**common, choices=_load_choices(fail, spec, setting))
-    if kind == "bool":
-        _coerce(fail, setting, True, "type bool")
-        _coerce(fail, setting, False, "type bool")
+    if param_type == "bool":  # a bool setting (_FITS), which takes both
         return Param(**common, choices=(False, True))
     return _load_range(fail, common, spec, setting)
+
+
+def _inferred_type(spec: Mapping[str, Any], setting: Setting) -> str:
+    """A param without `type`: categorical if it lists choices (an int setting searched over
+    [1, 5, 30]), else what its setting's kind searches as."""
+    return "categorical" if "choices" in spec else _INFERRED[setting.kind]
 
 
 def _coerce(fail: Callable[[str], ConfigError], setting: Setting, raw: object, what: str) -> Value:
@@ -225,9 +260,16 @@ def _coerce(fail: Callable[[str], ConfigError], setting: Setting, raw: object, w
 def _load_choices(
     fail: Callable[[str], ConfigError], spec: Mapping[str, Any], setting: Setting
 ) -> tuple[Value, ...]:
+    if "choices" not in spec and setting.kind is SettingKind.CHOICE:
+        return tuple(setting.choices)  # all of them, in the table's order
+    if "choices" not in spec and setting.kind is SettingKind.BOOL:
+        return (False, True)
     raw = spec.get("choices")
     if not isinstance(raw, list) or not raw:
-        raise fail("categorical needs choices = [...] with at least one value")
+        raise fail(
+            f"categorical needs choices = [...] with at least one value (only a choice or "
+            f"bool setting's may be left out; {setting.name!r}'s kind is {setting.kind})"
+        )
     choices = tuple(_coerce(fail, setting, c, f"choice {c!r}") for c in raw)
     if len(set(choices)) != len(choices):
         raise fail(f"choices {raw!r} repeat a value; list each value once")
