@@ -5,11 +5,14 @@ atomic with O_APPEND); `GET /count` returns how many requests were served before
 `COUNTER_FILE` in the environment chooses the file. `GET /streamed` is counted too but sends
 no Content-Length, so under a server that neither chunks nor keeps the connection (uWSGI
 --http-socket) its body ends when the connection closes. A request body is read and dropped,
-so a large POST is consumed before the server closes the connection.
+so a large POST is consumed before the server closes the connection. `GET /events` is a short
+event stream (five events 20 ms apart) and, like `/count`, is not counted: the load's streams
+and probes beside the counted requests leave the count to the requests alone.
 """
 
 import os
 import tempfile
+import time
 
 COUNTER_FILE = os.environ.get("COUNTER_FILE") or os.path.join(
     tempfile.gettempdir(), "tuner-counter.log"
@@ -23,7 +26,16 @@ def _served() -> int:
         return 0
 
 
+def _events():
+    for number in range(5):
+        time.sleep(0.02)
+        yield f"data: {number}\n\n".encode()
+
+
 def app(environ, start_response):
+    if environ.get("PATH_INFO") == "/events":
+        start_response("200 OK", [("Content-Type", "text/event-stream")])
+        return _events()
     length = int(environ.get("CONTENT_LENGTH") or 0)
     while length > 0:
         chunk = environ["wsgi.input"].read(min(length, 65536))

@@ -25,6 +25,7 @@ import pytest
 
 from tuner.loadgen import ClientModel, LoadSpec, WindowStats, Workload, run_load
 from tuner.loadgen.engine import keep_workers
+from tuner.loadgen.lanes import Lanes, Probe, Streams
 from tuner.loadgen.spec import RequestSpec
 from tuner.metrics.measurement import Errors, Measurement
 from tuner.procs.process import _group_members
@@ -168,6 +169,26 @@ def test_every_response_the_server_sent_is_counted(server, tmp_path, keepalive, 
         assert not result.unfair, result.unfair_reasons
     else:
         assert result.littles_law_ratio is None
+
+
+def test_streams_and_a_probe_beside_the_load_leave_its_count_exact(server, tmp_path) -> None:
+    # The lanes run beside the request load from a process of their own, on paths the counter
+    # app does not count: the requests the load counted are still exactly those served.
+    counter = tmp_path / "served.log"
+    port = server(
+        "gunicorn",
+        "apps.counter:app",
+        *("--worker-class", "gthread", "--threads", "8"),
+        ready_path="/count",
+        env={"COUNTER_FILE": str(counter)},
+    )
+    lanes = Lanes(Streams(3, "/events"), Probe("/count"))
+    result = run_load(spec(port, lanes=lanes))
+    assert_clean(result)
+    assert result.total_responses == served(counter)
+    assert result.streams is not None and result.probe is not None
+    assert result.streams.completed > 0 and result.streams.cut == 0, result.streams
+    assert result.probe.sent > 0 and result.probe.failed == 0, result.probe
 
 
 def test_open_loop_holds_the_target_rate(server) -> None:

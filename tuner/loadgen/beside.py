@@ -22,6 +22,9 @@ from tuner.loadgen.messages import Failed, Go, Ready, Stop
 
 _HEADERS_MAX = 64 * 1024
 _READ = 64 * 1024
+# A cut stream is opened again after this pause: a client retries, it does not hammer a
+# server that answers 503 in a millisecond (and the records stay a few per second).
+_RETRY_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,21 @@ class LaneReport:
 
 
 class _Clock:
-    def __init__(self, start_ns: int) -> None:
+    """Seconds since the common start; `running` until the lanes' end or a Stop. Each lane's
+    loop asks it before every stream or probe: cancelling alone is not enough, since Python
+    3.11's `wait_for` can swallow a cancellation that comes as its read completes."""
+
+    def __init__(self, start_ns: int, end_s: float) -> None:
         self.start_ns = start_ns
+        self.end_s = end_s
+        self.stopped = False
 
     def now(self) -> float:
         return (time.monotonic_ns() - self.start_ns) / 1e9
+
+    @property
+    def running(self) -> bool:
+        return not self.stopped and self.now() < self.end_s
 
 
 class _Cut(Exception):
@@ -96,14 +109,15 @@ def beside_main(pipe: Connection) -> None:
 
 
 async def _run(config: LaneConfig, start_ns: int, pipe: Connection) -> LaneReport:
-    clock = _Clock(start_ns)
+    end = config.warmup_s + config.duration_s
+    clock = _Clock(start_ns, end)
     await asyncio.sleep(max(0.0, -clock.now()))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     loop.add_reader(pipe.fileno(), lambda: _on_message(pipe, stop))
     streams: list[StreamRecord] = []
     probes: list[ProbeRecord] = []
-    tasks = []
+    tasks: list[asyncio.Future[None]] = []
     lanes = config.lanes
     if lanes.streams is not None:
         tasks += [
@@ -112,14 +126,16 @@ async def _run(config: LaneConfig, start_ns: int, pipe: Connection) -> LaneRepor
         ]
     if lanes.probe is not None:
         tasks.append(asyncio.ensure_future(_probe_loop(config, lanes.probe, clock, probes)))
-    end = config.warmup_s + config.duration_s
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=max(0.0, end - clock.now()))
     ended = clock.now()
+    clock.stopped = True
     loop.remove_reader(pipe.fileno())
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    while tasks:
+        for task in tasks:
+            task.cancel()
+        _, pending = await asyncio.wait(tasks, timeout=0.5)
+        tasks = list(pending)
     return LaneReport(tuple(streams), tuple(probes), ended)
 
 
@@ -141,7 +157,7 @@ async def _stream_slot(
 ) -> None:
     """One of the streams held open at once: open it, read it to its end, open the next."""
     request = _request(config, streams.path, "Accept: text/event-stream\r\n")
-    while True:
+    while clock.running:
         record = StreamRecord(started=clock.now())
         records.append(record)
         writer = None
@@ -164,9 +180,11 @@ async def _stream_slot(
         finally:
             if writer is not None:
                 writer.close()
+        if not clock.running:  # our own end, not the stream's: it is open at the end
+            return
         record.ended = clock.now()
-        if record.cause == "connect failed":
-            await asyncio.sleep(0.05)  # a server not listening: do not spin
+        if record.cause is not None:
+            await asyncio.sleep(_RETRY_S)
 
 
 async def _read_stream(
@@ -232,7 +250,7 @@ async def _probe_loop(
 ) -> None:
     """One probe at a time, each on a new connection, a probe every `sample_s` at most."""
     request = _request(config, probe.path, "User-Agent: kube-probe\r\nConnection: close\r\n")
-    while True:
+    while clock.running:
         started = clock.now()
         cause, status = await _one_probe(config, probe, request)
         records.append(ProbeRecord(started, clock.now() - started, cause, status))

@@ -9,9 +9,10 @@ restart the server.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -186,3 +187,35 @@ def _float(value: object) -> float:
 def lanes_brief(streams: StreamFigures | None, probe: ProbeFigures | None) -> list[str]:
     """The lanes' figures for a trial's or a round's line; empty without lanes."""
     return [lane.brief() for lane in (streams, probe) if lane is not None]
+
+
+class WithLanes(Protocol):
+    """A measurement's lane figures (tuner.metrics.measurement.Measurement)."""
+
+    @property
+    def streams(self) -> StreamFigures | None: ...
+    @property
+    def probe(self) -> ProbeFigures | None: ...
+
+
+def lanes_over_runs(runs: Sequence[WithLanes]) -> list[str]:
+    """The lanes of a config's runs added up, for the written file's evidence: "streams 120
+    completed, 0 cut", "probe 0 of 48 failed, p99 up to 4 ms"; empty without lanes."""
+    streams = [run.streams for run in runs if run.streams is not None]
+    probes = [run.probe for run in runs if run.probe is not None]
+    parts = []
+    if streams:
+        cut = sum(s.cut for s in streams)
+        causes: Counter[str] = Counter()
+        for s in streams:
+            causes.update(s.cut_causes)
+        said = f" ({', '.join(f'{n} {c}' for c, n in causes.most_common())})" if cut else ""
+        parts.append(f"streams {sum(s.completed for s in streams)} completed, {cut} cut{said}")
+    if probes:
+        worst = max((p.p99_ms for p in probes if not math.isnan(p.p99_ms)), default=math.nan)
+        restarts = sum(p.restart for p in probes)
+        text = f"probe {sum(p.failed for p in probes)} of {sum(p.sent for p in probes)} failed"
+        text += f", p99 up to {worst:,.0f} ms" if not math.isnan(worst) else ""
+        text += f", a restart in {restarts} of {len(probes)} runs" if restarts else ""
+        parts.append(text)
+    return parts

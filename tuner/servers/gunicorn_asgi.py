@@ -112,6 +112,7 @@ SETTINGS = SettingsTable(
             "restarted; 0 = never",
             minimum=0,
         ),
+        WSGI_SETTINGS.get("graceful_timeout"),
         WSGI_SETTINGS.get("reuse_port"),
         WSGI_SETTINGS.get("preload_app"),
     ),

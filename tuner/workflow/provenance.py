@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tuner.machine.limits import Limits
+from tuner.metrics.lanes import lanes_over_runs
 from tuner.metrics.stats import Spread, ratio, spread_text
 from tuner.search.records import TrialRecord
 from tuner.workflow.confirm import Confirmed, Verdict
@@ -116,6 +117,7 @@ def _row(entry: Confirmed, reference: Confirmed | None) -> str:
         parts.append(f"x{ratio(entry.rps.median, reference.rps.median):.2f} req/s vs default")
     if entry.failures:
         parts.append(f"{len(entry.failures)} failed run(s)")
+    parts += lanes_over_runs(entry.runs)
     return "; ".join(parts)
 
 

@@ -562,8 +562,9 @@ def describe_workload(setup: StudySetup) -> str:
     loop = f"open loop at {load.rate_rps:g} req/s" if load.rate_rps else "closed loop"
     keepalive = "keep-alive" if load.keepalive else "Connection: close"
     clients = "" if load.clients.default else f"; {load.clients.describe()}"
+    lanes = f"; beside it {load.lanes.describe()}" if load.lanes else ""
     return (
-        f"{paths}; {load.connections} connections, {loop}, {keepalive}{clients}; "
+        f"{paths}; {load.connections} connections, {loop}, {keepalive}{clients}{lanes}; "
         f"{load.warmup_s:g} s warm-up + {load.duration_s:g} s per run"
     )
 
