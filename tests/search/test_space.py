@@ -620,3 +620,40 @@ def test_shipped_spaces_name_only_what_they_search() -> None:
 def test_default_space_path_points_into_repo() -> None:
     path = default_space_path("gunicorn")
     assert path.parent.name == "search_spaces" and path.name == "gunicorn.toml"
+
+
+# -- params that wait for a lane --------------------------------------------------------------
+
+
+def test_a_param_waiting_for_a_lane_is_searched_only_with_that_lane() -> None:
+    space = load_space(default_space_path("gunicorn"), get_adapter("gunicorn").table, "gunicorn")
+    names = set(space.names())
+    assert {"timeout", "graceful_timeout"} <= names
+    plain = set(space.for_lanes(()).names())
+    assert names - plain == {"timeout", "graceful_timeout"}
+    assert set(space.for_lanes(("probe",)).names()) == plain
+    assert set(space.for_lanes(("streams", "probe")).names()) == names
+
+
+def test_a_param_whose_condition_names_a_dropped_param_sees_its_default(tmp_path: Path) -> None:
+    table = get_adapter("gunicorn").table
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'server = "gunicorn"\n'
+        '[params.timeout]\nchoices = [10, 30]\nlanes = ["streams"]\n'
+        "[params.graceful_timeout]\nchoices = [1, 30]\nwhen = { timeout = [30] }\n"
+        "[params.workers]\nlow = 1\nhigh = 4\nwhen = { timeout = [10] }\n"
+    )
+    space = load_space(path, table, "gunicorn").for_lanes(())
+    # timeout stays at its default 30: graceful_timeout's condition holds, workers' does not.
+    assert space.names() == ("graceful_timeout",)
+    assert space.params[0].when == {}
+
+
+@pytest.mark.parametrize("lanes", ["[]", '["stream"]', '"streams"', "[1]"])
+def test_lanes_must_name_known_lanes(tmp_path: Path, lanes: str) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(f'server = "gunicorn"\n[params.timeout]\nchoices = [10, 30]\nlanes = {lanes}\n')
+    expected = r"params.timeout: lanes = .*; expected a non-empty list of: streams, probe"
+    with pytest.raises(ConfigError, match=expected):
+        load_space(path, get_adapter("gunicorn").table, "gunicorn")

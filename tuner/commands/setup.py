@@ -38,6 +38,7 @@ def build_setup(options: TuneOptions) -> StudySetup:
     space_path = options.space or adapter.space_file or default_space_path(adapter.name)
     space = with_app_params(adapter, load_space(space_path, adapter.table, adapter.name))
     adapter, space = with_front_space(behind(adapter, options.front), space)
+    space = space.for_lanes(load.lanes.kinds())
     adapter.check_installed()
     # A study behind a front is another study: its name says so (and so does its metadata).
     setup_name = f"{adapter.name}-{options.front}" if options.front else adapter.name

@@ -93,6 +93,11 @@ class Lanes:
     def __bool__(self) -> bool:
         return self.streams is not None or self.probe is not None
 
+    def kinds(self) -> tuple[str, ...]:
+        """The lanes present, by name: "streams", "probe"."""
+        named = (("streams", self.streams), ("probe", self.probe))
+        return tuple(name for name, lane in named if lane is not None)
+
     def problem(self, run_s: float) -> str | None:
         """What is wrong with the lanes of a run lasting `run_s` (warm-up and measurement)."""
         if self.streams is not None and (problem := self.streams.problem()):

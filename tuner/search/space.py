@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import operator
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -36,7 +36,9 @@ _KEYS = {
     "categorical": {"choices"},
     "bool": set(),
 }
-_COMMON_KEYS = {"type", "setting", "doc", "when"}
+_COMMON_KEYS = {"type", "setting", "doc", "when", "lanes"}
+# The traffic beside the load that a param may wait for (`lanes`, tuner/loadgen/lanes.py).
+LANE_KINDS = ("streams", "probe")
 # The type a param takes from its setting's kind when the file gives none (and no choices).
 _INFERRED = {
     SettingKind.INT: "int",
@@ -81,6 +83,9 @@ class Param:
     doc: str = ""
     when: Mapping[str, tuple[Value, ...]] = field(default_factory=dict)
     when_min: Mapping[str, float] = field(default_factory=dict)
+    # Searched only in a study whose load has one of these lanes beside it (a drain or a
+    # cap that only streams or a probe can show); empty = always.
+    lanes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,20 @@ class SearchSpace:
 
     def names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
+
+    def for_lanes(self, present: Collection[str]) -> SearchSpace:
+        """This space for a study with the lanes `present`: a param that waits for lanes none
+        of which is there is not searched (its setting stays at the server's default), nor is
+        a param whose `when` that default does not meet."""
+        kept: list[Param] = []
+        dropped: dict[str, Value] = {}
+        for param in self.params:
+            waits = param.lanes and not set(param.lanes) & set(present)
+            if waits or not _holds_for(param, dropped):
+                dropped[param.name] = self.table.get(param.setting).default
+                continue
+            kept.append(_without_conditions_on(param, dropped))
+        return replace(self, params=tuple(kept))
 
 
 class TrialLike(Protocol):
@@ -230,11 +249,16 @@ def _load_param(path: Path, name: str, spec: object, table: SettingsTable) -> Pa
             "{PARAM = { min = N }} for a numeric param"
         )
 
+    lanes = spec.get("lanes", [])
+    named = isinstance(lanes, list) and all(lane in LANE_KINDS for lane in lanes)
+    if not named or ("lanes" in spec and not lanes):
+        raise fail(f"lanes = {lanes!r}; expected a non-empty list of: {', '.join(LANE_KINDS)}")
     common: dict[str, Any] = {
         "name": name,
         "setting": setting_name,
         "type": param_type,
         "doc": doc,
+        "lanes": tuple(lanes),
     }
     # `when` values are coerced in _check_conditions, once every param is known.
     if param_type == "categorical":
@@ -427,6 +451,24 @@ def _condition_value(
 
 
 # --- sampling -----------------------------------------------------------------------------
+
+
+def _holds_for(param: Param, fixed: Mapping[str, Value]) -> bool:
+    """Whether `param`'s conditions on the params in `fixed` hold at their values there."""
+    known = {name: value for name, value in fixed.items() if name in param.when}
+    least = {name: value for name, value in fixed.items() if name in param.when_min}
+    return all(value in param.when[name] for name, value in known.items()) and all(
+        _at_least(value, param.when_min[name]) for name, value in least.items()
+    )
+
+
+def _without_conditions_on(param: Param, fixed: Mapping[str, Value]) -> Param:
+    """`param` without its conditions on the params in `fixed` (which hold: `_holds_for`)."""
+    return replace(
+        param,
+        when={k: v for k, v in param.when.items() if k not in fixed},
+        when_min={k: v for k, v in param.when_min.items() if k not in fixed},
+    )
 
 
 def active(param: Param, current: Mapping[str, Value | None]) -> bool:
