@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.measurements import measurement
 from tuner.errors import ConfigError, InvalidMeasurement
+from tuner.metrics.lanes import ProbeFigures, StreamFigures
 from tuner.search.objectives import (
     LATENCY,
     MULTI,
@@ -19,6 +20,7 @@ from tuner.search.objectives import (
     constraints,
     feasible,
     infeasible_reason,
+    named_constraints,
     objective_named,
     pick_pareto_point,
 )
@@ -188,3 +190,27 @@ def test_shortlist_is_the_ranking_or_the_front_with_its_pick_first() -> None:
     on_front = [fat, lean]  # as Optuna's best_trials would say
     assert MULTI.shortlist(points, lambda f: f, lambda f: f in on_front) == [lean, fat]
     assert MULTI.shortlist(points, lambda f: f, lambda f: False) == []
+
+
+def test_a_cut_stream_and_a_restart_break_the_slo_only_in_a_study_with_that_lane() -> None:
+    cut = StreamFigures("/s", 2, 2, 1, {"closed early": 2})
+    restart = ProbeFigures("/healthz", 4, 3, 3, 1.0, 3, {"over 1 s": 3}, 1000.0, 1000.0, 1000.0)
+    run = replace(measurement(100), streams=cut, probe=restart)
+    assert infeasible_reason(Slo(), run) == ""
+    assert named_constraints(Slo(), Figures.of(run)).keys() == {"error_rate", "fair"}
+    both = Slo(streams=True, probe=True)
+    constraints = named_constraints(both, Figures.of(run))
+    assert constraints["streams_cut"] == pytest.approx(0.5)
+    assert constraints["probe"] == pytest.approx(1 / 3)  # 3 in a row at a threshold of 3
+    assert infeasible_reason(both, run) == (
+        "violates SLO: 50% of the streams cut (2 completed, 2 cut (2 closed early), 1 open at "
+        "the end); the orchestrator would restart this server: 3 probes of /healthz in a row "
+        "failed (over 1 s or not 2xx-3xx; it restarts after 3), p99 of probes 1,000 ms"
+    )
+    clean = replace(
+        run,
+        streams=replace(cut, cut=0, cut_causes={}),
+        probe=replace(restart, longest_failed_run=2),
+    )
+    assert infeasible_reason(both, clean) == ""
+    assert named_constraints(both, Figures.of(clean))["probe"] == pytest.approx(0.0)

@@ -373,7 +373,8 @@ def infeasible_reason(slo: Slo, measurement: Measurement) -> str:
     # The lanes' own lines say more than their figures: the causes, the probes' latency.
     streams, probe = measurement.streams, measurement.probe
     if slo.streams and streams is not None and streams.cut:
-        violations = violations.replace(_CUT_TEXT, f"{_CUT_TEXT} ({streams.describe()})")
+        seen = streams.describe().removeprefix("streams: ")
+        violations = violations.replace(_CUT_TEXT, f"{_CUT_TEXT} ({seen})")
     if slo.probe and probe is not None and probe.restart:
         violations = violations.replace(_RESTART_TEXT, probe.restart_text())
     return f"violates SLO: {violations}{said}" if violations else ""

@@ -30,13 +30,15 @@ class Origin:
 class Evidence:
     """What chose it: the verdict of the confirmation rounds and the config chosen, the noise
     seen; `client_bound`: the line on the rounds that reached the load generator's limit;
-    `log_costs`: what the per-request log cost in the pairs (tuner.workflow.logcost)."""
+    `log_costs`: what the per-request log cost in the pairs (tuner.workflow.logcost); `lanes`:
+    what the streams or the probe beside the load ruled out."""
 
     verdict: Verdict | None
     chosen: Confirmed | None
     noise: str
     client_bound: str = ""
     log_costs: Sequence[str] = ()
+    lanes: Sequence[str] = ()  # what streams or a probe ruled out (tuner.workflow.lane_evidence)
 
 
 def header_lines(origin: Origin, evidence: Evidence) -> list[str]:
@@ -63,6 +65,7 @@ def header_lines(origin: Origin, evidence: Evidence) -> list[str]:
     elif chosen is not None:
         lines += ["measured (interleaved re-measurement, min / median / max):", _row(chosen, None)]
     lines += list(evidence.log_costs)
+    lines += list(evidence.lanes)
     lines += [
         f"noise seen during the study: {evidence.noise}",
         "",
@@ -113,7 +116,7 @@ def _row(entry: Confirmed, reference: Confirmed | None) -> str:
         _fmt("p99 ms", entry.p99, "{:.2f}"),
         _fmt("PSS MB", entry.pss, "{:.1f}"),
     ]
-    if reference is not None and entry.rps and reference.rps:
+    if reference is not None and entry.rps and reference.rps and reference.rps.median > 0:
         parts.append(f"x{ratio(entry.rps.median, reference.rps.median):.2f} req/s vs default")
     if entry.failures:
         parts.append(f"{len(entry.failures)} failed run(s)")

@@ -38,6 +38,7 @@ from tuner.workflow.confirm import (
     more_rounds,
     settle,
 )
+from tuner.workflow.lane_evidence import lane_decisions
 from tuner.workflow.logcost import logging_costs
 from tuner.workflow.proven_file import (
     BootCheck,
@@ -286,6 +287,7 @@ def conclude(
                 log_costs=logging_costs(
                     confirmed, setup.adapter.logging_settings, setup.adapter.resolve
                 ),
+                lanes=lane_decisions(records, confirmed, chosen.candidate.settings),
             ),
         )
         # Kept first, so `tuner emit --study` can write the pick again with these settings and
