@@ -99,7 +99,7 @@ def test_the_thread_limit_is_an_app_setting_the_tuner_searches(tmp_path: Path) -
     (setting,) = declared.settings
     assert (setting.default, setting.minimum) == (40, 1)
     search = declared.search["THREAD_LIMIT"]
-    assert (search["type"], search["low"], search["high"], search["log"]) == ("int", 4, 200, True)
+    assert (search["low"], search["high"], search["log"]) == (4, 200, True)
     assert not (declared.per_process or declared.refused or declared.exhausted)
 
     # On an ASGI server the study searches it with the server's settings, and each trial's
@@ -110,6 +110,7 @@ def test_the_thread_limit_is_an_app_setting_the_tuner_searches(tmp_path: Path) -
         adapter, load_space(default_space_path("uvicorn"), adapter.table, "uvicorn")
     )
     assert space.names()[-1] == "THREAD_LIMIT"
+    assert space.params[-1].type == "int"  # from the setting's kind
     resolved = adapter.resolve({"THREAD_LIMIT": "7"})
     assert resolved["THREAD_LIMIT"] == 7
     spec = adapter.launch(app, Bind.tcp("127.0.0.1", 8000), resolved, tmp_path)

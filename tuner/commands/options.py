@@ -348,7 +348,7 @@ def load_spec_from(
         keepalive=options.keepalive,
         load_cpus=load_cpus,
         timeout_s=options.request_timeout_s,
-        lanes=lanes_from(options),
+        lanes=lanes_from(options, workload.lanes),
     )
     # A server's port is only known once it starts: check everything else now.
     replace(spec, port=spec.port or 1).validate()
@@ -375,8 +375,10 @@ def client_model_from(options: LoadOptions) -> ClientModel:
     )
 
 
-def lanes_from(options: LoadOptions) -> Lanes:
-    """The --streams, --stream-path and --probe options (with the probe's policy)."""
+def lanes_from(options: LoadOptions, declared: Lanes | None = None) -> Lanes:
+    """The --streams, --stream-path and --probe options (with the probe's policy), beside the
+    lanes the workload file `declared`: a lane comes from one of the two."""
+    declared = declared or Lanes()
     if options.stream_path is not None and not options.streams:
         raise ConfigError("--stream-path: names the streams' path; give --streams N too")
     if options.streams and options.stream_path is None:
@@ -389,14 +391,21 @@ def lanes_from(options: LoadOptions) -> Lanes:
     given = [option for option, changed in policy if changed]
     if given and options.probe is None:
         raise ConfigError(f"{given[0]}: describes the probe; give --probe PATH too")
-    streams = probe = None
+    streams, probe = declared.streams, declared.probe
     if options.stream_path is not None:
-        streams = Streams(options.streams, options.stream_path, stall_s=options.request_timeout_s)
+        if streams is not None:
+            raise ConfigError("--streams: the workload file declares [streams] already; give one")
+        streams = Streams(options.streams, options.stream_path)
     if options.probe is not None:
+        if probe is not None:
+            raise ConfigError("--probe: the workload file declares [probe] already; give one")
         probe = Probe(
             options.probe,
             interval_s=options.probe_interval_s,
             timeout_s=options.probe_timeout_s,
             failures=options.probe_failures,
         )
+    if streams is not None:
+        # A gap between chunks longer than the per-request timeout is a stalled stream.
+        streams = replace(streams, stall_s=options.request_timeout_s)
     return Lanes(streams, probe)

@@ -18,7 +18,7 @@ from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from tuner.errors import ConfigError
-from tuner.loadgen.lanes import Lanes
+from tuner.loadgen.lanes import Lanes, Probe, Streams
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,6 +86,7 @@ class RequestSpec:
 @dataclass(frozen=True)
 class Workload:
     requests: tuple[RequestSpec, ...]
+    lanes: Lanes = Lanes()  # streams and a probe the workload file declares beside its requests
 
     @classmethod
     def single(cls, path: str = "/", method: str = "GET") -> Workload:
@@ -121,6 +122,10 @@ def load_workload_file(path: str | os.PathLike[str]) -> Workload:
 
     TOML:  [[requests]]  path = "/items"  weight = 3
     JSON:  {"requests": [{"path": "/items", "weight": 3}]}
+
+    Beside the requests, optionally, the lanes (tuner/loadgen/lanes.py) as tables:
+    `[streams]` with `count` and `path`, `[probe]` with `path` and optionally `interval_s`,
+    `timeout_s` and `failures` (Kubernetes' defaults otherwise).
     """
     file = Path(path)
     try:
@@ -131,6 +136,11 @@ def load_workload_file(path: str | os.PathLike[str]) -> Workload:
         data = json.loads(text) if file.suffix.lower() == ".json" else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"workload file {file}: not valid {_format(file)} ({exc})") from None
+    extra = sorted(set(data) - {"requests", "streams", "probe"}) if isinstance(data, dict) else []
+    if extra:
+        raise ConfigError(
+            f"workload file {file}: unknown key {extra[0]!r}; valid keys: requests, streams, probe"
+        )
     entries = data.get("requests") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise ConfigError(
@@ -138,7 +148,45 @@ def load_workload_file(path: str | os.PathLike[str]) -> Workload:
             + ", ".join(_REQUEST_KEYS)
         )
     requests = tuple(_parse_entry(file, number, entry) for number, entry in enumerate(entries, 1))
-    return Workload(requests)
+    return Workload(requests, _parse_lanes(file, data))
+
+
+_STREAM_KEYS = ("count", "path")
+_PROBE_KEYS = ("path", "interval_s", "timeout_s", "failures")
+
+
+def _parse_lanes(file: Path, data: dict[str, Any]) -> Lanes:
+    """The file's `[streams]` and `[probe]` tables, checked as the CLI's options are."""
+
+    def table(name: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
+        raw = data.get(name)
+        if raw is None:
+            return None
+        if not isinstance(raw, dict) or "path" not in raw:
+            raise ConfigError(
+                f"workload file {file}: {name}: expected a table with keys {', '.join(keys)}"
+            )
+        unknown = sorted(set(raw) - set(keys))
+        if unknown:
+            raise ConfigError(
+                f"workload file {file}: {name}: unknown key {unknown[0]!r}; valid keys: "
+                + ", ".join(keys)
+            )
+        return raw
+
+    streams_table = table("streams", _STREAM_KEYS)
+    probe_table = table("probe", _PROBE_KEYS)
+    streams = probe = None
+    if streams_table is not None:
+        streams = Streams(streams_table.get("count", 1), streams_table["path"])
+    if probe_table is not None:
+        probe = Probe(**probe_table)
+    lanes = Lanes(streams, probe)
+    for lane in (streams, probe):
+        problem = lane.problem() if lane is not None else None
+        if problem:
+            raise ConfigError(f"workload file {file}: {problem}")
+    return lanes
 
 
 def _format(file: Path) -> str:
