@@ -17,18 +17,20 @@ import psutil
 import pytest
 
 from tests.conftest import unavailable
+from tests.servers.test_contract import SeededTrial
 from tests.support.cli import REPO, run_tuner
 from tests.support.serverwatch import servers_started_since, wait_none_left
 from tuner.apps import parse_app
 from tuner.cli import main
 from tuner.errors import ConfigError, ToolMissingError
 from tuner.front import behind
+from tuner.front.block import block_text
 from tuner.front.config import FrontConfig, split
 from tuner.front.fronted import FrontedAdapter
 from tuner.front.nginx import site_block
 from tuner.procs.bindprobe import fastcgi_request, fastcgi_status, uwsgi_request
 from tuner.search.front_space import with_front_space
-from tuner.search.space import default_space_path, load_space
+from tuner.search.space import default_space_path, load_space, suggest
 from tuner.servers import get_adapter
 from tuner.servers.base import Bind, Protocol, Transport
 
@@ -282,6 +284,50 @@ def test_nginx_block_keeps_upstream_alive_for_http_only():
     )
     assert "server unix:/run/u.sock" in uwsgi and "uwsgi_buffering off;" in uwsgi
     assert "keepalive" not in uwsgi  # nginx keeps no uwsgi connections alive
+
+
+def test_front_keepalive_is_the_upstream_pool_where_nginx_keeps_connections(tmp_path):
+    adapter = FrontedAdapter(get_adapter("gunicorn"), "nginx")
+    values = adapter.resolve({"front_keepalive": 4})
+    assert FrontConfig.from_values(values).keepalive == 4
+    assert adapter.resolve({})["front_keepalive"] == 32  # what the tuner wrote before
+    with pytest.raises(ConfigError, match="front_keepalive=0"):
+        adapter.resolve({"front_keepalive": 0})
+    tcp = Bind.tcp("127.0.0.1", 8000)
+    http = FrontConfig(keepalive=4)
+    assert "    keepalive 4;" in site_block(tcp, http, "80")
+    assert "upstream keepalive 4 idle per nginx worker" in http.describe()
+    # The block a study writes names it, in the upstream and in its header.
+    block = block_text(adapter, tcp, FrontConfig.from_values(values), "80", [])
+    assert "    keepalive 4;" in block and "upstream keepalive 4" in block
+    # Where nginx closes each connection, there is no pool to size.
+    uwsgi = FrontConfig(protocol=Protocol.UWSGI, keepalive=4)
+    for closed in (uwsgi, FrontConfig(protocol=Protocol.FASTCGI, keep_conn=False, keepalive=4)):
+        assert "keepalive" not in "\n".join(site_block(tcp, closed, "80"))
+        assert "keepalive" not in closed.describe()
+    assert "keepalive 4;" in "\n".join(
+        site_block(tcp, FrontConfig(protocol=Protocol.FASTCGI, keepalive=4), "80")
+    )
+
+
+@pytest.mark.parametrize("server", ["gunicorn", "uwsgi", "flup", "cheroot"])
+def test_front_keepalive_is_drawn_only_where_nginx_keeps_connections(server):
+    adapter = FrontedAdapter(get_adapter(server), "nginx")
+    space = load_space(default_space_path(server), get_adapter(server).table, server)
+    space = with_front_space(adapter, space)[1]
+    drawn_sizes = set()
+    for seed in range(200):
+        drawn = suggest(space, SeededTrial(seed), cpus=2)
+        try:
+            config = FrontConfig.from_values(adapter.resolve(drawn))
+        except ConfigError:  # gunicorn's reuse_port on a unix socket: not this test's subject
+            continue
+        if "front_keepalive" in drawn:
+            assert config.keeps_connections, drawn
+            drawn_sizes.add(drawn["front_keepalive"])
+        else:  # not drawn: nginx closes each connection, so the size is moot
+            assert not config.keeps_connections, drawn
+    assert drawn_sizes == {4, 32, 256}
 
 
 def test_uwsgi_packet_layout():

@@ -42,7 +42,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="a server setting by its own name, e.g. workers=3, or an app setting "
         "(--app-settings), e.g. DB_POOL_SIZE=8 (repeatable); with --front, also "
         "front_transport=tcp|unix, front_protocol=http|uwsgi|fastcgi, proxy_buffering=on|off, "
-        "fastcgi_keep_conn=on|off",
+        "fastcgi_keep_conn=on|off, front_keepalive=N",
     )
     add_app_settings_option(parser)
     parser.add_argument("--path", default="/", help="URL path to load (default /)")

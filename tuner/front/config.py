@@ -12,14 +12,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tuner.servers.base import Protocol, ServerAdapter, Transport
-from tuner.servers.setting_builders import BOOL, CHOICE, unrendered
+from tuner.servers.setting_builders import BOOL, CHOICE, INT, unrendered
 from tuner.settings import Setting, SettingsTable, Value
 
 TRANSPORT = "front_transport"
 PROTOCOL = "front_protocol"
 BUFFERING = "proxy_buffering"
 KEEP_CONN = "fastcgi_keep_conn"
-FRONT_SETTINGS = (TRANSPORT, PROTOCOL, BUFFERING, KEEP_CONN)
+KEEPALIVE = "front_keepalive"
+FRONT_SETTINGS = (TRANSPORT, PROTOCOL, BUFFERING, KEEP_CONN, KEEPALIVE)
+# Idle connections to the server each nginx worker keeps for the next request (nginx's docs
+# use 16-32; the load is 64 connections, spread over the workers).
+DEFAULT_KEEPALIVE = 32
 # Every (transport, protocol) a front can reach a server by: nginx's proxy_pass, uwsgi_pass
 # and fastcgi_pass, each over TCP or a unix socket.
 ALL_BINDS = tuple((t, p) for p in Protocol for t in Transport)
@@ -28,12 +32,14 @@ ALL_BINDS = tuple((t, p) for p in Protocol for t in Transport)
 @dataclass(frozen=True)
 class FrontConfig:
     """One front setup: the server's transport (tcp/unix) and protocol, nginx's buffering,
-    and (FastCGI) whether nginx keeps its connections to the server open between requests."""
+    (FastCGI) whether nginx keeps its connections to the server open between requests, and
+    where it keeps them, how many idle ones each nginx worker keeps (`keepalive N`)."""
 
     transport: Transport = Transport.TCP
     protocol: Protocol = Protocol.HTTP
     buffering: bool = True
     keep_conn: bool = True
+    keepalive: int = DEFAULT_KEEPALIVE
 
     @classmethod
     def from_values(cls, values: Mapping[str, Value]) -> FrontConfig:
@@ -43,6 +49,7 @@ class FrontConfig:
             protocol=Protocol(values.get(PROTOCOL, Protocol.HTTP)),
             buffering=bool(values.get(BUFFERING, True)),
             keep_conn=bool(values.get(KEEP_CONN, True)),
+            keepalive=int(values.get(KEEPALIVE, DEFAULT_KEEPALIVE)),
         )
 
     @property
@@ -58,6 +65,8 @@ class FrontConfig:
         text = f"{self.protocol} over {self.transport}, proxy_buffering {buffering}"
         if self.protocol is Protocol.FASTCGI:
             text += f", fastcgi_keep_conn {'on' if self.keep_conn else 'off'}"
+        if self.keeps_connections:
+            text += f", upstream keepalive {self.keepalive} idle per nginx worker"
         return text
 
 
@@ -67,7 +76,8 @@ def front_table(
     """The front's settings for a server that can be bound as `binds` (its adapter's).
     Defaults: what nginx and the server do without being told otherwise, HTTP over TCP with
     buffering on; for a server that speaks no HTTP, its first protocol (FastCGI), with
-    nginx's connections to it kept open (the keep-alive upstream HTTP gets too)."""
+    nginx's connections to it kept open (the keep-alive upstream HTTP gets too), 32 idle
+    ones per nginx worker."""
     kinds = [(t, p) for t, p in binds if (t, p) in ALL_BINDS]
     # The settings' choices are the text a study records.
     transports = tuple(sorted({t.value for t, _ in kinds}))
@@ -82,6 +92,19 @@ def front_table(
             "nginx keeps its FastCGI connections to the server open for the next request "
             "(fastcgi_keep_conn with an upstream keepalive); each open one holds a server "
             "thread or process, so off can suit a server with few of them",
+        ),
+    )
+    # Only where nginx keeps connections: HTTP's proxy_pass, FastCGI's keep-conn.
+    keepalive = (
+        unrendered(
+            KEEPALIVE,
+            INT,
+            DEFAULT_KEEPALIVE,
+            "idle connections to the server each nginx worker keeps for the next request "
+            "(the upstream's keepalive N); not a cap: nginx opens as many as requests are in "
+            "flight and closes the least recently used idle one past N, so few make the "
+            "next requests open new connections, many let every server thread keep one",
+            minimum=1,
         ),
     )
     # Not the server's settings: nothing on its command line or in its file.
@@ -109,6 +132,7 @@ def front_table(
             "uwsgi_buffering / fastcgi_buffering), so a slow client does not hold a server worker",
         ),
         *(keep_conn if Protocol.FASTCGI in protocols else ()),
+        *(keepalive if Protocol.HTTP in protocols or Protocol.FASTCGI in protocols else ()),
     )
 
 

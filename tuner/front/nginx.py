@@ -6,7 +6,8 @@ root-owned file is left behind. It logs to stderr (the trial's front log) and ru
 foreground, so the same watchdog that stops the server stops it.
 
 The proxying is configured as production proxies usually are: an `upstream` with keep-alive
-connections (HTTP/1.1, `Connection ""`), buffering on unless the search turns it off, the usual
+connections (HTTP/1.1, `Connection ""`; how many idle ones each worker keeps is the front's
+`front_keepalive`), buffering on unless the search turns it off, the usual
 forwarded headers; uWSGI's binary protocol goes through `uwsgi_pass` with the parameters
 Debian's `uwsgi_params` file sets, and FastCGI through `fastcgi_pass` with those of Debian's
 `fastcgi_params`, the site mounted at the root as a WSGI server expects (SCRIPT_NAME empty,
@@ -32,9 +33,6 @@ from tuner.servers.base import Bind, LaunchSpec, Protocol, StartupSigns, first_v
 NAME = "nginx"
 INSTALL_HINT = "apt-get install nginx (Debian/Ubuntu), or your system's nginx package"
 UPSTREAM = "tuner_app"
-# Idle keep-alive connections each nginx worker keeps open to the server (nginx's docs use
-# 16-32; the load is 64 connections, spread over the workers).
-UPSTREAM_KEEPALIVE = 32
 WORKER_CONNECTIONS = 4096
 SIGNS = StartupSigns(
     port_in_use=("Address already in use",),
@@ -102,13 +100,15 @@ def version() -> str:
 
 def upstream_block(bind: Bind, config: FrontConfig) -> list[str]:
     """The `upstream` block: the server's socket, keep-alive connections for HTTP (and for
-    FastCGI unless turned off; uwsgi_pass closes its connection after each request)."""
+    FastCGI unless turned off; uwsgi_pass closes its connection after each request), up to
+    `config.keepalive` idle ones per nginx worker."""
     where = f"unix:{bind.path}" if bind.path is not None else bind.address()
     lines = [f"upstream {UPSTREAM} {{", f"    server {where} fail_timeout=0;"]
     if config.keeps_connections:
         # Reused connections to the server; HTTP needs HTTP/1.1 and an empty Connection
-        # header, FastCGI the keep-conn flag (fastcgi_keep_conn).
-        lines.append(f"    keepalive {UPSTREAM_KEEPALIVE};")
+        # header, FastCGI the keep-conn flag (fastcgi_keep_conn). N idle ones are cached
+        # per worker; past N the least recently used is closed (not a cap on connections).
+        lines.append(f"    keepalive {config.keepalive};")
     lines.append("}")
     return lines
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tuner.front.config import KEEP_CONN, PROTOCOL, front_table
+from tuner.front.config import PROTOCOL, front_table
 from tuner.front.fronted import FrontedAdapter
-from tuner.search.space import Param, SearchSpace, default_space_path, load_space
+from tuner.search.space import Param, SearchSpace, active, default_space_path, load_space
 from tuner.servers.base import Protocol, ServerAdapter
-from tuner.settings import SettingsTable
+from tuner.settings import SettingKind, SettingsTable, Value
 
 
 def with_front_space(
@@ -17,7 +17,8 @@ def with_front_space(
     """`space` extended with what the front opens, if `adapter` is measured behind one: the
     front's file is checked against every choice a front knows, then narrowed to what this
     server can be bound as (a param left with one choice, or about a protocol the server does
-    not speak, is not searched)."""
+    not speak, is not searched), and the file's conditions on what is not searched are
+    settled (`_settled`)."""
     if not isinstance(adapter, FrontedAdapter):
         return adapter, space
     name = adapter.front_name
@@ -29,19 +30,17 @@ def with_front_space(
         if param.setting not in adapter.table.by_name:
             continue  # fastcgi_keep_conn for a server that speaks no FastCGI
         setting = adapter.table.get(param.setting)
-        choices = tuple(c for c in param.choices if param.type == "bool" or c in setting.choices)
-        if len(choices) > 1:
+        choices = tuple(
+            c
+            for c in param.choices
+            if setting.kind is not SettingKind.CHOICE or c in setting.choices
+        )
+        if param.type not in ("categorical", "bool") or len(choices) > 1:
             params.append(replace(param, choices=choices))
+    params = _settled(params, front_space, adapter.table)
     # The front's params come first, so that a server setting that only means something
     # over HTTP (the server's `http_only_settings`) is drawn only when HTTP was.
     protocol = next((p for p in params if p.setting == PROTOCOL), None)
-    if protocol is not None:  # kept connections are FastCGI's: not drawn for another protocol
-        params = [
-            replace(p, when={**p.when, protocol.name: (Protocol.FASTCGI.value,)})
-            if p.setting == KEEP_CONN
-            else p
-            for p in params
-        ]
     server_params = [
         replace(p, when={**p.when, protocol.name: (Protocol.HTTP.value,)})
         if protocol is not None and p.setting in adapter.inner.http_only_settings
@@ -55,3 +54,32 @@ def with_front_space(
         table=adapter.table,
     )
     return adapter, combined
+
+
+def _settled(params: list[Param], front_space: SearchSpace, table: SettingsTable) -> list[Param]:
+    """`params` (what this server searches of the front's file) with each condition on a
+    param it does not search settled by the value that param has here: its default in the
+    server's front table, or, for a setting the server lacks, the front's default (as
+    `FrontConfig` reads it: fastcgi_keep_conn on). A condition that holds is dropped; a param
+    whose condition cannot hold is never drawn, so it is left out."""
+    searched = {p.name for p in params}
+    in_effect: dict[str, Value | None] = {}
+    for param in front_space.params:
+        if param.name not in searched:
+            owner = table if param.setting in table.by_name else front_space.table
+            in_effect[param.name] = owner.get(param.setting).default
+    kept: list[Param] = []
+    for param in params:
+        fixed = replace(
+            param,
+            when={k: v for k, v in param.when.items() if k not in searched},
+            when_min={k: v for k, v in param.when_min.items() if k not in searched},
+        )
+        if not active(fixed, in_effect):
+            searched.discard(param.name)
+            in_effect[param.name] = table.get(param.setting).default
+            continue
+        when = {k: v for k, v in param.when.items() if k in searched}
+        when_min = {k: v for k, v in param.when_min.items() if k in searched}
+        kept.append(replace(param, when=when, when_min=when_min))
+    return kept
