@@ -50,6 +50,9 @@ STREAM_PATH, PROBE_PATH = "/stream", "/healthz"
 def tune(server: str, args: argparse.Namespace, lanes: bool, workdir: Path) -> dict[str, Any]:
     """One `tuner tune` study; its pick's settings and what the study saw."""
     name = f"{server}-{'lanes' if lanes else 'plain'}"
+    # The file under the server's own name: some servers read only theirs (hypercorn: *.py).
+    app = check_app_imports(parse_app(APP, ROOT))
+    out = workdir / name / adapter_serving(server, app.interface).artifact_filename
     extra = ["--streams", str(args.streams), "--stream-path", STREAM_PATH, "--probe", PROBE_PATH]
     done = subprocess.run(
         [
@@ -75,9 +78,9 @@ def tune(server: str, args: argparse.Namespace, lanes: bool, workdir: Path) -> d
             "--storage",
             f"sqlite:///{workdir}/{name}.db",
             "--out",
-            str(workdir / name),
+            str(out),
             *(extra if lanes else []),
-        ],  # fmt: skip
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
