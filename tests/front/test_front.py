@@ -16,7 +16,6 @@ import optuna
 import psutil
 import pytest
 
-from tests.conftest import unavailable
 from tests.servers.test_contract import SeededTrial
 from tests.support.cli import REPO, run_tuner
 from tests.support.serverwatch import servers_started_since, wait_none_left
@@ -38,18 +37,6 @@ SHORT = ["--duration", "1", "--warmup", "0.3", "--connections", "8"]
 # The short tunes check wiring (a checked block, a drawn branch), not figures: one 0.6 s window
 # (a window counts from 0.5 s) after 0.2 s of warm-up, as the studies in commands/test_tune.py.
 STUDY_SHORT = ["--duration", "0.6", "--warmup", "0.2", "--connections", "8"]
-
-
-@pytest.fixture
-def nginx_front(since: float) -> float:
-    """nginx is installed (a failure in CI, a skip elsewhere); the test's start time."""
-    from tuner.front import nginx
-
-    try:
-        nginx.executable()
-    except ToolMissingError as exc:
-        unavailable(str(exc))
-    return since
 
 
 def nginx_processes(since: float) -> list[psutil.Process]:

@@ -14,29 +14,13 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import unavailable
 from tests.support.cli import REPO, run_tuner
 from tests.support.serverwatch import wait_none_left
-from tuner.errors import ToolMissingError
 
 RECORDER = str(REPO / "tests" / "support" / "apps" / "recorder_app.py")
 CLIENTS = 256
 # Connections the load does not open: the readiness checks of the server and of nginx.
 SLACK = 8
-
-
-@pytest.fixture
-def nginx_front(since: float) -> float:
-    """nginx is installed (a failure in CI, a skip elsewhere); the test's start time."""
-    from tuner.front import nginx
-
-    try:
-        nginx.executable()
-    except ToolMissingError as exc:
-        unavailable(str(exc))
-    return since
 
 
 def through_nginx(tmp_path: Path, keepalive: int, *load: str) -> tuple[Counter[str], int]:
