@@ -4,7 +4,9 @@
 - a worker killed by gunicorn's `timeout` in the middle of a long response cuts its stream;
 - recycling (`max_requests`) with a drain shorter than a stream cuts the streams it carries;
 - a probe behind a busy pool fails in a row, so the orchestrator would restart the server;
-- a concurrency cap answers the streams over it 503.
+- a concurrency cap answers the streams over it 503;
+- on granian's WSGI interface, streams hold its blocking threads and starve the rest
+  (emmett-framework/granian#873).
 
 Each premise is a mechanism, not a speed: a sync worker silent for longer than `timeout` is
 killed, a gevent worker that drains for 1 s is killed with 4-s streams on it, one sync worker
@@ -72,6 +74,18 @@ def test_a_concurrency_cap_answers_the_streams_over_it_503() -> None:
     assert capped["cut_causes"].get("status 503", 0) >= 1, capped
     free = bench(app, "uvicorn", {}, "--streams", "4", "--stream-path", "/stream")["streams"]
     assert free["cut"] == 0 and free["completed"] >= 1, free
+
+
+def test_streams_holding_granians_blocking_threads_starve_requests_and_the_probe() -> None:
+    probe = ("--probe", "/healthz")
+    held = bench(SSE, "granian", {"blocking_threads": 2}, *STREAMS, *probe)
+    free = bench(SSE, "granian", {"blocking_threads": 8}, *STREAMS, *probe)
+    # Two streams hold both threads for 3 s at a time: a request or a probe gets one only
+    # between two streams.
+    assert held["probe"]["failed"] >= 2, held["probe"]
+    assert free["probe"]["failed"] == 0 and free["probe"]["sent"] >= 3, free["probe"]
+    assert held["rps"] < free["rps"] / 4, (held["rps"], free["rps"])
+    assert held["streams"]["cut"] == free["streams"]["cut"] == 0
 
 
 @pytest.mark.parametrize(
