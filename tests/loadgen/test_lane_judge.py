@@ -11,7 +11,7 @@ from tuner.errors import ConfigError
 from tuner.loadgen.beside import LaneReport, ProbeRecord, StreamRecord
 from tuner.loadgen.lane_judge import judge, probe_figures, stream_figures
 from tuner.loadgen.lanes import Lanes, Probe, Streams
-from tuner.metrics.lanes import ProbeFigures, StreamFigures
+from tuner.metrics.lanes import ProbeFigures, StreamFigures, counts_text
 
 WINDOW = (1.0, 3.0)  # warm-up until 1 s, measured until 3 s
 
@@ -40,7 +40,7 @@ def test_streams_count_where_they_end_and_their_longest_gap_in_the_window() -> N
     figures = stream_figures("/s", records, WINDOW)
     assert (figures.completed, figures.cut, figures.open_at_end) == (1, 2, 1)
     assert figures.cut_causes == {"closed early": 1, "reset": 1}
-    assert figures.causes_text() == "1 closed early, 1 reset"
+    assert counts_text(figures.cut_causes) == "1 closed early, 1 reset"
     assert figures.cut_share == pytest.approx(2 / 3)
     assert figures.chunks == 6  # 1.2, 1.3, 1.55, 1.6, 2.05, 2.5
     # The longest gaps: 0.6, 0.05, 0.45 -> p99 the largest, p50 the middle.
@@ -94,11 +94,11 @@ def test_a_stream_longer_than_the_run_is_bad_input_unless_the_run_was_stopped() 
     lanes = Lanes(Streams(1, "/s"))
     with pytest.raises(ConfigError, match=r"no stream ended within the run \(3.0 s"):
         judge(lanes, report, 1.0, stopped_early=False)
-    streams, _ = judge(lanes, report, 1.0, stopped_early=True)
+    streams = judge(lanes, report, 1.0, stopped_early=True).streams
     assert streams is not None and streams.open_at_end == 1
     # A stream that never sent a byte is the server's failure, judged, not bad input.
     silent = LaneReport((stream(0.0, [], None),), (), 3.0)
-    assert judge(lanes, silent, 1.0, stopped_early=False)[0] is not None
+    assert judge(lanes, silent, 1.0, stopped_early=False).streams is not None
 
 
 def test_a_probe_path_that_answers_404_is_bad_input() -> None:

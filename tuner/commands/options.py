@@ -39,9 +39,9 @@ class LoadOptions:
     streams: int = 0
     stream_path: str | None = None
     probe: str | None = None
-    probe_interval_s: float = KUBE_PERIOD_S
-    probe_timeout_s: float = KUBE_TIMEOUT_S
-    probe_failures: int = KUBE_FAILURES
+    probe_interval_s: float | None = None  # these three: None = Kubernetes' default
+    probe_timeout_s: float | None = None
+    probe_failures: int | None = None
     load_cpus: str | None = None
     server_cpus: str | None = None  # these three: the commands that start a server
     cpu_limit: str | None = None
@@ -160,7 +160,6 @@ def _add_lane_options(parser: argparse.ArgumentParser) -> None:
     lanes.add_argument(
         "--probe-interval",
         type=float,
-        default=KUBE_PERIOD_S,
         metavar="S",
         help=f"kubelet's periodSeconds (default {KUBE_PERIOD_S:g}); the probe is sampled at "
         "least every 0.5 s so that a short run holds several",
@@ -168,14 +167,12 @@ def _add_lane_options(parser: argparse.ArgumentParser) -> None:
     lanes.add_argument(
         "--probe-timeout",
         type=float,
-        default=KUBE_TIMEOUT_S,
         metavar="S",
         help=f"a probe slower than this failed (timeoutSeconds, default {KUBE_TIMEOUT_S:g})",
     )
     lanes.add_argument(
         "--probe-failures",
         type=int,
-        default=KUBE_FAILURES,
         metavar="N",
         help=f"failed probes in a row that restart the server (failureThreshold, default "
         f"{KUBE_FAILURES})",
@@ -384,11 +381,11 @@ def lanes_from(options: LoadOptions, declared: Lanes | None = None) -> Lanes:
     if options.streams and options.stream_path is None:
         raise ConfigError(f"--streams {options.streams}: give --stream-path PATH too")
     policy = (
-        ("--probe-interval", options.probe_interval_s != KUBE_PERIOD_S),
-        ("--probe-timeout", options.probe_timeout_s != KUBE_TIMEOUT_S),
-        ("--probe-failures", options.probe_failures != KUBE_FAILURES),
+        ("--probe-interval", options.probe_interval_s),
+        ("--probe-timeout", options.probe_timeout_s),
+        ("--probe-failures", options.probe_failures),
     )
-    given = [option for option, changed in policy if changed]
+    given = [option for option, value in policy if value is not None]
     if given and options.probe is None:
         raise ConfigError(f"{given[0]}: describes the probe; give --probe PATH too")
     streams, probe = declared.streams, declared.probe
@@ -401,11 +398,15 @@ def lanes_from(options: LoadOptions, declared: Lanes | None = None) -> Lanes:
             raise ConfigError("--probe: the workload file declares [probe] already; give one")
         probe = Probe(
             options.probe,
-            interval_s=options.probe_interval_s,
-            timeout_s=options.probe_timeout_s,
-            failures=options.probe_failures,
+            interval_s=_or(options.probe_interval_s, KUBE_PERIOD_S),
+            timeout_s=_or(options.probe_timeout_s, KUBE_TIMEOUT_S),
+            failures=int(_or(options.probe_failures, KUBE_FAILURES)),
         )
     if streams is not None:
         # A gap between chunks longer than the per-request timeout is a stalled stream.
         streams = replace(streams, stall_s=options.request_timeout_s)
     return Lanes(streams, probe)
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value

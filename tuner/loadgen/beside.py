@@ -211,13 +211,18 @@ async def _read_stream(
     if chunked:
         while True:
             size_line = await asyncio.wait_for(reader.readuntil(b"\r\n"), stall_s)
-            size = int(size_line.split(b";")[0].strip() or b"0", 16)
+            try:
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+            except ValueError:
+                raise _Cut("bad response") from None
             if size == 0:
                 await asyncio.wait_for(reader.readuntil(b"\r\n"), stall_s)  # trailers: none
                 return
             await asyncio.wait_for(reader.readexactly(size + 2), stall_s)
             arrived()
     elif length is not None:
+        if not length.isdigit():
+            raise _Cut("bad response")
         left = int(length)
         while left > 0:
             data = await asyncio.wait_for(reader.read(min(left, _READ)), stall_s)

@@ -22,11 +22,11 @@ from tuner.loadgen import breakdown, lane_judge
 from tuner.loadgen.beside import LaneConfig, LaneReport, beside_main
 from tuner.loadgen.checks import PERCENTILES, RunTotals, assess, fairness_index
 from tuner.loadgen.http import host_header, idle_request, tagged_sequence
+from tuner.loadgen.lane_judge import LaneFigures
 from tuner.loadgen.messages import Done, Failed, FromWorker, Go, Ready, Stop, WindowReport
 from tuner.loadgen.spec import LoadSpec
 from tuner.loadgen.worker import ERROR_KINDS, TIMEOUT, WorkerConfig, worker_main
 from tuner.metrics.histogram import Histogram
-from tuner.metrics.lanes import ProbeFigures, StreamFigures
 from tuner.metrics.measurement import Errors, Latency, Measurement, median_of_windows
 
 # Spawning a worker re-imports Python and the tuner: allow for a slow, busy machine.
@@ -136,12 +136,7 @@ class _LaneProcess:
         left = max(0.0, deadline - time.monotonic())
         if not self.pipe.poll(left):
             raise TunerError("load generator: the lanes beside the load did not finish in time")
-        try:
-            message = self.pipe.recv()
-        except EOFError:
-            raise TunerError("load generator: the lanes process died unexpectedly") from None
-        if isinstance(message, Failed):
-            raise TunerError(f"load generator: the lanes failed:\n{message.traceback}")
+        message = _message(self.pipe, "the lanes process")
         if not isinstance(message, LaneReport):
             raise TunerError(f"load generator: the lanes sent {type(message).__name__}")
         return message
@@ -282,16 +277,8 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
         _release(pool, kept, clean)
         if lanes is not None:
             lanes.close()
-    streams, probe = (
-        lane_judge.judge(spec.lanes, report, spec.warmup_s, stopped) if report else (None, None)
-    )
-    return _merge(spec, snaps, finals, LaneFigures(streams, probe))
-
-
-@dataclass(frozen=True)
-class LaneFigures:
-    streams: StreamFigures | None = None
-    probe: ProbeFigures | None = None
+    seen = lane_judge.judge(spec.lanes, report, spec.warmup_s, stopped) if report else None
+    return _merge(spec, snaps, finals, seen or LaneFigures())
 
 
 def _await_ready(pipes: list[Connection]) -> None:
@@ -312,12 +299,18 @@ def _readable(pipes: set[Connection], timeout_s: float) -> list[Connection]:
 
 
 def _receive(pipe: Connection) -> FromWorker:
+    message: FromWorker = _message(pipe, "a worker process")
+    return message
+
+
+def _message(pipe: Connection, sender: str) -> Any:
+    """The next message `sender` sent; TunerError when it died or failed."""
     try:
         message = pipe.recv()
     except EOFError:
-        raise TunerError("load generator: a worker process died unexpectedly") from None
+        raise TunerError(f"load generator: {sender} died unexpectedly") from None
     if isinstance(message, Failed):
-        raise TunerError(f"load generator: a worker failed:\n{message.traceback}")
+        raise TunerError(f"load generator: {sender} failed:\n{message.traceback}")
     return message
 
 

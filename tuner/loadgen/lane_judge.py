@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tuner.errors import ConfigError
 from tuner.loadgen.beside import LaneReport, ProbeRecord, StreamRecord
@@ -21,9 +22,15 @@ from tuner.loadgen.lanes import Lanes, Probe, Streams
 from tuner.metrics.lanes import ProbeFigures, StreamFigures
 
 
-def judge(
-    lanes: Lanes, report: LaneReport, warmup_s: float, stopped_early: bool
-) -> tuple[StreamFigures | None, ProbeFigures | None]:
+@dataclass(frozen=True)
+class LaneFigures:
+    """What each lane of a run saw; None for a lane the run did not have."""
+
+    streams: StreamFigures | None = None
+    probe: ProbeFigures | None = None
+
+
+def judge(lanes: Lanes, report: LaneReport, warmup_s: float, stopped_early: bool) -> LaneFigures:
     """The figures of each lane the run had; ConfigError where the lane's input was wrong."""
     window = (warmup_s, report.ended_s)
     streams = probe = None
@@ -33,7 +40,7 @@ def judge(
     if lanes.probe is not None:
         _check_probe(lanes.probe, report.probes)
         probe = probe_figures(lanes.probe, report.probes, window)
-    return streams, probe
+    return LaneFigures(streams, probe)
 
 
 def stream_figures(

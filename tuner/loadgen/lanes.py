@@ -8,8 +8,9 @@ the request load alone.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from tuner.loadgen.inputs import is_path, number
 
 # Kubernetes' defaults for an HTTP probe: periodSeconds, timeoutSeconds, failureThreshold.
 KUBE_PERIOD_S = 10.0
@@ -37,7 +38,7 @@ class Streams:
             return f"streams {self.count!r}: expected a whole number 1-{MAX_STREAMS}"
         if not 1 <= self.count <= MAX_STREAMS:
             return f"streams {self.count}: expected a whole number 1-{MAX_STREAMS}"
-        if not _is_path(self.path):
+        if not is_path(self.path):
             return f"stream path {self.path!r}: expected an absolute path like /stream"
         if not _positive(self.stall_s):
             return f"stream stall {self.stall_s!r}: expected seconds > 0"
@@ -65,7 +66,7 @@ class Probe:
         return min(self.interval_s, PROBE_SAMPLE_S)
 
     def problem(self) -> str | None:
-        if not _is_path(self.path):
+        if not is_path(self.path):
             return f"probe path {self.path!r}: expected an absolute path like /healthz"
         if not _positive(self.interval_s):
             return f"probe interval {self.interval_s!r}: expected seconds > 0"
@@ -116,37 +117,6 @@ class Lanes:
         parts = [lane.describe() for lane in (self.streams, self.probe) if lane is not None]
         return "; ".join(parts)
 
-    def to_dict(self) -> dict[str, object] | None:
-        """The lanes as recorded with a measurement; None without any."""
-        if not self:
-            return None
-        data: dict[str, object] = {}
-        if self.streams is not None:
-            data["streams"] = {"count": self.streams.count, "path": self.streams.path}
-        if self.probe is not None:
-            probe = self.probe
-            data["probe"] = {
-                "path": probe.path,
-                "interval_s": probe.interval_s,
-                "timeout_s": probe.timeout_s,
-                "failures": probe.failures,
-            }
-        return data
-
-
-def _is_path(path: object) -> bool:
-    return (
-        isinstance(path, str)
-        and path.startswith("/")
-        and path.isascii()
-        and not any(c in path for c in " \r\n\t")
-    )
-
 
 def _positive(value: object) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
+    return number(value) and value > 0

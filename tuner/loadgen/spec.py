@@ -14,10 +14,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 from urllib.parse import urlsplit
 
 from tuner.errors import ConfigError
+from tuner.loadgen import inputs
 from tuner.loadgen.lanes import Lanes, Probe, Streams
 
 if sys.version_info >= (3, 11):
@@ -67,7 +68,7 @@ class RequestSpec:
         for path, weight in self.paths:
             if _path_problem(path):
                 return f"paths: {_path_problem(path)}"
-            if not _number(weight) or weight <= 0:
+            if not inputs.number(weight) or weight <= 0:
                 return f"paths: {path!r} has weight {weight!r}: expected a number > 0"
         for name, value in self.headers:
             bad_name = not name or not name.isascii() or any(c in name for c in " :\r\n\t")
@@ -109,8 +110,7 @@ class Workload:
 
 
 def _path_problem(path: str) -> str | None:
-    bad = not path.isascii() or any(c in path for c in " \r\n\t")
-    if not path.startswith("/") or bad:
+    if not inputs.is_path(path):
         return f"{path!r}: expected an absolute path like /items?id=3, no spaces"
     return None
 
@@ -323,14 +323,14 @@ class ClientModel:
 
     def problem(self, connections: int, workers: int) -> str | None:
         fraction = self.slow_fraction
-        if not _number(fraction) or not 0 <= fraction < 1:
+        if not inputs.number(fraction) or not 0 <= fraction < 1:
             return (
                 f"slow clients {fraction!r}: expected a fraction of the connections, "
                 "0 <= f < 1 (e.g. 0.1)"
             )
-        if not _number(self.slow_kbps) or self.slow_kbps <= 0:
+        if not inputs.number(self.slow_kbps) or self.slow_kbps <= 0:
             return f"slow client kbps {self.slow_kbps!r}: expected kilobits per second > 0"
-        if not _number(self.think_ms) or self.think_ms < 0:
+        if not inputs.number(self.think_ms) or self.think_ms < 0:
             return f"think time {self.think_ms!r}: expected milliseconds >= 0"
         idle = self.idle_connections
         if isinstance(idle, bool) or not isinstance(idle, int) or not 0 <= idle <= MAX_IDLE:
@@ -444,7 +444,7 @@ class LoadSpec:
             )
         _positive("duration_s", self.duration_s)
         _positive("timeout_s", self.timeout_s)
-        if not _number(self.warmup_s) or self.warmup_s < 0:
+        if not inputs.number(self.warmup_s) or self.warmup_s < 0:
             raise ConfigError(f"warmup_s {self.warmup_s!r}: expected a number of seconds >= 0")
         if self.rate_rps is not None:
             _positive("rate_rps", self.rate_rps)
@@ -467,13 +467,8 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def _number(value: object) -> TypeGuard[float]:
-    """A finite int or float, not a bool."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _positive(name: str, value: object) -> None:
-    if not _number(value) or value <= 0:
+    if not inputs.number(value) or value <= 0:
         raise ConfigError(f"{name} {value!r}: expected a number > 0")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -43,11 +43,6 @@ class StreamFigures:
         ended)."""
         return self.cut / self.ended if self.ended else 0.0
 
-    def causes_text(self) -> str:
-        """e.g. "12 closed early, 2 reset"."""
-        ranked = sorted(self.cut_causes.items(), key=lambda item: (-item[1], item[0]))
-        return ", ".join(f"{count} {cause}" for cause, count in ranked)
-
     def brief(self) -> str:
         """For a trial's line: "streams 40 ok 3 cut"."""
         return f"streams {self.completed} ok {self.cut} cut"
@@ -55,7 +50,7 @@ class StreamFigures:
     def describe(self) -> str:
         """e.g. "streams: 40 completed, 3 cut (3 closed early), 8 open at the end; first
         byte p99 41 ms; longest gap p99 180 ms"."""
-        cut = f", {self.cut} cut ({self.causes_text()})" if self.cut else ", 0 cut"
+        cut = f", {self.cut} cut ({counts_text(self.cut_causes)})" if self.cut else ", 0 cut"
         text = f"streams: {self.completed} completed{cut}, {self.open_at_end} open at the end"
         if not math.isnan(self.ttfb_p99_ms):
             text += f"; first byte p99 {self.ttfb_p99_ms:,.0f} ms"
@@ -127,7 +122,7 @@ class ProbeFigures:
         """e.g. "probe /healthz: 3 of 9 failed (3 over 1 s), 3 in a row; p99 1,000 ms"."""
         text = f"probe {self.path}: {self.failed} of {self.sent} failed"
         if self.failed:
-            causes = ", ".join(f"{n} {cause}" for cause, n in sorted(self.fail_causes.items()))
+            causes = counts_text(self.fail_causes)
             text += f" ({causes}), {self.longest_failed_run} in a row"
         if not math.isnan(self.p99_ms):
             text += f"; p99 {self.p99_ms:,.0f} ms"
@@ -173,6 +168,20 @@ class ProbeFigures:
         )
 
 
+def counts_text(counts: Mapping[str, int]) -> str:
+    """Counts by what they count, the most first: "12 closed early, 2 reset"."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{count} {what}" for what, count in ranked)
+
+
+def cut_causes(streams: Iterable[StreamFigures]) -> Counter[str]:
+    """The causes of the cut streams of several runs, added up."""
+    causes: Counter[str] = Counter()
+    for figures in streams:
+        causes.update(figures.cut_causes)
+    return causes
+
+
 def _num(value: float) -> float | None:
     """A figure for JSON: None for an unknown one (nan is not JSON)."""
     return None if math.isnan(value) else round(value, 3)
@@ -206,10 +215,7 @@ def lanes_over_runs(runs: Sequence[WithLanes]) -> list[str]:
     parts = []
     if streams:
         cut = sum(s.cut for s in streams)
-        causes: Counter[str] = Counter()
-        for s in streams:
-            causes.update(s.cut_causes)
-        said = f" ({', '.join(f'{n} {c}' for c, n in causes.most_common())})" if cut else ""
+        said = f" ({counts_text(cut_causes(streams))})" if cut else ""
         parts.append(f"streams {sum(s.completed for s in streams)} completed, {cut} cut{said}")
     if probes:
         worst = max((p.p99_ms for p in probes if not math.isnan(p.p99_ms)), default=math.nan)

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from tuner.front.config import PROTOCOL, front_table
 from tuner.front.fronted import FrontedAdapter
-from tuner.search.space import Param, SearchSpace, active, default_space_path, load_space
+from tuner.search.space import Param, SearchSpace, default_space_path, load_space, settled
 from tuner.servers.base import Protocol, ServerAdapter
-from tuner.settings import SettingKind, SettingsTable, Value
+from tuner.settings import SettingKind, SettingsTable
 
 
 def with_front_space(
@@ -60,26 +60,13 @@ def _settled(params: list[Param], front_space: SearchSpace, table: SettingsTable
     """`params` (what this server searches of the front's file) with each condition on a
     param it does not search settled by the value that param has here: its default in the
     server's front table, or, for a setting the server lacks, the front's default (as
-    `FrontConfig` reads it: fastcgi_keep_conn on). A condition that holds is dropped; a param
-    whose condition cannot hold is never drawn, so it is left out."""
+    `FrontConfig` reads it: fastcgi_keep_conn on)."""
     searched = {p.name for p in params}
-    in_effect: dict[str, Value | None] = {}
-    for param in front_space.params:
-        if param.name not in searched:
-            owner = table if param.setting in table.by_name else front_space.table
-            in_effect[param.name] = owner.get(param.setting).default
-    kept: list[Param] = []
-    for param in params:
-        fixed = replace(
-            param,
-            when={k: v for k, v in param.when.items() if k not in searched},
-            when_min={k: v for k, v in param.when_min.items() if k not in searched},
-        )
-        if not active(fixed, in_effect):
-            searched.discard(param.name)
-            in_effect[param.name] = table.get(param.setting).default
-            continue
-        when = {k: v for k, v in param.when.items() if k in searched}
-        when_min = {k: v for k, v in param.when_min.items() if k in searched}
-        kept.append(replace(param, when=when, when_min=when_min))
-    return kept
+    in_effect = {
+        param.name: (table if param.setting in table.by_name else front_space.table)
+        .get(param.setting)
+        .default
+        for param in front_space.params
+        if param.name not in searched
+    }
+    return list(settled(params, in_effect, table))

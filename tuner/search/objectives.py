@@ -369,23 +369,28 @@ def infeasible_reason(slo: Slo, measurement: Measurement) -> str:
     said = "".join(f"; server log: {line}" for line in measurement.server_log)
     if measurement.unfair:
         return "unfair: " + "; ".join(measurement.unfair_reasons) + said
-    violations = slo_violations(slo, Figures.of(measurement), measurement.errors.detail())
     # The lanes' own lines say more than their figures: the causes, the probes' latency.
     streams, probe = measurement.streams, measurement.probe
-    if slo.streams and streams is not None and streams.cut:
-        seen = streams.describe().removeprefix("streams: ")
-        violations = violations.replace(_CUT_TEXT, f"{_CUT_TEXT} ({seen})")
-    if slo.probe and probe is not None and probe.restart:
-        violations = violations.replace(_RESTART_TEXT, probe.restart_text())
+    violations = slo_violations(
+        slo,
+        Figures.of(measurement),
+        measurement.errors.detail(),
+        streams_seen=streams.describe().removeprefix("streams: ") if streams else "",
+        probe_seen=probe.restart_text() if probe else "",
+    )
     return f"violates SLO: {violations}{said}" if violations else ""
 
 
-_CUT_TEXT = "streams cut"
-_RESTART_TEXT = "the orchestrator would restart the server (health probe)"
-
-
-def slo_violations(slo: Slo, figures: Figures, error_detail: str = "") -> str:
-    """The SLOs a measurement breaks, as one line a user reads ("" when none)."""
+def slo_violations(
+    slo: Slo,
+    figures: Figures,
+    error_detail: str = "",
+    *,
+    streams_seen: str = "",
+    probe_seen: str = "",
+) -> str:
+    """The SLOs a measurement breaks, as one line a user reads ("" when none); the lanes'
+    breaches say what the run saw where it is given (`streams_seen`, `probe_seen`)."""
     parts = []
     errors = figures.error_rate
     if math.isnan(errors):
@@ -402,9 +407,10 @@ def slo_violations(slo: Slo, figures: Figures, error_detail: str = "") -> str:
     if limit is not None and not pss <= limit:
         parts.append(f"memory (PSS) {_figure(pss)} MB > --max-memory {limit:g}")
     if slo.streams and figures.streams_cut > 0:
-        parts.append(f"{figures.streams_cut:.0%} of the {_CUT_TEXT}")
+        seen = f" ({streams_seen})" if streams_seen else ""
+        parts.append(f"{figures.streams_cut:.0%} of the streams cut{seen}")
     if slo.probe and figures.probe_excess > 0:
-        parts.append(_RESTART_TEXT)
+        parts.append(probe_seen or "the orchestrator would restart the server (health probe)")
     return "; ".join(parts)
 
 

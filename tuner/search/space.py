@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import operator
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -104,15 +104,10 @@ class SearchSpace:
         """This space for a study with the lanes `present`: a param that waits for lanes none
         of which is there is not searched (its setting stays at the server's default), nor is
         a param whose `when` that default does not meet."""
-        kept: list[Param] = []
-        dropped: dict[str, Value] = {}
-        for param in self.params:
-            waits = param.lanes and not set(param.lanes) & set(present)
-            if waits or not _holds_for(param, dropped):
-                dropped[param.name] = self.table.get(param.setting).default
-                continue
-            kept.append(_without_conditions_on(param, dropped))
-        return replace(self, params=tuple(kept))
+        waiting = [p for p in self.params if p.lanes and not set(p.lanes) & set(present)]
+        fixed = {p.name: self.table.get(p.setting).default for p in waiting}
+        rest = [p for p in self.params if p.name not in fixed]
+        return replace(self, params=settled(rest, fixed, self.table))
 
 
 class TrialLike(Protocol):
@@ -453,7 +448,23 @@ def _condition_value(
 # --- sampling -----------------------------------------------------------------------------
 
 
-def _holds_for(param: Param, fixed: Mapping[str, Value]) -> bool:
+def settled(
+    params: Sequence[Param], fixed: Mapping[str, Value | None], table: SettingsTable
+) -> tuple[Param, ...]:
+    """`params` with their conditions on the params that are not searched (`fixed`, at the
+    values they have there) settled: a condition that holds is dropped; a param whose
+    condition cannot hold is left out, and its setting's default holds for those after it."""
+    in_effect = dict(fixed)
+    kept = []
+    for param in params:
+        if not _holds_for(param, in_effect):
+            in_effect[param.name] = table.get(param.setting).default
+            continue
+        kept.append(_without_conditions_on(param, in_effect))
+    return tuple(kept)
+
+
+def _holds_for(param: Param, fixed: Mapping[str, Value | None]) -> bool:
     """Whether `param`'s conditions on the params in `fixed` hold at their values there."""
     known = {name: value for name, value in fixed.items() if name in param.when}
     least = {name: value for name, value in fixed.items() if name in param.when_min}
@@ -462,7 +473,7 @@ def _holds_for(param: Param, fixed: Mapping[str, Value]) -> bool:
     )
 
 
-def _without_conditions_on(param: Param, fixed: Mapping[str, Value]) -> Param:
+def _without_conditions_on(param: Param, fixed: Mapping[str, Value | None]) -> Param:
     """`param` without its conditions on the params in `fixed` (which hold: `_holds_for`)."""
     return replace(
         param,

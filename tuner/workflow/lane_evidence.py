@@ -9,11 +9,11 @@ them.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tuner.metrics.lanes import counts_text, cut_causes
 from tuner.metrics.measurement import Measurement
 from tuner.search.records import TrialRecord
 from tuner.workflow.confirm import Confirmed
@@ -49,12 +49,9 @@ def lane_decisions(
     lines = []
     if cut:
         streams = [run.streams for c in cut for run in c.runs if run.streams is not None]
-        causes: Counter[str] = Counter()
-        for figures in streams:
-            causes.update(figures.cut_causes)
         what = (
             f"cut {sum(s.cut for s in streams)} of {sum(s.ended for s in streams)} streams "
-            f"({', '.join(f'{n} {cause}' for cause, n in causes.most_common())})"
+            f"({counts_text(cut_causes(streams))})"
         )
         lines.append(_line("with streams", what, cut, pick))
     if restarted:
