@@ -14,12 +14,14 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from tests.support.measurements import measurement
+from tuner.loadgen.engine import WindowStats
 from tuner.measure.runner import BenchPlan, BenchResult
 from tuner.search import study as study_module
 from tuner.search.records import TrialRecord
 from tuner.settings import Value
 
 Objective = Callable[[Mapping[str, Value]], float]
+WINDOWS = 3  # one-second windows per run
 
 
 def bump(value: float, best: float, width: float) -> float:
@@ -75,21 +77,38 @@ BEST_SHAPES = ((6, 8), (3, 16), (8, 4), (4, 6), (9, 12))
 
 
 class Synthetic:
-    """Stands in for `run_bench`: the objective with lognormal noise, per one-second window."""
+    """Stands in for `run_bench`: the objective with lognormal noise per one-second window
+    (`sigma`) and per run (`run_sigma`: how a run's workers happened to share the load, the
+    same for all its windows). Each window goes to `on_window`, so the study's pruner judges
+    it as it judges a real run's."""
 
-    def __init__(self, objective: Objective, sigma: float, seed: int) -> None:
+    def __init__(
+        self, objective: Objective, sigma: float, seed: int, run_sigma: float = 0.0
+    ) -> None:
         self.objective = objective
         self.sigma = sigma
+        self.run_sigma = run_sigma
         self.rng = random.Random(seed)
         self.true_rps: list[float] = []
         self.settings: list[dict[str, Value]] = []
         self.records: list[TrialRecord] = []  # the study's, once it has run
 
-    def run_bench(self, plan: BenchPlan, **_: object) -> BenchResult:
+    def run_bench(
+        self,
+        plan: BenchPlan,
+        on_window: Callable[[WindowStats], bool] | None = None,
+        **_: object,
+    ) -> BenchResult:
         value = self.objective(plan.settings)
         self.true_rps.append(value)
         self.settings.append(dict(plan.settings))
-        rates = [value * math.exp(self.rng.gauss(0.0, self.sigma)) for _ in range(3)]
+        run = value * math.exp(self.rng.gauss(0.0, self.run_sigma))
+        rates: list[float] = []
+        for index in range(WINDOWS):
+            rates.append(run * math.exp(self.rng.gauss(0.0, self.sigma)))
+            window = WindowStats(index, index + 1.0, round(rates[-1]), rates[-1], 0, 10.0)
+            if on_window is not None and not on_window(window):
+                break  # pruned: the study keeps what was measured so far
         rps = statistics.median(rates)
         run = measurement(rps, window_rps=tuple(rates), overall_rps=statistics.fmean(rates))
         return BenchResult(run, dict(plan.settings), {})
@@ -110,10 +129,16 @@ def synthetic_study(synthetic: Synthetic) -> Iterator[None]:
 
 
 def run_synthetic(
-    setup: study_module.StudySetup, objective: Objective, *, seed: int, trials: int, sigma: float
+    setup: study_module.StudySetup,
+    objective: Objective,
+    *,
+    seed: int,
+    trials: int,
+    sigma: float,
+    run_sigma: float = 0.0,
 ) -> Synthetic:
     """One study of `trials` against `objective`; the synthetic run holds what it measured."""
-    synthetic = Synthetic(objective, sigma, seed)
+    synthetic = Synthetic(objective, sigma, seed, run_sigma)
     setup = dataclasses.replace(setup, seed=seed, name=f"{setup.name}-{seed}", probe_every=0)
     with synthetic_study(synthetic):
         study = study_module.open_study(setup)

