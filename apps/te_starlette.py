@@ -156,9 +156,11 @@ async def updates(request: Request) -> Response:
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    global _pool, _pool_lock
     yield
     if _pool is not None and _pool_pid == os.getpid():
-        await _pool.close()
+        closing, _pool, _pool_lock = _pool, None, None  # a later loop makes its own
+        await closing.close()
 
 
 app = Starlette(
