@@ -122,6 +122,25 @@ def test_sample_apps_import(text: str) -> None:
     check_app_imports(parse_app(text, cwd=ROOT))
 
 
+@pytest.mark.parametrize("text", ["apps/te_starlette.py", "apps/te_flask.py"])
+def test_the_techempower_apps_without_their_database_stop_the_study_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    # The import check runs once before a study: an app with no database to read stops there.
+    monkeypatch.delenv("TUNER_DB_DSN", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    app = parse_app(text, cwd=ROOT)
+    with pytest.raises(AppBrokenError, match="set TUNER_DB_DSN") as caught:
+        check_app_imports(app)
+    assert "scripts/postgres start --techempower" in str(caught.value)
+    monkeypatch.setenv("TUNER_DB_DSN", "postgresql://nobody@127.0.0.1:9/none")  # nothing there
+    with pytest.raises(
+        AppBrokenError, match="cannot reach PostgreSQL at 127.0.0.1:9/none"
+    ) as caught:
+        check_app_imports(app)
+    assert "\n" not in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("source", "callable_name", "words"),
     [

@@ -6,4 +6,5 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("catalog.urls")),
+    path("", include("techempower.urls")),  # /json, /db, ... as TechEmpower names them
 ]
