@@ -14,8 +14,10 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
+from tuner.errors import ConfigError
 from tuner.metrics.paired import ALPHA
 from tuner.metrics.stats import Spread, clearly_better
 from tuner.search.objectives import (
@@ -156,6 +158,49 @@ class ConfirmedFront:
         for number, point in enumerate(self.points, start=1):
             out.append(f"{number}. {point_text(point, self.rate_rps)}")
         return out
+
+    def heading(self) -> str:
+        """ "at 500 req/s offered (--rate); written: the knee of the front"."""
+        at = f"at {self.rate_rps:g} req/s offered ({self.rate_source})" if self.rate_rps else ""
+        return f"{at or 'closed loop'}; written: {self.rule}"
+
+    def listing(self, study: str, storage_url: str) -> list[str]:
+        """The heading, then each point with the `tuner emit` command that writes it."""
+        out = [f"confirmed front {self.heading()}"]
+        for number, line in enumerate(self.lines(), start=1):
+            out += [line, f"   {emit_command(study, number, storage_url)}"]
+        return out
+
+    def point_header(self, number: int, study: str, setup: Mapping[str, Any]) -> list[str]:
+        """The header of a file written from point `number` (`tuner emit --point`)."""
+        point = self.points[number - 1]
+        summary = point.summary
+        when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        lines = [
+            f"Written by tuner emit on {when}",
+            f"study {study!r}, point {number} of {len(self.points)} of its confirmed "
+            f"latency-memory front ({summary.label}), {self.heading().split('; written')[0]}",
+            f"app {setup.get('app', '?')}; server {setup.get('server', '?')} pinned to "
+            f"{len(setup.get('server_cpus', []))} CPU(s); machine {setup.get('cpu_model', '?')}",
+            f"re-measured in {summary.runs} interleaved rounds with the default: p99 "
+            f"{_range(summary.p99_ms, 'ms')}, PSS {_range(summary.pss_mb, 'MB')}",
+        ]
+        if point.merged:
+            lines.append(
+                "the noise could not separate it from (merged into it, the cheapest): "
+                + ", ".join(point.merged)
+            )
+        if point.picked:
+            lines.append(f"`tuner tune` wrote this point: {self.rule}")
+        return lines
+
+    def settings_of(self, number: int) -> dict[str, Any]:
+        """Point `number`'s settings (1-based; ConfigError naming the points otherwise)."""
+        if not 1 <= number <= len(self.points):
+            raise ConfigError(
+                f"--point {number}: the confirmed front has points 1-{len(self.points)}"
+            )
+        return dict(self.points[number - 1].summary.settings)
 
 
 def point_text(point: StoredPoint, rate_rps: float | None) -> str:
