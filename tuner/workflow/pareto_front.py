@@ -6,7 +6,7 @@ point can be on the front by luck. Its points are re-measured with the baselines
 interleaved rounds the single pick's candidates get (tuner.workflow.confirm); then a point
 that is neither clearly faster (p99) nor clearly cheaper (PSS) than another is no point of its
 own, and joins the cheapest such one (`merge_front`). What is shown, stored and written is the
-confirmed front with each point's ranges (`ConfirmedFront`). Pure logic.
+confirmed front with each point's ranges (`ConfirmedFront`). Pure logic (a header's date aside).
 """
 
 from __future__ import annotations
