@@ -165,6 +165,18 @@ CASES = [
         ["emit", "--study", "x", "--trial", "0", "--out", "{out}", "--storage", "bad://"],
         "--storage 'bad://': cannot open it",
     ),
+    (
+        ["emit", "--study", "known", "--front", "--storage", "{db}"],
+        "--front: study 'known' has no confirmed front",
+    ),
+    (
+        ["emit", "--study", "known", "--point", "1", "--out", "{out}", "--storage", "{db}"],
+        "--point 1: study 'known' has no confirmed front",
+    ),
+    (
+        ["emit", "--study", "known", "--storage", "{db}"],
+        "--out FILE: the file to write (or --front to list the front's points)",
+    ),
 ]
 
 

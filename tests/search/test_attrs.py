@@ -19,7 +19,7 @@ TRIAL_KEYS = {
     "baseline", "baseline_settings", "covers_for", "duplicate_of", "branch_start", "carried",
     "shape_of",
 }  # fmt: skip
-STUDY_KEYS = {"setup", "hardware", "created", "cpu_probe_ms", "result", "pick"}
+STUDY_KEYS = {"setup", "hardware", "created", "cpu_probe_ms", "result", "pick", "offered_rate"}
 
 
 def test_the_stored_keys_are_the_fields() -> None:

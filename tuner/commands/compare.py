@@ -25,6 +25,7 @@ from tuner.commands.setup import STUDY_NAME, build_setup
 from tuner.commands.tune import run_tune
 from tuner.commands.tune_options import TuneOptions, add_tune_options, for_cpus
 from tuner.errors import ConfigError, TunerError
+from tuner.search.objectives import objective_named
 from tuner.search.storage_url import study_workdir
 from tuner.servers import SERVERS, get_adapter, server_names
 
@@ -130,6 +131,11 @@ def handle(args: argparse.Namespace) -> int:
     if options.compare_rounds < 1:
         raise ConfigError(
             f"--compare-rounds {options.compare_rounds}: expected a whole number >= 1"
+        )
+    if objective_named(shared.objective).trade_off and shared.load.rate_rps is None:
+        # `tune` derives one from the default's capacity; the servers compared share one.
+        raise ConfigError(
+            "--objective multi: give --rate R, the rate every server's front is measured at"
         )
     budget_s = budget_seconds(options.budget_min, options.full)
     modules = "-".join(parse_app(e.text).module.rsplit(".", 1)[-1] for e in entries)

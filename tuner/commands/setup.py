@@ -48,6 +48,7 @@ def build_setup(options: TuneOptions) -> StudySetup:
             f"--study-name {name!r}: use letters, digits, '.', '_' and '-' "
             "(up to 100, starting with a letter or digit)"
         )
+    objective = objective_named(options.objective)
     return StudySetup(
         name=name,
         storage_url=options.storage,
@@ -55,13 +56,15 @@ def build_setup(options: TuneOptions) -> StudySetup:
         app=app,
         adapter=adapter,
         space=space,
-        objective=objective_named(options.objective),
+        objective=objective,
         slo=Slo(
             p99_ms=options.slo_p99,
             max_error_rate=options.max_error_rate,
             max_memory_mb=options.max_memory,
             streams=load.lanes.streams is not None,
             probe=load.lanes.probe is not None,
+            # The front is p99 at an offered rate: a config that cannot carry it breaks it.
+            carry_rate=objective.trade_off,
         ),
         load=load,
         server_cpus=server_cpus,

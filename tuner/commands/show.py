@@ -19,14 +19,22 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from tuner.report.data import load_study_data
-    from tuner.report.tables import confirmation, pareto_front, summary_lines, top_trials
+    from tuner.report.tables import (
+        confirmation,
+        confirmed_front,
+        pareto_front,
+        summary_lines,
+        top_trials,
+    )
     from tuner.report.terminal import console as stdout_console
     from tuner.report.terminal import print_tables
 
     data = load_study_data(args.storage, args.study, importances=False)
     settings_text = changed_settings(data)
     tables = [top_trials(data, settings_text, limit=SHOWN)]
-    if data.pareto:
+    if data.result.front is not None:  # `multi`: the front as confirmed
+        tables.append(confirmed_front(data, settings_text))
+    elif data.pareto:
         tables.append(pareto_front(data, settings_text))
     if data.result.present:
         tables.append(confirmation(data))

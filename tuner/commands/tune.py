@@ -95,6 +95,9 @@ def handle(args: argparse.Namespace) -> int:
     if blocked := outcome.blocked_loop_line():
         console.print(blocked, style="yellow", markup=False, highlight=False)
     console.print(f"verdict: {outcome.verdict.summary}", highlight=False)
+    if outcome.front is not None:
+        for line in outcome.front.listing(setup.name, setup.storage_url):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"noise: {outcome.noise}", highlight=False)
     console.print(outcome.searched_line(), highlight=False)
     if outcome.unproven is not None:

@@ -21,6 +21,7 @@ from tuner.search.storage_url import sqlite_path
 from tuner.search.study_handle import StudyHandle, stored_studies
 from tuner.servers import ServerAdapter, adapter_serving
 from tuner.workflow.confirm import PERCENTILE_KEYS, ConfirmedSummary
+from tuner.workflow.pareto_front import ConfirmedFront
 
 Triple = tuple[float, float, float]  # min, median, max
 
@@ -56,6 +57,7 @@ class StoredResult:
     noise: str = ""
     config_file: str | None = None
     present: bool = False  # False: the study never reached its confirmation round
+    front: ConfirmedFront | None = None  # `multi`: the confirmed front
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> StoredResult:
@@ -76,6 +78,7 @@ class StoredResult:
             noise=str(data.get("noise") or ""),
             config_file=data.get("config_file"),
             present=True,
+            front=ConfirmedFront.from_json(data.get("front")),
         )
 
 

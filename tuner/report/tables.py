@@ -13,6 +13,7 @@ from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.shapes import searched_text
 from tuner.search.storage_url import redact
 from tuner.workflow.confirm import unfair_text
+from tuner.workflow.pareto_front import emit_command
 
 TOP_TRIALS = 10
 # Box sizes the "Sized at boot" table shows the rule at, besides the sizes measured.
@@ -34,7 +35,9 @@ def all_settings(settings: dict[str, Any]) -> str:
 
 def study_tables(data: StudyData, settings_text: SettingsText = all_settings) -> list[Table]:
     tables = [top_trials(data, settings_text)]
-    if data.pareto:
+    if data.result.front is not None:
+        tables.append(confirmed_front(data, settings_text))
+    elif data.pareto:
         tables.append(pareto_front(data, settings_text))
     tables += [failed_trials(data, settings_text), confirmation(data), baselines(data)]
     if per_template := templates(data):
@@ -119,12 +122,43 @@ def top_trials(data: StudyData, settings_text: SettingsText, limit: int = TOP_TR
     )
 
 
+def confirmed_front(data: StudyData, settings_text: SettingsText) -> Table:
+    """The `multi` study's confirmed front, cheapest first: each point's ranges over the
+    interleaved rounds, the configs merged into it, and the command that writes it."""
+    front = data.result.front
+    assert front is not None
+    rows = []
+    for number, point in enumerate(front.points, start=1):
+        summary = point.summary
+        rows.append(
+            (
+                str(number),
+                summary.label + (" (written)" if point.picked else ""),
+                spread_text(summary.p99_ms, "{:.2f}"),
+                spread_text(summary.pss_mb, "{:.1f}"),
+                ", ".join(point.merged),
+                settings_text(summary.settings),
+                emit_command(data.name, number, data.storage_url),
+            )
+        )
+    return Table(
+        f"Confirmed Pareto front: {front.heading()}",
+        ("point", "config", "p99 ms", "PSS MB", "merged", "settings", "writes it"),
+        rows,
+        [
+            "min / median / max over the interleaved rounds; a config the noise could not "
+            "separate from a point (neither clearly faster nor clearly cheaper) is merged into it"
+        ],
+    )
+
+
 def pareto_front(data: StudyData, settings_text: SettingsText) -> Table:
     front = data.objective.rank(
         (r for r in data.complete if r.number in data.pareto), lambda r: r.figures
     )
+    names = ", ".join(h.short for h in data.objective.headlines)
     return Table(
-        "Pareto front (req/s, p99, memory)",
+        f"Pareto front of the search trials ({names})",
         ("trial", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "PSS MB", "settings"),
         [_trial_row(r)[:7] + (settings_text(r.settings),) for r in front],
     )

@@ -74,3 +74,6 @@ class StudyAttrs(_Stored):
     # The config `tune` chose and its file's header, kept before the file is written, so that
     # `tuner emit --study` can write it again (a variant's settings are no trial's).
     pick: dict[str, Any] | None = None
+    # `multi`: the rate its front is measured at and where it came from ({"rps", "source"}),
+    # so that a resumed study measures at the same rate.
+    offered_rate: dict[str, Any] | None = None

@@ -1,11 +1,13 @@
 """What a study optimises: the objective (direction, ranking, pick, wording) and the SLOs.
 
 Three objectives, one type (`Objective`, from `objective_named(name)`): `throughput`
-(max req/s), `latency` (min p99 at a fixed offered load) and `multi` (the Pareto front of
-req/s, p99 and memory; `pick_pareto_point` chooses the config that is emitted). Everything
-that ranks configs asks the objective, so "best" means one thing everywhere. Constraints
-follow Optuna's convention (<= 0 is satisfied); the error rate and fairness are always among
-them. What each objective means for a user: docs/pages/commands/tune.md, "Objectives and SLOs".
+(max req/s), `latency` (min p99 at a fixed offered load) and `multi` (the Pareto front of p99
+at a fixed offered rate against PSS memory, both minimised, with carrying the rate as a
+constraint; `pick_pareto_point` chooses the point that is written, by the measured noise).
+Everything that ranks configs asks the objective, so "best" means one thing everywhere.
+Constraints follow Optuna's convention (<= 0 is satisfied); the error rate and fairness are
+always among them. What each objective means for a user: docs/pages/commands/tune.md,
+"Objectives and SLOs".
 """
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ from tuner.metrics.stats import Spread, clearly_better, pairs, ratio
 # Optuna's names for the two ways a study's figure can go.
 Direction = Literal["minimize", "maximize"]
 
+# At a fixed offered rate, a config whose achieved rate (the median of its one-second windows)
+# falls short of it by more than this share cannot carry the rate. An open-loop run that keeps
+# up completes the schedule's requests within a few percent per window (a window's edge splits
+# a batch); a config that cannot keep up falls short by its missing capacity, far beyond that.
+RATE_TOLERANCE = 0.05
+# The front's points re-measured after a `multi` study, at most (`--top-k` when larger): spread
+# along the front from the cheapest to the fastest, so the confirmation costs about what a
+# single pick's does and still shows the whole trade-off.
+FRONT_POINTS = 6
+
 T = TypeVar("T")
 
 
@@ -37,6 +49,9 @@ class Slo:
     max_memory_mb: float | None = None
     streams: bool = False  # the study holds streams: a cut stream breaks the SLO
     probe: bool = False  # the study probes: a restart the probes would cause breaks it
+    # The offered rate is a constraint (`multi`): a config that falls short of it by more
+    # than RATE_TOLERANCE cannot carry it, and breaks the SLO.
+    carry_rate: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,7 @@ class Figures:
     # How far the probes came to a restart: failed in a row, less the threshold, plus one, as
     # a share of the threshold (> 0: the orchestrator would restart the server; -1: no probe).
     probe_excess: float = -1.0
+    offered_rps: float | None = None  # the open loop's rate; None: a closed loop
 
     @classmethod
     def of(cls, measurement: Measurement) -> Figures:
@@ -65,7 +81,18 @@ class Figures:
             measurement.unfairness,
             streams_cut,
             probe_excess,
+            measurement.target_rps,
         )
+
+    @property
+    def shortfall(self) -> float:
+        """How far the achieved rate fell below the offered one, as a share of it: 0 when it
+        kept up (or in a closed loop, which offers no rate), 1 when not measured."""
+        if not self.offered_rps:
+            return 0.0
+        if math.isnan(self.rps):
+            return 1.0
+        return max(0.0, 1.0 - self.rps / self.offered_rps)
 
 
 def lane_figures(measurement: Measurement) -> tuple[float, float]:
@@ -224,6 +251,10 @@ class Objective(ABC):
         """The configs worth re-measuring, best first."""
         return self.rank(items, figures)
 
+    def confirm_count(self, top_k: int) -> int:
+        """How many configs of the shortlist are re-measured (`--top-k`)."""
+        return top_k
+
     @abstractmethod
     def summary(self, label: str, versus: Sequence[Versus], beats: bool) -> str:
         """The verdict of `label` against the default (`versus`: one entry per headline that
@@ -262,7 +293,9 @@ class SingleObjective(Objective):
 
 
 class ParetoObjective(Objective):
-    """Several figures at once: Optuna keeps the front, `pick_pareto_point` picks one."""
+    """Two figures at once, p99 at the offered rate and PSS memory: Optuna keeps the front,
+    the confirmation re-measures it (tuner.workflow.pareto_front), `pick_pareto_point` picks
+    the point that is written."""
 
     trade_off = True
     warns_of_tail = False
@@ -273,27 +306,40 @@ class ParetoObjective(Objective):
         self.headlines = headlines
 
     def pick(self, items: Sequence[T], figures: Callable[[T], Figures], slo: Slo) -> T:
-        return items[pick_pareto_point([figures(item) for item in items], slo)]
+        """The pick rule over one measurement each (no noise to weigh: any difference counts)."""
+        return items[pick_pareto_point([Once(figures(item)) for item in items], slo)]
 
     def shortlist(
         self, items: Sequence[T], figures: Callable[[T], Figures], on_front: Callable[[T], bool]
     ) -> list[T]:
-        """The Pareto front only (fastest first), its pick rule's choice in front."""
-        front = [item for item in items if on_front(item)]
-        if not front:
-            return []
-        chosen = front[pick_pareto_point([figures(item) for item in front])]
-        return [chosen] + [item for item in self.rank(front, figures) if item is not chosen]
+        """The front only: `FRONT_POINTS` of it spread from the cheapest to the fastest, then
+        the rest of it (taking the place of a point that turns out to be a baseline)."""
+        front = sorted(
+            (item for item in items if on_front(item)),
+            key=lambda item: (PSS.sort_value(figures(item)), P99.sort_value(figures(item))),
+        )
+        chosen = spread_along(front, FRONT_POINTS)
+        return chosen + [item for item in front if item not in chosen]
+
+    def confirm_count(self, top_k: int) -> int:
+        return max(top_k, FRONT_POINTS)
 
     def summary(self, label: str, versus: Sequence[Versus], beats: bool) -> str:
         figures = []
         for figure in versus:
             verdict = "better" if figure.better else "worse" if figure.worse else "within noise"
             figures.append(f"{figure.headline.short} {figure.change} ({verdict})")
-        return (
-            f"{label} is the Pareto pick (fast within 5% of the fastest, then "
-            f"leanest); vs the default: {', '.join(figures)}"
-        )
+        return f"{label} is the pick of the front; vs the default: {', '.join(figures)}"
+
+
+def spread_along(front: Sequence[T], count: int) -> list[T]:
+    """`count` items of `front` (in its order) evenly spaced from its first to its last."""
+    if len(front) <= count:
+        return list(front)
+    if count == 1:
+        return [front[0]]
+    indexes = sorted({round(i * (len(front) - 1) / (count - 1)) for i in range(count)})
+    return [front[i] for i in indexes]
 
 
 def versus_ranges(label: str, figure: Versus) -> str:
@@ -312,7 +358,7 @@ def versus_ranges(label: str, figure: Versus) -> str:
 
 THROUGHPUT = SingleObjective("throughput", RPS)
 LATENCY = SingleObjective("latency", P99)
-MULTI = ParetoObjective("multi", (RPS, P99, PSS))
+MULTI = ParetoObjective("multi", (P99, PSS))
 _ALL = (THROUGHPUT, LATENCY, MULTI)
 OBJECTIVES = tuple(o.name for o in _ALL)
 
@@ -327,7 +373,8 @@ def objective_named(name: str) -> Objective:
 def constraints(slo: Slo, figures: Figures) -> list[float]:
     """Optuna-style constraint values (<= 0 is satisfied), always the same length for a Slo:
     [error_rate - max_error_rate, unfairness] + [p99 - p99_ms if set] + [pss - max_memory_mb
-    if set]. A limited figure that was not measured counts as violated (+inf)."""
+    if set] + the lanes' + [shortfall - RATE_TOLERANCE if the rate must be carried]. A limited
+    figure that was not measured counts as violated (+inf)."""
     return list(named_constraints(slo, figures).values())
 
 
@@ -345,6 +392,8 @@ def named_constraints(slo: Slo, figures: Figures) -> dict[str, float]:
         out["streams_cut"] = figures.streams_cut
     if slo.probe:
         out["probe"] = figures.probe_excess
+    if slo.carry_rate:
+        out["rate"] = figures.shortfall - RATE_TOLERANCE
     return out
 
 
@@ -411,6 +460,12 @@ def slo_violations(
         parts.append(f"{figures.streams_cut:.0%} of the streams cut{seen}")
     if slo.probe and figures.probe_excess > 0:
         parts.append(probe_seen or "the orchestrator would restart the server (health probe)")
+    if slo.carry_rate and figures.offered_rps and figures.shortfall > RATE_TOLERANCE:
+        parts.append(
+            f"carried {_figure(figures.rps)} req/s of the {figures.offered_rps:g} offered "
+            f"({figures.shortfall:.0%} short, more than {RATE_TOLERANCE:.0%}): it cannot carry "
+            "the rate"
+        )
     return "; ".join(parts)
 
 
@@ -418,45 +473,120 @@ def _figure(value: float) -> str:
     return "not measured" if math.isnan(value) else f"{value:.1f}"
 
 
+class Remeasured(Protocol):
+    """A config with the spread of each figure over its runs (`Confirmed` is one)."""
+
+    def spread(self, headline: Headline) -> Spread | None: ...
+
+
+@dataclass(frozen=True)
+class Once:
+    """One measurement's figures as a spread of one sample each: judged without noise, any
+    difference is clear (a search trial, ranked before it is re-measured)."""
+
+    figures: Figures
+
+    def spread(self, headline: Headline) -> Spread | None:
+        value = headline.value(self.figures)
+        if math.isnan(value):  # not measured: the worst
+            value = -math.inf if headline.higher_is_better else math.inf
+        return Spread.of([value])
+
+
+def pick_rule(slo: Slo | None) -> str:
+    """Which point `pick_pareto_point` picks under `slo`, in words."""
+    if slo is not None and slo.max_memory_mb is not None:
+        return f"the fastest p99 within --max-memory {slo.max_memory_mb:g} MB"
+    if slo is not None and slo.p99_ms is not None:
+        return f"the least memory meeting --slo-p99 {slo.p99_ms:g} ms"
+    return "the knee of the front"
+
+
 def pick_pareto_point(
-    points: Sequence[Figures],
-    slo: Slo | None = None,
-    *,
-    rps_tolerance: float = 0.05,
-    p99_tolerance: float = 0.10,
+    points: Sequence[Remeasured], slo: Slo | None = None, *, alpha: float = ALPHA
 ) -> int:
-    """Index of the config the `multi` objective emits: the leanest config that is nearly as
-    fast as the fastest.
+    """Index of the point the `multi` objective writes, by what the user asked for, the noise
+    of the repeated runs deciding what is a difference (`clearly_better` at `alpha`):
 
-    1. Candidates: the points that meet `slo` (all points if none does, or if no slo).
-    2. Keep those with rps >= (1 - rps_tolerance) * the best candidate rps (default 5%:
-       differences below that are measurement noise, not a reason to spend memory).
-    3. Of those, keep p99 <= (1 + p99_tolerance) * their best p99 (default 10%, p99 is noisier).
-    4. Pick the lowest PSS memory; ties go to higher rps, then lower p99, then lower index.
+    - `--max-memory MB`: the fastest p99 among the points within it; of the points the noise
+      cannot tell from the fastest on p99, the least memory.
+    - `--slo-p99 MS` (without --max-memory): the least memory among the points meeting it; of
+      the points the noise cannot tell from the cheapest on memory, the fastest p99.
+    - neither: the knee of the front (`knee_index`).
 
-    The pick is always Pareto-optimal among the candidates: anything dominating it would pass
-    steps 2-3 too and win step 4. Passing all trials or only Optuna's `best_trials` gives the
-    same answer. A point without a figure counts as worst on it.
+    A limit is judged on the medians; when no point meets the limits, every point counts
+    (the caller says the limits were not met). A figure not measured is the worst.
     """
     if not points:
         raise ValueError("pick_pareto_point needs at least one point")
     slo = slo or Slo()
-    indices = [i for i, f in enumerate(points) if feasible(slo, f)] or list(range(len(points)))
-    rows = {i: _row(points[i]) for i in indices}  # i -> (rps, p99, pss)
+    indexes = [i for i, point in enumerate(points) if _within(point, slo)]
+    indexes = indexes or list(range(len(points)))
+    if slo.max_memory_mb is not None:
+        return _best_then(points, indexes, P99, PSS, alpha)
+    if slo.p99_ms is not None:
+        return _best_then(points, indexes, PSS, P99, alpha)
+    return indexes[knee_index([points[i] for i in indexes])]
 
-    best_rps = max(r[0] for r in rows.values())
-    fast = [i for i in indices if rows[i][0] >= (1 - rps_tolerance) * best_rps]
-    best_p99 = min(rows[i][1] for i in fast)
-    quick = [i for i in fast if rows[i][1] <= (1 + p99_tolerance) * best_p99]
-    return min(quick, key=lambda i: (rows[i][2], -rows[i][0], rows[i][1], i))
+
+def knee_index(points: Sequence[Remeasured]) -> int:
+    """The knee of a front: the point nearest the ideal one (the front's lowest p99 and its
+    least memory at once), each axis scaled to the front's range so that neither unit
+    weighs more. Every point of a front trades one figure for the other; the knee is where
+    a step either way costs more than it buys: cheaper points lose much p99 for little
+    memory, faster ones spend much memory for little p99. On medians; a tie goes to the
+    less memory, then the earlier point."""
+    if not points:
+        raise ValueError("knee_index needs at least one point")
+    p99 = [_median(point, P99) for point in points]
+    pss = [_median(point, PSS) for point in points]
+
+    def scaled(values: list[float], value: float) -> float:
+        finite = [v for v in values if math.isfinite(v)]
+        if not math.isfinite(value):
+            return math.inf
+        low, high = min(finite), max(finite)
+        return (value - low) / (high - low) if high > low else 0.0
+
+    def distance(i: int) -> float:
+        return math.hypot(scaled(p99, p99[i]), scaled(pss, pss[i]))
+
+    return min(range(len(points)), key=lambda i: (distance(i), pss[i], i))
 
 
-def _row(figures: Figures) -> tuple[float, float, float]:
-    def worst_if_nan(value: float, worst: float) -> float:
-        return worst if math.isnan(value) else value
+def _within(point: Remeasured, slo: Slo) -> bool:
+    p99_ok = slo.p99_ms is None or _median(point, P99) <= slo.p99_ms
+    return p99_ok and (slo.max_memory_mb is None or _median(point, PSS) <= slo.max_memory_mb)
 
-    return (
-        worst_if_nan(figures.rps, -math.inf),
-        worst_if_nan(figures.p99_ms, math.inf),
-        worst_if_nan(figures.pss_mb, math.inf),
-    )
+
+def _best_then(
+    points: Sequence[Remeasured], indexes: list[int], first: Headline, then: Headline, alpha: float
+) -> int:
+    """The best median of `first`; among the points the noise cannot tell from it on
+    `first`, the best median of `then` (ties: the earlier point)."""
+    best = min(indexes, key=lambda i: (_median(points[i], first), _median(points[i], then), i))
+    mine = points[best].spread(first)
+    tied = [i for i in indexes if not _clearly_beats(mine, points[i].spread(first), first, alpha)]
+    return min(tied, key=lambda i: (_median(points[i], then), _median(points[i], first), i))
+
+
+def _clearly_beats(
+    mine: Spread | None, theirs: Spread | None, headline: Headline, alpha: float
+) -> bool:
+    if theirs is None:
+        return mine is not None
+    if mine is None:
+        return False
+    return clearly_better(mine, theirs, higher_is_better=headline.higher_is_better, alpha=alpha)
+
+
+def _median(point: Remeasured, headline: Headline) -> float:
+    """The median of a figure, a missing one the worst."""
+    spread = point.spread(headline)
+    return math.inf if spread is None else _median_of(spread, headline)
+
+
+def _median_of(spread: Spread, headline: Headline) -> float:
+    if math.isnan(spread.median):
+        return -math.inf if headline.higher_is_better else math.inf
+    return spread.median

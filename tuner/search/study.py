@@ -206,6 +206,7 @@ def open_study(setup: StudySetup) -> StudyHandle:
             study_name=setup.name, storage=store, sampler=sampler, pruner=pruner
         )
         known = _wait_for_setup(study)
+        _check_same_directions(setup, study)
         if known is not None:
             _check_same_study(setup, known)
             study_hw = StudyAttrs.read(study.user_attrs).hardware or mine
@@ -269,6 +270,19 @@ def _check_same_study(setup: StudySetup, known: dict[str, Any]) -> None:
                 f"study {setup.name!r} exists with {key}={known.get(key)!r}, not {mine[key]!r}; "
                 "use another --study-name or the same options to resume it"
             )
+
+
+def _check_same_directions(setup: StudySetup, study: optuna.Study) -> None:
+    """A study of the same objective name made by an earlier version may rank other figures
+    (`multi` ranked req/s, p99 and memory before it became p99 at a rate against memory)."""
+    theirs = [d.name.lower() for d in study.directions]
+    if theirs != setup.objective.directions:
+        raise ConfigError(
+            f"study {setup.name!r} exists with {len(theirs)} objective direction(s) "
+            f"({', '.join(theirs)}), not the {setup.objective.name} objective's "
+            f"({', '.join(setup.objective.directions)}); it was made by an earlier version: use "
+            "another --study-name"
+        )
 
 
 def _enqueue_baselines(study: StudyHandle, setup: StudySetup) -> list[str]:

@@ -141,6 +141,7 @@ class Confirmed:
             error_rate=errors[len(errors) // 2] if errors else 1.0,
             streams_cut=max((cut for cut, _ in lanes), default=0.0),
             probe_excess=max((excess for _, excess in lanes), default=-1.0),
+            offered_rps=next((run.target_rps for run in self.runs if run.target_rps), None),
         )
 
     def usable(self, slo: Slo) -> bool:

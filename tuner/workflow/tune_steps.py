@@ -38,8 +38,10 @@ from tuner.workflow.confirm import (
     more_rounds,
     settle,
 )
+from tuner.workflow.front_inputs import OfferedRate, check_reachable, with_offered_rate
 from tuner.workflow.lane_evidence import lane_decisions
 from tuner.workflow.logcost import logging_costs
+from tuner.workflow.pareto_front import ConfirmedFront, decide_front
 from tuner.workflow.proven_file import (
     BootCheck,
     NotProvenClean,
@@ -69,6 +71,8 @@ class TuneOutcome:
     client_bound: str = ""
     # How far the study searched each concurrency model (tuner.search.shapes.searched_text).
     models: tuple[str, ...] = ()
+    # `multi`: the confirmed front, its rate and its pick rule (tuner.workflow.pareto_front).
+    front: ConfirmedFront | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +107,7 @@ class TuneOutcome:
             "blocked_loop": self.blocked_loop_json(),
             "distinct_configs": self.distinct_configs,
             "repeats_not_measured": sum(r.duplicate_of is not None for r in self.records),
+            "front": self.front.to_json() if self.front else None,
         }
 
     def client_bound_json(self) -> dict[str, Any] | None:
@@ -215,8 +220,13 @@ def tune(
     winner's counts are measured at the other sizes too (tuner/workflow/sizes.py) and the file
     computes its counts at boot from the rule through them."""
     study = start(setup, app_requirements, run.check_clean_venv)
+    rate = None
+    if setup.objective.trade_off:  # the front: p99 at one offered rate against memory
+        setup, rate = with_offered_rate(setup, study, listener)
     run_search(setup, study, n_trials=run.n_trials, timeout_s=run.timeout_s, listener=listener)
     records = study.records(queued=False)
+    if rate is not None:  # a rate none carried, a memory limit none fits: said now, exit 2
+        check_reachable(setup.slo, [(r.label, r.figures) for r in records if r.measured], rate.rps)
     candidates = pick_candidates(setup, records, run.top_k, pareto=study.pareto_numbers())
     measure = measurer(setup)
     rounds = run.confirm_rounds
@@ -236,6 +246,7 @@ def tune(
             pair, range(rounds, rounds + EXTRA_ROUNDS), measure, on_confirm_run
         ),
         file=WinnerFile(out_path, app_requirements, run.check_clean_venv, sizing_for),
+        rate=rate,
     )
 
 
@@ -257,12 +268,32 @@ def conclude(
     *,
     more: Callable[[Sequence[Confirmed]], None],
     file: WinnerFile,
+    rate: OfferedRate | None = None,
 ) -> TuneOutcome:
     """Decide from the confirmation rounds (`more` measures a pair in doubt again: a close
     call, or a winner unfair in some of its runs), and write the winner's file with its
-    evidence."""
+    evidence. A trade-off objective confirms its front instead (tuner.workflow.pareto_front:
+    measured at `rate`, --rate's when not given) and writes the point its rule picks."""
     app_requirements = file.app_requirements
-    verdict = settle(confirmed, setup.objective, setup.slo, setup.adapter.resolve({}), more=more)
+    front = None
+    if setup.objective.trade_off:
+        if rate is None and setup.load.rate_rps:
+            rate = OfferedRate(setup.load.rate_rps, "--rate")
+        decided = decide_front(
+            confirmed,
+            setup.slo,
+            rate_rps=rate.rps if rate else None,
+            rate_source=rate.source if rate else "closed loop: no rate offered",
+        )
+        if decided is None:  # as after the search: a rate or a limit no config met
+            figures = [(c.candidate.label, c.median_figures()) for c in confirmed if c.runs]
+            check_reachable(setup.slo, figures, rate.rps if rate else None)
+        verdict = decided.verdict if decided else None
+        front = decided.front if decided else None
+    else:
+        verdict = settle(
+            confirmed, setup.objective, setup.slo, setup.adapter.resolve({}), more=more
+        )
     noise = noise_summary(study.attrs().cpu_probe_ms or [], confirmed)
     load_cpus = setup.load.load_cpus
     bound = client_bound_line(confirmed, len(load_cpus), spare_cpus(setup.server_cpus, load_cpus))
@@ -322,6 +353,7 @@ def conclude(
         sizing,
         bound,
         tuple(searched_text(records, setup.adapter)),
+        front,
     )
     study.save_result(outcome.to_json())
     return outcome
@@ -370,10 +402,11 @@ def prove_default_clean(setup: StudySetup, app_requirements: AppRequirements | N
 def pick_candidates(
     setup: StudySetup, records: Sequence[TrialRecord], top_k: int, pareto: Sequence[int]
 ) -> list[Candidate]:
-    """The best `top_k` usable trials (as the objective shortlists them: for `multi`, the
-    Pareto front with its pick first), the server's baselines, a nearly fair trial that ranks
-    above them (see `_nearly_fair_retry`), variants of the top one (its logging both ways, its
-    other settings at the default) and the default with its per-request log off."""
+    """The best `top_k` usable trials (as the objective shortlists them: for `multi`, up to
+    `FRONT_POINTS` of the Pareto front, spread along it), the server's baselines, a nearly
+    fair trial that ranks above them (see `_nearly_fair_retry`), variants of the top one (its
+    logging both ways, its other settings at the default) and the default with its
+    per-request log off."""
     usable = [r for r in records if r.measured and r.feasible and not r.baseline]
     front = set(pareto)
     ranked = setup.objective.shortlist(usable, _figures, lambda r: r.number in front)
@@ -395,8 +428,9 @@ def pick_candidates(
 
     chosen = [b for b in baselines if new(b)]
     picked: list[Candidate] = []
+    count = setup.objective.confirm_count(top_k)
     for record in ranked:
-        if len(picked) == top_k:
+        if len(picked) == count:
             break
         if new(candidate := Candidate(record.label, record.number, record.settings)):
             picked.append(candidate)

@@ -1,0 +1,128 @@
+"""The confirmed front: merges by the noise of the paired rounds, the pick, what is kept."""
+
+from __future__ import annotations
+
+from tests.support.measurements import measurement
+from tuner.metrics.measurement import Measurement
+from tuner.search.objectives import Slo
+from tuner.workflow.confirm import Candidate, Confirmed
+from tuner.workflow.pareto_front import (
+    ConfirmedFront,
+    covers,
+    decide_front,
+    emit_command,
+    merge_front,
+)
+
+RATE = 500.0
+
+
+def runs(p99: list[float], pss: list[float], rps: float = RATE) -> list[Measurement]:
+    return [measurement(rps, p99=a, pss=b, target_rps=RATE) for a, b in zip(p99, pss, strict=True)]
+
+
+def entry(label: str, p99: list[float], pss: list[float], rps: float = RATE) -> Confirmed:
+    return Confirmed(Candidate(label, None, {"workers": label}), runs=runs(p99, pss, rps))
+
+
+def labels(points: list) -> list[tuple[str, list[str]]]:
+    return [(p.entry.candidate.label, [m.candidate.label for m in p.merged]) for p in points]
+
+
+ONE = entry("default", [40, 41, 39, 42, 40], [50, 50, 51, 50, 50])
+TWO = entry("trial 2", [20, 21, 19, 22, 20], [90, 91, 90, 90, 91])
+FOUR = entry("trial 4", [10, 11, 10, 11, 10], [170, 170, 171, 170, 170])
+
+
+def test_clearly_separated_points_all_stay_cheapest_first() -> None:
+    assert labels(merge_front([FOUR, ONE, TWO])) == [
+        ("default", []),
+        ("trial 2", []),
+        ("trial 4", []),
+    ]
+
+
+def test_points_the_noise_cannot_separate_merge_into_the_cheapest() -> None:
+    # Dearer by a little in every round, faster in some rounds and slower in others.
+    twin = entry("trial 3", [19, 22, 21, 20, 21], [92, 93, 92, 92, 93])
+    assert covers(TWO, twin) and not covers(twin, TWO)  # the cheaper covers it
+    assert labels(merge_front([twin, TWO, ONE])) == [("default", []), ("trial 2", ["trial 3"])]
+    # Equal within the noise on both figures: either covers the other; the cheaper stands.
+    same = entry("trial 5", [21, 20, 20, 21, 19], [91, 90, 91, 91, 90])
+    assert covers(TWO, same) and covers(same, TWO)
+    assert labels(merge_front([same, TWO])) == [("trial 2", ["trial 5"])]
+
+
+def test_a_point_dominated_beyond_the_noise_is_merged_into_the_one_that_beats_it() -> None:
+    dominated = entry("trial 6", [30, 31, 30, 32, 30], [120, 121, 120, 120, 121])
+    assert labels(merge_front([dominated, ONE, TWO])) == [
+        ("default", []),
+        ("trial 2", ["trial 6"]),
+    ]
+
+
+def test_a_cheaper_median_that_is_clearly_slower_and_not_clearly_cheaper_gives_way() -> None:
+    """The cheapest by a hair's median, yet the next point is as cheap within the noise and
+    faster in every round: the slower one is covered and joins it."""
+    slow = entry("trial 7", [30, 31, 30, 31, 30], [89, 92, 89, 92, 90])
+    fast = entry("trial 8", [20, 21, 20, 21, 20], [91, 90, 91, 90, 91])
+    assert labels(merge_front([slow, fast])) == [("trial 8", ["trial 7"])]
+
+
+def test_the_pick_is_the_knee_without_limits_and_the_verdict_gives_both_figures() -> None:
+    decided = decide_front([ONE, TWO, FOUR], Slo(carry_rate=True), rate_rps=RATE, rate_source="x")
+    assert decided is not None
+    front, verdict = decided.front, decided.verdict
+    assert verdict.winner is TWO and verdict.default is ONE
+    assert not verdict.beats_default  # faster for more memory: a trade, not a win
+    assert verdict.summary.startswith(
+        "trial 2 is the knee of the front (confirmed front of 3 points at 500 req/s offered)"
+    )
+    assert "p99 x0.50 (better), PSS x1.80 (worse)" in verdict.summary
+    assert [p.picked for p in front.points] == [False, True, False]
+    assert front.rule == "the knee of the front" and front.rate_rps == RATE
+
+
+def test_the_user_s_limits_pick_their_point() -> None:
+    within = decide_front(
+        [ONE, TWO, FOUR], Slo(max_memory_mb=100, carry_rate=True), rate_rps=RATE, rate_source=""
+    )
+    assert within is not None and within.verdict.winner is TWO
+    assert within.front.rule == "the fastest p99 within --max-memory 100 MB"
+    # FOUR breaks the memory SLO: it is not on the front at all.
+    assert [p.summary.label for p in within.front.points] == ["default", "trial 2"]
+    meeting = decide_front([ONE, TWO, FOUR], Slo(p99_ms=30), rate_rps=RATE, rate_source="")
+    assert meeting is not None and meeting.verdict.winner is TWO
+    fastest = decide_front([ONE, TWO, FOUR], Slo(p99_ms=12), rate_rps=RATE, rate_source="")
+    assert fastest is not None and fastest.verdict.winner is FOUR
+
+
+def test_a_config_that_cannot_carry_the_rate_is_off_the_front() -> None:
+    short = entry("trial 9", [5, 5, 5, 5, 5], [30, 30, 30, 30, 30], rps=RATE * 0.7)
+    decided = decide_front([ONE, short], Slo(carry_rate=True), rate_rps=RATE, rate_source="")
+    assert decided is not None and decided.verdict.winner is ONE
+    assert [p.summary.label for p in decided.front.points] == ["default"]
+    assert decide_front([short], Slo(carry_rate=True), rate_rps=RATE, rate_source="") is None
+
+
+def test_the_front_is_kept_and_read_back_with_its_ranges() -> None:
+    twin = entry("trial 3", [19, 22, 21, 20, 21], [92, 93, 92, 92, 93])
+    decided = decide_front([ONE, TWO, twin], Slo(), rate_rps=RATE, rate_source="--rate")
+    assert decided is not None
+    kept = ConfirmedFront.from_json(decided.front.to_json())
+    assert kept == decided.front
+    # Two points are the front's two corners: the knee is the cheaper.
+    assert kept.lines() == [
+        "1. default [written]: p99 39.0-42.0 ms, PSS 50.0-51.0 MB at 500 req/s",
+        "2. trial 2: p99 19.0-22.0 ms, PSS 90.0-91.0 MB at 500 req/s (merged: trial 3)",
+    ]
+    assert ConfirmedFront.from_json(None) is None and ConfirmedFront.from_json({}) is None
+
+
+def test_the_emit_command_names_the_point_and_a_storage_other_than_the_default() -> None:
+    assert emit_command("s1", 2, "sqlite:///studies/tuner.db") == (
+        "tuner emit --study s1 --point 2 --out FILE"
+    )
+    assert emit_command("s1", 1, "sqlite:////tmp/x.db", "gunicorn.conf.py") == (
+        "tuner emit --study s1 --point 1 --out gunicorn.conf.py --storage sqlite:////tmp/x.db"
+    )
