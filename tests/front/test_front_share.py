@@ -91,6 +91,15 @@ def test_memory_keeps_nginx_part_through_json() -> None:
     alone = Memory(50.0, 60.0, 40.0, 70.0, 4, 5)  # no front: no nginx part, as before
     assert "front_pss_mean" not in alone.to_json() and Memory.from_json(alone.to_json()) == alone
     assert alone.server_pss_mean_mb == 50.0
+    assert alone.workers_pss_mean_mb is None  # no breakdown kept: none invented
+
+
+def test_memory_keeps_the_server_trees_breakdown_through_json() -> None:
+    split = Memory(50.0, 60.0, 40.0, 70.0, 4, 5, 8.0, 12.0, 30.0, 4)
+    assert Memory.from_json(json.loads(json.dumps(split.to_json()))) == split
+    assert split.workers_pss_mean_mb == 30.0  # 50 - 8 (nginx) - 12 (the master)
+    one = Memory(20.0, 20.0, 18.0, 25.0, 4, 1, master_pss_mean_mb=20.0, server_processes=1)
+    assert one.workers_pss_mean_mb == 0.0  # one process: no workers apart from it
 
 
 def test_nginx_joins_the_servers_cgroup(fronted: ServerAdapter, tmp_path: Path) -> None:

@@ -298,6 +298,11 @@ def test_memory_sampler_sums_the_tree(gunicorn, tmp_path: Path) -> None:
     assert 0 < summary["pss_mean"] <= summary["pss_peak"]
     # Four processes: the sum is well above any single one.
     assert summary["rss_peak"] > 2 * one_process.rss / 1024 / 1024
+    # The breakdown: the master is a part of the tree, and with preload the workers share
+    # the app's pages with it, which RSS would count four times.
+    assert summary["server_processes"] == 4
+    assert 0 < summary["master_pss_mean"] < summary["pss_mean"]
+    assert summary["sharing_saves_mean"] > 0
 
 
 def test_memory_sampler_survives_a_vanished_tree() -> None:
@@ -311,6 +316,17 @@ def test_memory_sampler_survives_a_vanished_tree() -> None:
         "samples": 0,
         "processes_peak": 0,
     }
+
+
+def test_memory_sampler_breaks_one_process_down_as_its_own_master() -> None:
+    """The test's own process, sampled as a tree of one: the master is all of it, and no
+    page is shared with another process of the tree (a fork would be needed for that)."""
+    with MemorySampler(lambda: [os.getpid()], interval_s=60) as memory:
+        pass
+    summary = memory.summary()
+    assert summary["samples"] == 1 and summary["server_processes"] == 1
+    assert summary["master_pss_mean"] == summary["pss_mean"] > 0
+    assert summary["sharing_saves_mean"] >= 0
 
 
 def test_free_port_is_bindable() -> None:

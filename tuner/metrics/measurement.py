@@ -99,11 +99,25 @@ class Memory:
     processes_peak: int = 0
     # Behind a front: nginx's part of pss_mean (included in it); None = no front measured.
     front_pss_mean_mb: float | None = None
+    # The server tree broken down (None: measured before it was kept): its first process's
+    # part of pss_mean (the master, or the only process), and its RSS sum less its PSS sum
+    # (what sharing pages between its processes saves; preload before fork adds to it).
+    master_pss_mean_mb: float | None = None
+    sharing_saves_mb: float | None = None
+    server_processes: int = 0  # the most server processes one sample read (0: not kept)
 
     @property
     def server_pss_mean_mb(self) -> float:
         """The server tree's own part of pss_mean (all of it without a front)."""
         return self.pss_mean_mb - (self.front_pss_mean_mb or 0.0)
+
+    @property
+    def workers_pss_mean_mb(self) -> float | None:
+        """The server tree's part of pss_mean past its first process: its workers' (0.0 for
+        a server that runs one process); None when the breakdown was not kept."""
+        if self.master_pss_mean_mb is None:
+            return None
+        return max(0.0, self.server_pss_mean_mb - self.master_pss_mean_mb)
 
     def to_json(self) -> dict[str, float | int]:
         data: dict[str, float | int] = {
@@ -116,6 +130,11 @@ class Memory:
         }
         if self.front_pss_mean_mb is not None:
             data["front_pss_mean"] = self.front_pss_mean_mb
+        if self.master_pss_mean_mb is not None:
+            data["master_pss_mean"] = self.master_pss_mean_mb
+            data["server_processes"] = self.server_processes
+        if self.sharing_saves_mb is not None:
+            data["sharing_saves_mean"] = self.sharing_saves_mb
         return data
 
     @classmethod
@@ -128,6 +147,9 @@ class Memory:
             int(data.get("samples") or 0),
             int(data.get("processes_peak") or 0),
             _optional(data.get("front_pss_mean")),
+            _optional(data.get("master_pss_mean")),
+            _optional(data.get("sharing_saves_mean")),
+            int(data.get("server_processes") or 0),
         )
 
 
