@@ -31,6 +31,8 @@ def handle(args: argparse.Namespace) -> int:
 
     from tuner.report.data import load_study_data
     from tuner.report.figures import study_charts
+    from tuner.report.front_page import REPORT_PAGE, front_page, link_to_front
+    from tuner.report.front_view import FRONT_PAGE
     from tuner.report.html import check_out_dir, render_page, write_report
     from tuner.report.tables import study_tables, summary_lines
     from tuner.report.terminal import console as stdout_console
@@ -40,13 +42,19 @@ def handle(args: argparse.Namespace) -> int:
     data = load_study_data(args.storage, args.study)
     charts = study_charts(data)
     title = f"tuner report: study {data.name}"
-    page = render_page(title, summary_lines(data), charts, study_tables(data))
-    path = write_report(out, "report.html", page, charts)
+    front = front_page(data, charts)
+    links = link_to_front(data) if front else []
+    page = render_page(title, summary_lines(data), charts, study_tables(data), links)
+    linked = [(FRONT_PAGE, front)] if front else []
+    path = write_report(out, REPORT_PAGE, page, charts, linked)
     console = stdout_console()
     for line in summary_lines(data):
         console.print(line, highlight=False)
     print_tables(console, study_tables(data, changed_settings(data)))
-    Console(stderr=True).print(f"wrote {path} and {len(charts)} PNG(s) beside it", highlight=False)
+    also = f", {FRONT_PAGE}" if front else ""
+    Console(stderr=True).print(
+        f"wrote {path}{also} and {len(charts)} PNG(s) beside it", highlight=False
+    )
     return 0
 
 

@@ -17,10 +17,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from tuner.report.data import Contender, StudyData, contenders, worker_axes
+from tuner.report.front_view import knee_number
+from tuner.workflow.pareto_front import ConfirmedFront
 
 PERCENTILES = (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9"))
 SIZE_IN = (7.5, 4.2)
 DPI = 110
+FRONT_CHART = "front"  # front.png: on the report's page and on the front's
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ def study_charts(data: StudyData) -> list[Chart]:
     """Every chart that applies to the study, in reading order."""
     charts = [_history(data)]
     if data.objective.trade_off:
-        charts.append(_pareto(data))
+        charts.append(_front(data))
     charts += [_importances(data), _workers(data)]
     picked = contenders(data)
     if picked:
@@ -113,52 +116,120 @@ def _history(data: StudyData) -> Chart:
     )
 
 
-def _pareto(data: StudyData) -> Chart:
+def _front(data: StudyData) -> Chart:
+    """p99 at the offered rate against PSS: every complete trial as the cloud, the confirmed
+    front over it with each point's min-max ranges, the knee and the point written marked.
+    Without a confirmed front (an interrupted study): the search trials' front, said so."""
     figure, ax = _figure()
     done = data.complete
-    points = ax.scatter(
-        [r.rps for r in done],
-        [r.p99_ms for r in done],
-        c=[r.pss_mb for r in done],
-        cmap="viridis",
-        s=40,
-    )
-    figure.colorbar(points, ax=ax, label="memory: mean PSS (MB)")
-    front = sorted((r for r in done if r.number in data.pareto), key=lambda r: r.rps)
-    if front:
-        ax.plot(
-            [r.rps for r in front],
-            [r.p99_ms for r in front],
-            color="tab:red",
-            lw=1,
-            label="Pareto front",
-        )
-        ax.scatter(
-            [r.rps for r in front],
-            [r.p99_ms for r in front],
-            s=120,
-            facecolors="none",
-            edgecolors="tab:red",
-        )
-        for r in front:
-            ax.annotate(
-                str(r.number),
-                (r.rps, r.p99_ms),
-                fontsize=8,
-                xytext=(5, 5),
-                textcoords="offset points",
+    for group, marker, color, label in (
+        ([r for r in done if r.feasible], "o", "tab:blue", "search trials"),
+        ([r for r in done if not r.feasible], "x", "tab:gray", "rate not carried, or unfair"),
+    ):
+        if group:
+            ax.scatter(
+                [r.pss_mb for r in group],
+                [r.p99_ms for r in group],
+                marker=marker,
+                color=color,
+                alpha=0.5,
+                s=25,
+                label=label,
             )
-        ax.legend(fontsize=8)
-    ax.set_xlabel("req/s (higher is better)")
-    ax.set_ylabel("p99 latency, ms (lower is better)")
+    front = data.result.front
+    rate = front.rate_rps if front is not None else _trials_rate(data)
+    if front is not None:
+        _confirmed_front(ax, front)
+        caption = (
+            "Each complete trial (one run) and the confirmed front: points re-measured in "
+            "interleaved rounds, min-max ranges on both axes, numbered as `tuner emit --point "
+            "N` takes them."
+        )
+    else:
+        searched = sorted((r for r in done if r.number in data.pareto), key=lambda r: r.pss_mb)
+        if searched:
+            ax.plot(
+                [r.pss_mb for r in searched],
+                [r.p99_ms for r in searched],
+                color="tab:red",
+                lw=1,
+                marker="o",
+                mfc="none",
+                label="front of the search trials (not confirmed)",
+            )
+        caption = (
+            "Each complete trial; joined: the search trials no other beats on p99 and memory at "
+            "once. The study has no confirmed front (interrupted before its confirmation)."
+        )
+    at = f" at {rate:g} req/s offered" if rate else ""
+    ax.set_xlabel("memory: mean PSS of the server tree, MB (lower is better)")
+    ax.set_ylabel(f"p99 latency{at}, ms (lower is better)")
     ax.grid(alpha=0.3)
-    return Chart(
-        "pareto",
-        "Pareto front",
-        "Each complete trial; circled and joined: trials no other trial beats on req/s, p99 and "
-        "memory at once (numbers are trials).",
-        png_bytes(figure),
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    return Chart(FRONT_CHART, f"Latency-memory front{at}", caption, png_bytes(figure))
+
+
+def _confirmed_front(ax: Axes, front: ConfirmedFront) -> None:
+    """The front's points at their medians, joined cheapest first, with min-max bars; the
+    knee as a star, the point written boxed; numbered as `tuner emit --point` takes them."""
+    knee = knee_number(front)
+    shown = [
+        (number, point.picked, pss, p99)
+        for number, point in enumerate(front.points, start=1)
+        if (pss := point.summary.pss_mb) is not None and (p99 := point.summary.p99_ms) is not None
+    ]
+    if not shown:
+        return
+    xs = [pss.median for _, _, pss, _ in shown]
+    ys = [p99.median for _, _, _, p99 in shown]
+    ax.errorbar(
+        xs,
+        ys,
+        xerr=[
+            [pss.median - pss.low for *_, pss, _ in shown],
+            [pss.high - pss.median for *_, pss, _ in shown],
+        ],
+        yerr=[
+            [p99.median - p99.low for *_, p99 in shown],
+            [p99.high - p99.median for *_, p99 in shown],
+        ],
+        fmt="o-",
+        color="tab:red",
+        capsize=3,
+        lw=1,
+        label="confirmed front",
     )
+    for (number, picked, _, _), x, y in zip(shown, xs, ys, strict=True):
+        ax.annotate(str(number), (x, y), fontsize=9, xytext=(6, 6), textcoords="offset points")
+        if number == knee:
+            ax.scatter(
+                [x],
+                [y],
+                marker="*",
+                s=260,
+                color="gold",
+                edgecolors="black",
+                zorder=3,
+                label="knee",
+            )
+        if picked:
+            ax.scatter(
+                [x],
+                [y],
+                marker="s",
+                s=180,
+                facecolors="none",
+                edgecolors="black",
+                zorder=3,
+                label="written",
+            )
+
+
+def _trials_rate(data: StudyData) -> float | None:
+    latest = data.latest()
+    measured = latest.measurement if latest else None
+    return measured.target_rps if measured else None
 
 
 def _importances(data: StudyData) -> Chart:

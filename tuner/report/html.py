@@ -34,14 +34,20 @@ img { max-width: 100%; }
 
 
 def render_page(
-    title: str, summary: Sequence[str], charts: Sequence[Chart], tables: Sequence[Table]
+    title: str,
+    summary: Sequence[str],
+    charts: Sequence[Chart],
+    tables: Sequence[Table],
+    links: Sequence[tuple[str, str]] = (),
 ) -> str:
+    """The page; `links`: (file beside it, text) pairs, relative so the folder opens offline."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
         *(f"<p>{_e(line)}</p>" for line in summary),
+        *(f'<p><a href="{_e(href)}">{_e(text)}</a></p>' for href, text in links),
     ]
     for chart in charts:
         data = base64.b64encode(chart.png).decode("ascii")
@@ -83,13 +89,22 @@ def check_out_dir(out: Path) -> Path:
     return out
 
 
-def write_report(out: Path, page_name: str, page: str, charts: Sequence[Chart]) -> Path:
-    """Write each chart's PNG, then the page; every file appears whole or not at all."""
+def write_report(
+    out: Path,
+    page_name: str,
+    page: str,
+    charts: Sequence[Chart],
+    linked: Sequence[tuple[str, str]] = (),
+) -> Path:
+    """Write each chart's PNG, then the pages `page` links to (`linked`: name, HTML), then
+    `page`; every file appears whole or not at all, and no link points at a missing page."""
     out = check_out_dir(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         for chart in charts:
             atomic_write(out / f"{chart.name}.png", chart.png)
+        for name, html_text in linked:
+            atomic_write(out / name, html_text.encode("utf-8"))
         return atomic_write(out / page_name, page.encode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"--out {str(out)!r}: cannot write the report ({exc.strerror})") from exc
