@@ -15,6 +15,9 @@ from tests.conftest import unavailable
 from tests.report import browser
 from tests.report.pages import COMPARE_NAME, COMPARED_SERVERS, STUDIES
 from tuner.cli import main
+from tuner.report.data import load_study_data
+from tuner.report.front_view import FRONT_PAGE
+from tuner.workflow.pareto_front import emit_command
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -61,6 +64,28 @@ def test_report_page_draws_in_chromium(
     seen = browser.look_at(chromium, out / "report.html", screenshot)
     assert name in seen.heading and name in seen.title and "Top trials" in seen.text
     assert_drawn(seen, len(list(out.glob("*.png"))), screenshot)  # every chart written
+
+
+def test_front_page_shows_every_point_the_knee_and_its_commands(
+    storage: str, chromium: Any, tmp_path: Path
+) -> None:
+    """The multi study's front.html: each confirmed point with the command that writes it,
+    the knee marked, the chart drawn; the report links to it."""
+    out = tmp_path / "report"
+    assert main(["report", "--study", "multi", "--storage", storage, "--out", str(out)]) == 0
+    front = load_study_data(storage, "multi", importances=False).result.front
+    assert front is not None and front.points  # the study confirmed a front
+    screenshot = tmp_path / "front.png"
+    seen = browser.look_at(chromium, out / FRONT_PAGE, screenshot)
+    assert "multi" in seen.heading and "latency-memory front" in seen.title
+    assert "Points of the confirmed front" in seen.text and "Memory per process" in seen.text
+    for number, point in enumerate(front.points, start=1):
+        assert point.summary.label in seen.text
+        assert emit_command("multi", number, storage) in seen.text
+    assert "Knee: point" in seen.text and "knee" in seen.text.split("Points of the")[1]
+    assert_drawn(seen, 1, screenshot)  # the front chart, shared with the report
+    report = browser.look_at(chromium, out / "report.html", tmp_path / "report-page.png")
+    assert "The confirmed front" in report.text and (out / "front.png").is_file()
 
 
 def test_compare_page_draws_in_chromium(
