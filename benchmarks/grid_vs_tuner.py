@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,10 @@ def _study(
     workdir: Path,
     filename: str,
     index: int,
+    extra: Sequence[str] = (),
 ) -> dict:
+    """`tuner tune --json` of `args.trials` trials (`extra`: more of tune's options); its
+    outcome."""
     study = f"{Path(app_text).stem}-{server}-{time.strftime('%H%M%S')}-{index}"
     tuned = subprocess.run(
         [
@@ -187,6 +191,7 @@ def _study(
             "--out",
             str(workdir / f"{Path(app_text).stem}-{server}-{index}" / filename),
             "--json",
+            *extra,
         ],
         cwd=ROOT,
         capture_output=True,
