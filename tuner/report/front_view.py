@@ -192,7 +192,8 @@ def memory_table(rows: list[FrontRow]) -> Table:
     notes = [
         "Mean PSS over the point's search trial (one run at the same rate); the first process "
         "is the server's master, or its only process; workers are the rest of its tree (a "
-        "server's own helper processes count with them).",
+        "server's own helper processes, such as uWSGI's HTTP router, count with them), and "
+        "per worker is their figure over the processes past the first.",
         "Saved by sharing: the tree's RSS sum less its PSS sum, the pages RSS would count once "
         "per process mapping them; preload before fork (gunicorn, uWSGI) makes it larger.",
         THREADS_NOTE,
