@@ -72,11 +72,26 @@ class CutSign:
 
 
 def log_size(log_path: Path) -> int:
-    """Where the log ends now, in bytes (0 when there is none yet): a window's mark."""
+    """Where the log ends now, in bytes (0 when there is none yet)."""
     try:
         return log_path.stat().st_size
     except OSError:
         return 0
+
+
+class LogWindow:
+    """The part of a log written over a stretch of time, as byte offsets: from where it ended
+    when made, or at `begin()`, to where it ended at `end()`."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self.start = self.stop = log_size(log_path)
+
+    def begin(self) -> None:
+        self.start = self.stop = log_size(self.log_path)
+
+    def end(self) -> None:
+        self.stop = log_size(self.log_path)
 
 
 def cut_signs_seen(
