@@ -11,7 +11,7 @@ from tuner.errors import ConfigError
 from tuner.loadgen.beside import LaneReport, ProbeRecord, StreamRecord
 from tuner.loadgen.lane_judge import judge, probe_figures, stream_figures
 from tuner.loadgen.lanes import Lanes, Probe, Streams
-from tuner.metrics.lanes import ProbeFigures, StreamFigures, counts_text
+from tuner.metrics.lanes import ProbeFigures, ServerCause, StreamFigures, causes_text, counts_text
 
 WINDOW = (1.0, 3.0)  # warm-up until 1 s, measured until 3 s
 
@@ -131,3 +131,36 @@ def test_lane_figures_round_trip_through_json() -> None:
 def test_lane_problems_name_the_value_and_what_is_valid(lanes: Lanes, message: str) -> None:
     problem = lanes.problem(run_s=3.0)
     assert problem is not None and problem.startswith(message), problem
+
+
+TIMEOUT = ServerCause(
+    "gunicorn WORKER TIMEOUT", 3, "timeout = 30 s kills a worker whose request runs longer"
+)
+
+
+def test_cut_streams_name_the_servers_cause_beside_the_clients() -> None:
+    cut = StreamFigures("/s", 40, 3, 8, {"reset": 3}, server_causes=(TIMEOUT,))
+    assert cut.describe().startswith(
+        "streams: 40 completed, 3 cut (3 reset; server log: gunicorn WORKER TIMEOUT x3 "
+        "(timeout = 30 s kills a worker whose request runs longer)), 8 open at the end"
+    )
+    assert cut.to_json()["server_cut_causes"] == {
+        "gunicorn WORKER TIMEOUT": {
+            "count": 3,
+            "explanation": "timeout = 30 s kills a worker whose request runs longer",
+        }
+    }
+    assert StreamFigures.from_json(cut.to_json()) == cut
+    silent = StreamFigures("/s", 40, 2, 8, {"reset": 2})
+    assert "server log" not in silent.describe()
+    assert silent.to_json()["server_cut_causes"] == {}
+
+
+def test_the_servers_causes_add_up_over_a_configs_runs() -> None:
+    first = StreamFigures("/s", 10, 3, 0, {"reset": 3}, server_causes=(TIMEOUT,))
+    second = StreamFigures("/s", 10, 1, 0, {"closed early": 1}, server_causes=(TIMEOUT,))
+    assert causes_text([first, second]) == (
+        "3 reset, 1 closed early; server log: gunicorn WORKER TIMEOUT x6 (timeout = 30 s "
+        "kills a worker whose request runs longer)"
+    )
+    assert causes_text([StreamFigures("/s", 1, 1, 0, {"reset": 1})]) == "1 reset"

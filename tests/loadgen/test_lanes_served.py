@@ -50,6 +50,17 @@ def test_a_worker_killed_by_its_timeout_cuts_the_stream_it_was_sending() -> None
     assert kept["cut"] == 0 and kept["completed"] >= 1, kept
 
 
+def test_a_stream_cut_by_the_timeout_is_named_by_gunicorns_own_log_line() -> None:
+    # gunicorn's arbiter logs "WORKER TIMEOUT (pid:N)" as it aborts the worker; its exit and
+    # its SIGABRT lines are the same end, counted once.
+    killed = bench(SSE, "gunicorn", {"workers": 3, "timeout": 1}, *STREAMS)["streams"]
+    assert killed["cut"] >= 1, killed
+    said = killed["server_cut_causes"]
+    assert "gunicorn WORKER TIMEOUT" in said and "gunicorn worker exited" not in said, killed
+    assert said["gunicorn WORKER TIMEOUT"]["count"] >= 1, killed
+    assert said["gunicorn WORKER TIMEOUT"]["explanation"].startswith("timeout = 1 s kills")
+
+
 def test_recycling_with_a_drain_shorter_than_a_stream_cuts_it() -> None:
     recycled = {"worker_class": "gevent", "max_requests": 30, "graceful_timeout": 1}
     cut = bench(SSE, "gunicorn", recycled, *STREAMS, stream_s=4)["streams"]

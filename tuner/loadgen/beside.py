@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -65,6 +66,9 @@ class LaneReport:
     streams: tuple[StreamRecord, ...]
     probes: tuple[ProbeRecord, ...]
     ended_s: float  # when the lanes stopped: the measurement window's end, or a Stop
+    # The process's CPU (user + kernel) over the measurement window, % of one core: it runs
+    # on the load CPUs, beside the workers, so the load's CPU counts it.
+    cpu_pct: float = 0.0
 
 
 class _Clock:
@@ -115,6 +119,11 @@ async def _run(config: LaneConfig, start_ns: int, pipe: Connection) -> LaneRepor
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     loop.add_reader(pipe.fileno(), lambda: _on_message(pipe, stop))
+    measured: list[tuple[float, float]] = []  # (when, CPU seconds) as the window begins
+    loop.call_later(
+        max(0.0, config.warmup_s - clock.now()),
+        lambda: measured.append((clock.now(), _cpu_s())),
+    )
     streams: list[StreamRecord] = []
     probes: list[ProbeRecord] = []
     tasks: list[asyncio.Future[None]] = []
@@ -129,6 +138,7 @@ async def _run(config: LaneConfig, start_ns: int, pipe: Connection) -> LaneRepor
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=max(0.0, end - clock.now()))
     ended = clock.now()
+    cpu_pct = cpu_share(measured[0], (ended, _cpu_s())) if measured else 0.0
     clock.stopped = True
     loop.remove_reader(pipe.fileno())
     while tasks:
@@ -136,7 +146,18 @@ async def _run(config: LaneConfig, start_ns: int, pipe: Connection) -> LaneRepor
             task.cancel()
         _, pending = await asyncio.wait(tasks, timeout=0.5)
         tasks = list(pending)
-    return LaneReport(tuple(streams), tuple(probes), ended)
+    return LaneReport(tuple(streams), tuple(probes), ended, cpu_pct)
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of the process
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_share(start: tuple[float, float], end: tuple[float, float]) -> float:
+    """The CPU used between two (seconds, CPU seconds) marks, in % of one core."""
+    wall = end[0] - start[0]
+    return (end[1] - start[1]) * 100.0 / wall if wall > 0 else 0.0
 
 
 def _on_message(pipe: Connection, stop: asyncio.Event) -> None:

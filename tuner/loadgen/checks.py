@@ -10,7 +10,8 @@ if TYPE_CHECKING:  # NOTE: the engine builds measurements from these checks; no 
     from tuner.metrics.measurement import Measurement
 
 # The load generator's own CPU above this (% of its core during the window) means the
-# measured rate is the client's limit, not the server's.
+# measured rate is the client's limit, not the server's: the busiest worker's, or the load
+# CPUs' on average, where the lanes beside the load share them with the workers.
 CLIENT_BOUND_CPU_PCT = 90.0
 # More errors than this fraction of attempts gets a note (the figures describe a failing server).
 ERROR_RATE_NOTE = 0.01
@@ -59,6 +60,16 @@ class RunTotals:
     requests: int
     slow_connections: int = 0
     slow_starved: int = 0
+    # The workers' CPU summed and the lanes' process's (streams, a probe), each in % of one
+    # core, over the `load_cpus` both run on.
+    workers_cpu: float = 0.0
+    lanes_cpu: float = 0.0
+    load_cpus: int = 1
+
+    @property
+    def load_cpus_busy(self) -> float:
+        """How busy the load CPUs were on average, % of each: the workers and the lanes."""
+        return (self.workers_cpu + self.lanes_cpu) / max(1, self.load_cpus)
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,7 @@ def assess(run: RunTotals) -> Assessment:
     if not run.open_loop:
         ratio = run.rps * (run.mean_completed_ms / 1000) / run.connections
     reasons = _unfair_reasons(run, ratio)
-    client_bound = run.loadgen_cpu > CLIENT_BOUND_CPU_PCT
+    client_bound = max(run.loadgen_cpu, run.load_cpus_busy) > CLIENT_BOUND_CPU_PCT
     notes = [*_notes(run, client_bound), *("unfair: " + r for r in reasons)]
     return Assessment(ratio, tuple(reasons), client_bound, tuple(notes))
 
@@ -114,9 +125,15 @@ def _unfair_reasons(run: RunTotals, ratio: float | None) -> list[str]:
 def _notes(run: RunTotals, client_bound: bool) -> list[str]:
     notes: list[str] = []
     if client_bound:
+        busy = f"the load generator was {run.loadgen_cpu:.0f}% busy"
+        if run.loadgen_cpu <= CLIENT_BOUND_CPU_PCT:  # the lanes tipped it over
+            busy = (
+                f"the load CPUs were {run.load_cpus_busy:.0f}% busy with the load and the "
+                f"lanes beside it ({run.lanes_cpu:.0f}% of a core)"
+            )
         notes.append(
-            f"client_bound: the load generator was {run.loadgen_cpu:.0f}% busy; this figure is "
-            "its limit, not the server's; give it more cores with --load-cpus"
+            f"client_bound: {busy}; this figure is its limit, not the server's; give it more "
+            "cores with --load-cpus"
         )
     if run.error_rate > ERROR_RATE_NOTE:
         notes.append(

@@ -218,10 +218,16 @@ def _release(pool: _Pool, kept: bool, clean: bool) -> None:
     pool.close(polite=clean)
 
 
-def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = None) -> Measurement:
+def run_load(
+    spec: LoadSpec,
+    on_window: Callable[[WindowStats], bool] | None = None,
+    on_measure: Callable[[], None] | None = None,
+) -> Measurement:
     """Send `spec`'s load and measure it (no memory or startup: the caller adds those when it
     started the server). `on_window` sees each merged one-second window of the measurement
-    phase; returning False stops the run early (the result then covers the part measured)."""
+    phase; returning False stops the run early (the result then covers the part measured).
+    `on_measure` is called (on a thread of its own) as the measurement window begins, after
+    the warm-up: where the caller marks what it reads over the same window."""
     spec.validate()
     host = spec.connect_host()
     requests, entries = tagged_sequence(spec.workload, spec.host, spec.port, spec.keepalive)
@@ -229,6 +235,7 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
     pool, kept = _acquire(tuple(spec.load_cpus))
     clean = False
     lanes: _LaneProcess | None = None
+    marker: threading.Timer | None = None
     try:
         lanes = _lanes_of(spec, host)
         pipes = pool.pipes
@@ -262,6 +269,10 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
         start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
         for pipe in [*pipes, *beside]:
             pipe.send(Go(start_ns))
+        if on_measure is not None:
+            marker = threading.Timer(START_DELAY_S + spec.warmup_s, on_measure)
+            marker.daemon = True
+            marker.start()
         deadline = (
             time.monotonic()
             + START_DELAY_S
@@ -274,11 +285,13 @@ def run_load(spec: LoadSpec, on_window: Callable[[WindowStats], bool] | None = N
         report = lanes.report(deadline) if lanes is not None else None
         clean = True
     finally:
+        if marker is not None:
+            marker.cancel()
         _release(pool, kept, clean)
         if lanes is not None:
             lanes.close()
     seen = lane_judge.judge(spec.lanes, report, spec.warmup_s, stopped) if report else None
-    return _merge(spec, snaps, finals, seen or LaneFigures())
+    return _merge(spec, snaps, finals, seen or LaneFigures(), report.cpu_pct if report else None)
 
 
 def _await_ready(pipes: list[Connection]) -> None:
@@ -398,8 +411,15 @@ class _Sums:
 
 
 def _merge(
-    spec: LoadSpec, snaps: list[WindowReport], finals: list[Done], lanes: LaneFigures
+    spec: LoadSpec,
+    snaps: list[WindowReport],
+    finals: list[Done],
+    lanes: LaneFigures,
+    lanes_cpu: float | None = None,
 ) -> Measurement:
+    """The workers' reports and the lanes' figures as one measurement; `lanes_cpu` is the
+    lanes' process's CPU (% of one core; None: the run had no lanes), which shares the load
+    CPUs with the workers and so counts with theirs."""
     windows: dict[int, _Window] = {}
     sums = _Sums.of(snaps, windows)
     hist, connect, errors = sums.hist, sums.connect, sums.errors
@@ -434,6 +454,9 @@ def _merge(
             requests=requests,
             slow_connections=spec.slow_connections,
             slow_starved=sum(f.slow_starved for f in finals),
+            workers_cpu=sum(f.cpu_pct for f in finals),
+            lanes_cpu=lanes_cpu or 0.0,
+            load_cpus=len(finals),
         )
     )
     idle = breakdown.idle_connections(spec, finals)
@@ -469,7 +492,8 @@ def _merge(
         slow_clients=breakdown.slow_clients(spec, snaps, finals, duration),
         idle_connections=idle,
         connect=breakdown.latency_of(connect) if connect.total else None,
-        loadgen_busy_cpus=sum(f.cpu_pct for f in finals) / 100,
+        loadgen_busy_cpus=(sum(f.cpu_pct for f in finals) + (lanes_cpu or 0.0)) / 100,
+        lanes_cpu_pct=lanes_cpu,
         streams=lanes.streams,
         probe=lanes.probe,
     )

@@ -21,11 +21,12 @@ from tuner.errors import OutOfMemory, PortInUseError, ServerCrashed
 from tuner.front import front_of, nginx
 from tuner.front.trial import running_front
 from tuner.loadgen import LoadSpec, WindowStats, run_load
-from tuner.logsigns import load_sign_lines
+from tuner.logsigns import LogWindow, cut_signs_seen, load_sign_lines
 from tuner.machine.cpus import cpu_model, pinned
 from tuner.machine.limits import Limits, Usage
 from tuner.metrics.cores import CoresClock
 from tuner.metrics.cpu import TreeCpuClock
+from tuner.metrics.lanes import ServerCause, StreamFigures
 from tuner.metrics.loops import LoopSampler, cmdline
 from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
@@ -92,7 +93,10 @@ def run_bench(
             CoresClock(plan.server_cpus, plan.load.load_cpus) as cores,
             _watch_loops(plan, server) as loops,
         ):
-            load = run_load(replace(plan.load, host=LOOPBACK, port=target), on_window)
+            # The server's log over the measurement window: why it cut streams, if it did.
+            window = LogWindow(plan.log_path)
+            load = run_load(replace(plan.load, host=LOOPBACK, port=target), on_window, window.begin)
+            window.end()
         _check_front(plan, front)
         usage = server.cgroup.usage() if server.cgroup else None
         if usage is not None and usage.oom_kills:
@@ -117,6 +121,7 @@ def run_bench(
             memory=Memory.from_json(memory.summary()),
             startup_s=startup_s,
             server_log=load_sign_lines(plan.log_path, load_signs),
+            streams=_said_why(load.streams, plan, window),
             server_cpu=cpu.result(),
             cores=cores.result(cpu.cpu_seconds),
             **_blocked(load, loops),
@@ -124,6 +129,18 @@ def run_bench(
         settings=dict(plan.settings),
         context={**run_context(plan), **limits_context(plan.limits, usage)},
     )
+
+
+def _said_why(
+    streams: StreamFigures | None, plan: BenchPlan, window: LogWindow
+) -> StreamFigures | None:
+    """The streams, with what the server's log said over the window where some were cut."""
+    if streams is None or not streams.cut:
+        return streams
+    signs = plan.adapter.cut_signs(plan.settings)
+    seen = cut_signs_seen(plan.log_path, signs, window.start, window.stop)
+    said = tuple(ServerCause(sign.cause, count, sign.explanation) for sign, count in seen)
+    return replace(streams, server_causes=said)
 
 
 def _watch_loops(

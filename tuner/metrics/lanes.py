@@ -16,6 +16,20 @@ from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
+class ServerCause:
+    """What the server's own log said about the cut streams' run: one of its adapter's cut
+    signs (tuner/logsigns.py), how many times it showed over the measurement window, and what
+    in the config did it."""
+
+    cause: str  # "gunicorn WORKER TIMEOUT"
+    count: int
+    explanation: str  # "timeout = 30 s kills a worker whose request runs longer, ..."
+
+    def describe(self) -> str:
+        return f"{self.cause} x{self.count} ({self.explanation})"
+
+
+@dataclass(frozen=True)
 class StreamFigures:
     """The streams that ended in the measurement window (`completed`, or `cut` with the count
     per cause) and those still open at its end. `ttfb` is from the request to the stream's
@@ -32,6 +46,8 @@ class StreamFigures:
     ttfb_p99_ms: float = math.nan
     max_gap_p50_ms: float = math.nan
     max_gap_p99_ms: float = math.nan
+    # The server's log over the window, where streams were cut and it said why.
+    server_causes: tuple[ServerCause, ...] = ()
 
     @property
     def ended(self) -> int:
@@ -48,9 +64,10 @@ class StreamFigures:
         return f"streams {self.completed} ok {self.cut} cut"
 
     def describe(self) -> str:
-        """e.g. "streams: 40 completed, 3 cut (3 closed early), 8 open at the end; first
-        byte p99 41 ms; longest gap p99 180 ms"."""
-        cut = f", {self.cut} cut ({counts_text(self.cut_causes)})" if self.cut else ", 0 cut"
+        """e.g. "streams: 40 completed, 3 cut (3 reset; server log: gunicorn WORKER TIMEOUT x3
+        (timeout = 30 s kills ...)), 8 open at the end; first byte p99 41 ms; longest gap p99
+        180 ms"."""
+        cut = f", {self.cut} cut ({causes_text([self])})" if self.cut else ", 0 cut"
         text = f"streams: {self.completed} completed{cut}, {self.open_at_end} open at the end"
         if not math.isnan(self.ttfb_p99_ms):
             text += f"; first byte p99 {self.ttfb_p99_ms:,.0f} ms"
@@ -65,6 +82,10 @@ class StreamFigures:
             "cut": self.cut,
             "open_at_end": self.open_at_end,
             "cut_causes": dict(self.cut_causes),
+            "server_cut_causes": {
+                said.cause: {"count": said.count, "explanation": said.explanation}
+                for said in self.server_causes
+            },
             "chunks": self.chunks,
             "ttfb_ms": {"p50": _num(self.ttfb_p50_ms), "p99": _num(self.ttfb_p99_ms)},
             "max_gap_ms": {"p50": _num(self.max_gap_p50_ms), "p99": _num(self.max_gap_p99_ms)},
@@ -75,6 +96,7 @@ class StreamFigures:
         ttfb = data.get("ttfb_ms") or {}
         gap = data.get("max_gap_ms") or {}
         causes = data.get("cut_causes") or {}
+        said = data.get("server_cut_causes") or {}
         return cls(
             path=str(data.get("path", "")),
             completed=int(data.get("completed") or 0),
@@ -86,6 +108,10 @@ class StreamFigures:
             ttfb_p99_ms=_float(ttfb.get("p99")),
             max_gap_p50_ms=_float(gap.get("p50")),
             max_gap_p99_ms=_float(gap.get("p99")),
+            server_causes=tuple(
+                ServerCause(str(cause), int(v.get("count") or 0), str(v.get("explanation", "")))
+                for cause, v in said.items()
+            ),
         )
 
 
@@ -182,6 +208,26 @@ def cut_causes(streams: Iterable[StreamFigures]) -> Counter[str]:
     return causes
 
 
+def server_causes(streams: Iterable[StreamFigures]) -> tuple[ServerCause, ...]:
+    """What the server's log said over several runs, each cause's counts added up (its
+    explanation the first run's: one config's runs share their settings)."""
+    said: dict[str, ServerCause] = {}
+    for figures in streams:
+        for cause in figures.server_causes:
+            before = said.get(cause.cause)
+            count = cause.count + (before.count if before else 0)
+            said[cause.cause] = ServerCause(cause.cause, count, (before or cause).explanation)
+    return tuple(said.values())
+
+
+def causes_text(streams: Sequence[StreamFigures]) -> str:
+    """Why streams were cut, from both ends: as the client saw it, then as the server's log
+    said it where it did ("3 reset; server log: gunicorn WORKER TIMEOUT x3 (timeout = ...)")."""
+    client = counts_text(cut_causes(streams))
+    said = ", ".join(cause.describe() for cause in server_causes(streams))
+    return f"{client}; server log: {said}" if said else client
+
+
 def _num(value: float) -> float | None:
     """A figure for JSON: None for an unknown one (nan is not JSON)."""
     return None if math.isnan(value) else round(value, 3)
@@ -215,7 +261,7 @@ def lanes_over_runs(runs: Sequence[WithLanes]) -> list[str]:
     parts = []
     if streams:
         cut = sum(s.cut for s in streams)
-        said = f" ({counts_text(cut_causes(streams))})" if cut else ""
+        said = f" ({causes_text(streams)})" if cut else ""
         parts.append(f"streams {sum(s.completed for s in streams)} completed, {cut} cut{said}")
     if probes:
         worst = max((p.p99_ms for p in probes if not math.isnan(p.p99_ms)), default=math.nan)

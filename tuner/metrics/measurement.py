@@ -371,9 +371,13 @@ class Measurement:
     # each response, or `--no-keepalive`): apart from `latency`, which counts from the
     # request's first byte, as wrk, h2load and k6 report it. None: no connect in the window.
     connect: Latency | None = None
-    # The load processes' CPU use summed, in cores (loadgen_cpu_pct is the busiest one's):
-    # what the load generator spent to send `median_rps`. None: an older record.
+    # The load processes' CPU use summed, in cores (loadgen_cpu_pct is the busiest one's),
+    # the lanes' process's included: what the load generator spent to send `median_rps`.
+    # None: an older record.
     loadgen_busy_cpus: float | None = None
+    # The lanes' process's CPU (streams, a probe), % of one core, within loadgen_busy_cpus.
+    # None: the run had no lanes, or an older record.
+    lanes_cpu_pct: float | None = None
     # What the server's and the load's CPUs lost to steal and to other processes over the run.
     # None: not started by us, no /proc/stat, or an older record.
     cores: CoresGot | None = None
@@ -457,6 +461,8 @@ class Measurement:
             data["streams"] = self.streams.to_json()
         if self.probe is not None:
             data["probe"] = self.probe.to_json()
+        if self.lanes_cpu_pct is not None:
+            data["lanes_cpu"] = _rounded(self.lanes_cpu_pct)
         return data
 
     @classmethod
@@ -525,6 +531,7 @@ class Measurement:
             cores=CoresGot.from_json(cores) if isinstance(cores, Mapping) else None,
             streams=StreamFigures.from_json(streams) if isinstance(streams, Mapping) else None,
             probe=ProbeFigures.from_json(probe) if isinstance(probe, Mapping) else None,
+            lanes_cpu_pct=_optional(data.get("lanes_cpu")),
         )
 
 

@@ -22,6 +22,7 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError, ToolMissingError
+from tuner.logsigns import CutSign
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Artifact,
@@ -171,6 +172,22 @@ class GranianAdapter(ServerAdapter):
     )
     # What `--interface` (GRANIAN_INTERFACE) says: the interface this table is for.
     interface_flag = "wsgi"
+
+    def cut_signs(self, values: Mapping[str, Value]) -> tuple[CutSign, ...]:
+        # granian 2.8.9's server/common.py: the lifetime respawn and a worker that exits.
+        return (
+            CutSign(
+                r"worker-\d+ lifetime expired, gracefully respawning",
+                "granian worker recycled",
+                f"workers_lifetime = {values.get('workers_lifetime', 0)} s: the worker is "
+                "respawned, and the streams it carries end with it",
+            ),
+            CutSign(
+                r"Unexpected exit from worker-\d+",
+                "granian worker died",
+                "a worker process ended unexpectedly, and its connections with it",
+            ),
+        )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         mode = "mt" if values["runtime_mode"] == "auto" else str(values["runtime_mode"])

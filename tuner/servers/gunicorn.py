@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
+from tuner.logsigns import CutSign
 from tuner.servers.base import (
     DIRECT,
     HTTP_OVER_TCP,
@@ -163,6 +164,42 @@ SETTINGS = SettingsTable(
 )
 
 
+def gunicorn_cut_signs(values: Mapping[str, Value]) -> tuple[CutSign, ...]:
+    """How gunicorn's log says a worker ended under the requests it served, as gunicorn 27.0.1
+    writes it (arbiter.py's murder_workers, reap_workers and spawn_worker; the workers'
+    max_requests check). Its log prefix `[%(process)d]` names the worker that writes a line
+    itself (the arbiter names the worker in the message): one worker's end counts once."""
+    timeout, drain = values.get("timeout", 30), values.get("graceful_timeout", 30)
+    return (
+        CutSign(
+            r"WORKER TIMEOUT \(pid:(?P<pid>\d+)\)",
+            "gunicorn WORKER TIMEOUT",
+            f"timeout = {timeout} s kills a worker whose request runs longer, a stream's too",
+        ),
+        CutSign(
+            r"\[(?P<pid>\d+)\] \[INFO\] Autorestarting worker after current request",
+            "gunicorn worker recycled",
+            f"max_requests = {values.get('max_requests', 0)}: the worker restarts after that "
+            f"many requests, and what it still carries gets graceful_timeout = {drain} s",
+        ),
+        CutSign(
+            r"Worker \(pid:(?P<pid>\d+)\) was sent SIGKILL",
+            "gunicorn worker SIGKILLed",
+            "a worker killed outright (out of memory, gunicorn says)",
+        ),
+        CutSign(
+            r"Worker \(pid:(?P<pid>\d+)\) was sent SIGABRT",
+            "gunicorn worker aborted",
+            f"SIGABRT: gunicorn's kill of a worker silent for longer than timeout = {timeout} s",
+        ),
+        CutSign(
+            r"Worker exiting \(pid: (?P<pid>\d+)\)",
+            "gunicorn worker exited",
+            "a worker ended during the run, and the connections it held with it",
+        ),
+    )
+
+
 class GunicornAdapter(ServerAdapter):
     name = "gunicorn"
     artifact_filename = "gunicorn.conf.py"
@@ -195,6 +232,9 @@ class GunicornAdapter(ServerAdapter):
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return str(values["worker_class"])
+
+    def cut_signs(self, values: Mapping[str, Value]) -> tuple[CutSign, ...]:
+        return gunicorn_cut_signs(values)
 
     def extras(self, values: Mapping[str, Value]) -> tuple[str, ...]:
         # gunicorn's gevent worker imports `packaging`, declared only in its gevent extra.

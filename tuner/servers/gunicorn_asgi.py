@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
+from tuner.logsigns import CutSign
 from tuner.servers.base import (
     HTTP_OVER_TCP,
     Bind,
@@ -37,6 +38,7 @@ from tuner.servers.base import (
 from tuner.servers.gunicorn import SETTINGS as WSGI_SETTINGS
 from tuner.servers.gunicorn import STYLE, GunicornAdapter, _bind_text
 from tuner.servers.setting_builders import CHOICE, INT, unrendered
+from tuner.servers.uvicorn import concurrency_cut_sign
 from tuner.settings import SettingsTable, Value
 
 # The worker classes uvicorn-worker ships, by the (loop, http) they set.
@@ -143,6 +145,10 @@ class GunicornAsgiAdapter(GunicornAdapter):
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         return "uvicorn"
+
+    def cut_signs(self, values: Mapping[str, Value]) -> tuple[CutSign, ...]:
+        # The uvicorn worker logs through gunicorn's error log: its cap's 503 is said there.
+        return (*super().cut_signs(values), concurrency_cut_sign(values))
 
     def event_loops(self, values: Mapping[str, Value]) -> EventLoops:
         """Every worker: each runs uvicorn's server on a loop on its main thread. The master

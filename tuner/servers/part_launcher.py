@@ -16,7 +16,7 @@ from typing import final
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError, ToolMissingError
-from tuner.logsigns import LoadSign
+from tuner.logsigns import CutSign, LoadSign
 from tuner.servers.binds import HTTP_OVER_TCP, Bind, Protocol, Transport
 from tuner.servers.part_settings import SettingsPart
 from tuner.settings import Value
@@ -129,6 +129,13 @@ class LauncherPart(SettingsPart):
                 f"{self.name} cannot listen for {bind.protocol} over {bind.transport}; "
                 f"it supports: {kinds}"
             )
+
+    def cut_signs(self, values: Mapping[str, Value]) -> tuple[CutSign, ...]:
+        """The lines in which the server's log says it ended requests it was serving (a worker
+        killed over its timeout, recycled, a request turned away at a cap), each with what
+        in `values` did it; none by default. A stream cut in a run is reported with those its
+        log shows over the measurement window."""
+        return ()
 
     @abc.abstractmethod
     def version(self) -> str: ...

@@ -30,7 +30,7 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef, Interface
 from tuner.errors import ConfigError
-from tuner.logsigns import LoadSign
+from tuner.logsigns import CutSign, LoadSign
 from tuner.servers.base import (
     Artifact,
     ArtifactRequest,
@@ -80,6 +80,18 @@ LOAD_SIGNS = (
         "(each open connection counts, idle or not: keep it above the clients per worker)",
     ),
 )
+
+
+def concurrency_cut_sign(values: Mapping[str, Value]) -> CutSign:
+    """uvicorn's line for a request it answers 503 at its cap (protocols/http/*_impl.py in
+    uvicorn 0.55: `message = "Exceeded concurrency limit."`, logged as a warning)."""
+    return CutSign(
+        r"Exceeded concurrency limit\.",
+        "uvicorn concurrency limit",
+        f"limit_concurrency = {values.get('limit_concurrency', 0)}: a worker holding that many "
+        "connections or tasks answers 503, and each open stream holds one",
+    )
+
 
 # The optional packages a value runs on, as `auto` picks them (uvicorn/loops/auto.py,
 # protocols/http/auto.py, protocols/websockets/auto.py): the first one installed.
@@ -207,6 +219,17 @@ class UvicornAdapter(ServerAdapter):
     )
     # uvicorn's own convention: --workers defaults to $WEB_CONCURRENCY.
     sizing_env = "WEB_CONCURRENCY"
+
+    def cut_signs(self, values: Mapping[str, Value]) -> tuple[CutSign, ...]:
+        return (
+            concurrency_cut_sign(values),
+            CutSign(
+                r"Maximum request limit of \d+ exceeded\. Terminating process\.",
+                "uvicorn worker recycled",
+                f"limit_max_requests = {values.get('limit_max_requests', 0)}: the worker shuts "
+                "down after that many requests, and the streams it carries end with it",
+            ),
+        )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         loop = runs_on("loop", values["loop"]) or "asyncio"

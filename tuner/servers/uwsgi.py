@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from tuner.apps import AppRef
 from tuner.errors import ConfigError
+from tuner.logsigns import CutSign
 from tuner.servers.base import (
     DIRECT,
     HTTP_OVER_TCP,
@@ -251,6 +252,24 @@ class UwsgiAdapter(ServerAdapter):
         for transport in Transport
         for protocol in (Protocol.HTTP, Protocol.UWSGI)
     )
+
+    def cut_signs(self, values: Mapping[str, Value]) -> tuple[CutSign, ...]:
+        # uWSGI 2.0.30's core: trigger_harakiri (master_utils.c) and simple_goodbye_cruel_world
+        # (uwsgi.c, "...The work of process %d is done. Seeya!"; "is done (%s)" since 2.1).
+        requests, lifetime = values.get("max-requests", 0), values.get("max-worker-lifetime", 0)
+        return (
+            CutSign(
+                r"HARAKIRI ON WORKER \d+ \(pid: (?P<pid>\d+)",
+                "uWSGI HARAKIRI",
+                "harakiri kills a worker whose request runs longer than its limit, a stream's too",
+            ),
+            CutSign(
+                r"\.\.\.The work of process (?P<pid>\d+) is done\b",
+                "uWSGI worker recycled",
+                f"max-requests = {requests}, max-worker-lifetime = {lifetime} s: a recycled "
+                "worker ends, and the requests it still serves with it",
+            ),
+        )
 
     def concurrency_model(self, values: Mapping[str, Value]) -> str:
         if int(values["gevent"]) > 0:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.metrics.lanes import counts_text, cut_causes
+from tuner.metrics.lanes import causes_text
 from tuner.metrics.measurement import Measurement
 from tuner.search.records import TrialRecord
 from tuner.workflow.confirm import Confirmed
@@ -51,7 +51,7 @@ def lane_decisions(
         streams = [run.streams for c in cut for run in c.runs if run.streams is not None]
         what = (
             f"cut {sum(s.cut for s in streams)} of {sum(s.ended for s in streams)} streams "
-            f"({counts_text(cut_causes(streams))})"
+            f"({causes_text(streams)})"
         )
         lines.append(_line("with streams", what, cut, pick))
     if restarted:
