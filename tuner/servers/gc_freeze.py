@@ -12,8 +12,9 @@ child.
 
 What users found (searched in the servers' trackers):
 - benoitc/gunicorn#3178 (open): with --preload a large object was shared by sync workers but
-  loaded again by each gevent worker; no fix in gunicorn. Its older #1640 (gc.freeze support)
-  was closed with the advice to call gc.freeze() from a server hook with --preload.
+  loaded again by each gevent worker; no fix in gunicorn. In the older #1640 (gc.freeze
+  support, closed) a maintainer advised calling gc.freeze() from a server hook (on_starting
+  or when_ready) with --preload.
 - readthedocs/readthedocs.org#13180: preload_app plus gc.freeze() in gunicorn's post_fork
   hook (readthedocs/gunicorn_conf.py), because the first collection in each worker "writes to
   their GC headers, dirtying the copy-on-write pages and undoing the sharing that
@@ -60,9 +61,9 @@ def uwsgi_loader(load_app: str) -> str:
 
     uWSGI 2.0 has no Python hook before fork: its hooks (`hook-post-app`) run C actions,
     `import`/`shared-import` modules are imported before the app (plugins/python,
-    uwsgi_python_init_apps), and `uwsgi.post_fork_hook` is one slot an app that imports
-    uwsgidecorators takes over. So the collector is enabled again in the master right after
-    the freeze, before the fork: the workers inherit it on, and only objects made after the
-    app loaded are ever collected.
+    uwsgi_python_init_apps), and `uwsgi.post_fork_hook` is a single slot that uwsgidecorators
+    (imported by apps that use @postfork) also sets. So the collector is enabled again in the
+    master right after the freeze, before the fork: the workers inherit it on, and only
+    objects made after the app loaded are ever collected.
     """
     return f"import gc; gc.disable(); {load_app}; gc.freeze(); gc.enable()"
