@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import signal
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -34,7 +35,8 @@ from tuner.servers.base import (
     sizing_code,
     worker_counts,
 )
-from tuner.servers.setting_builders import BOOL, CHOICE, INT, SettingStyle
+from tuner.servers.gc_freeze import GUNICORN_HOOKS
+from tuner.servers.setting_builders import BOOL, CHOICE, INT, SettingStyle, unrendered
 from tuner.settings import Setting, SettingsTable, Value
 
 # gunicorn's own exit code when the app module imports but the callable cannot be loaded
@@ -49,6 +51,9 @@ APP_IMPORT_TRACE = "in import_app"
 
 # The C HTTP parser behind http_parser=fast (and auto, where it is installed).
 FAST_PARSER = "gunicorn_h1c"
+# A trial's own small config file holding the gc_freeze hooks (the rest is on the argv), as
+# the written gunicorn.conf.py holds them: server hooks cannot be given on the command line.
+HOOKS_FILE = "gunicorn-gc-freeze.py"
 
 
 @cache
@@ -160,6 +165,13 @@ SETTINGS = SettingsTable(
             "import the app in the master before forking workers (shares memory, faster boot)",
             flag="--preload",
         ),
+        unrendered(
+            "gc_freeze",
+            BOOL,
+            False,
+            "with preload_app: no cyclic GC in the master, gc.freeze() before each fork, GC on "
+            "again in each worker, so the app's objects stay shared (server hooks in the file)",
+        ),
     ),
 )
 
@@ -198,6 +210,22 @@ def gunicorn_cut_signs(values: Mapping[str, Value]) -> tuple[CutSign, ...]:
             "a worker ended during the run, and the connections it held with it",
         ),
     )
+
+
+def check_gc_freeze(values: Mapping[str, Value]) -> None:
+    """Refuse gc_freeze without preload_app: the master has no app objects to freeze then."""
+    if values["gc_freeze"] and not values["preload_app"]:
+        raise ConfigError(
+            "gunicorn gc_freeze=true with preload_app=false: each worker imports the app "
+            "after the fork, so the master has none of its objects to freeze; use "
+            "preload_app=true, or gc_freeze=false"
+        )
+
+
+def gc_freeze_hooks(values: Mapping[str, Value]) -> list[str]:
+    """The server hooks a config with gc_freeze needs in its gunicorn.conf.py (none without:
+    tuner/servers/gc_freeze.py says what they do)."""
+    return list(GUNICORN_HOOKS) if values.get("gc_freeze") else []
 
 
 class GunicornAdapter(ServerAdapter):
@@ -258,6 +286,7 @@ class GunicornAdapter(ServerAdapter):
         return [{"workers": n, **mode} for n in worker_counts(cpus) for mode in modes]
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
+        check_gc_freeze(values)
         if values["http_parser"] == "fast" and not fast_parser_installed():
             raise ConfigError(
                 f"gunicorn http_parser=fast: the C parser ({FAST_PARSER}) is not installed "
@@ -338,7 +367,14 @@ class GunicornAdapter(ServerAdapter):
             *self.table.argv(resolved),
             app.spec,
         ]
-        return self._spec(argv, app, resolved, bind)
+        spec = self._spec(argv, app, resolved, bind)
+        hooks = gc_freeze_hooks(resolved)
+        if not hooks:
+            return spec
+        # The hooks in a small config file, as the written one holds them; the argv wins.
+        hooks_file = workdir.resolve() / HOOKS_FILE
+        argv[-1:-1] = ["--config", str(hooks_file)]
+        return replace(spec, argv=tuple(argv), files={str(hooks_file): "\n".join(hooks) + "\n"})
 
     def _spec(
         self,
@@ -439,7 +475,7 @@ class GunicornAdapter(ServerAdapter):
                 continue
             for key, text in setting.config(resolved[setting.name]):
                 lines.append(f"{key} = {text}  # {setting.doc}")
-        return lines
+        return lines + gc_freeze_hooks(resolved)
 
     def _file_argv(self, path: Path, app: AppRef) -> list[str]:
         # -c always: without it gunicorn reads ./gunicorn.conf.py from its working folder.

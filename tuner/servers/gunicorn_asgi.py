@@ -4,12 +4,13 @@ an event loop (the `uvicorn-worker` package; uvicorn's own `uvicorn.workers` is 
 What the worker takes from gunicorn's config (uvicorn_worker 0.4, `UvicornWorker.__init__`):
 keepalive (uvicorn's timeout_keep_alive), timeout (how often it tells the master it lives),
 max_requests + max_requests_jitter (limit_max_requests), backlog, and the listening sockets
-(bind, reuse_port); accesslog, preload_app and workers are the master's. It ignores threads,
-worker_connections and http_parser (uvicorn parses HTTP itself) and speaks only HTTP, so none
-of those is in this table. uvicorn's own settings reach the worker only through its class
-attribute CONFIG_KWARGS: `UvicornWorker` is loop=auto, http=auto and `UvicornH11Worker`
-asyncio, h11; any other combination (or limit_concurrency) is a subclass that the written
-gunicorn.conf.py defines itself, so that file is all a deployment needs besides the packages.
+(bind, reuse_port); accesslog, preload_app, gc_freeze and workers are the master's. It
+ignores threads, worker_connections and http_parser (uvicorn parses HTTP itself) and speaks
+only HTTP, so none of those is in this table. uvicorn's own settings reach the worker only
+through its class attribute CONFIG_KWARGS: `UvicornWorker` is loop=auto, http=auto and
+`UvicornH11Worker` asyncio, h11; any other combination (or limit_concurrency) is a subclass
+that the written gunicorn.conf.py defines itself, so that file is all a deployment needs
+besides the packages.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ from tuner.servers.base import (
     worker_counts,
 )
 from tuner.servers.gunicorn import SETTINGS as WSGI_SETTINGS
-from tuner.servers.gunicorn import STYLE, GunicornAdapter, _bind_text
+from tuner.servers.gunicorn import (
+    STYLE,
+    GunicornAdapter,
+    _bind_text,
+    check_gc_freeze,
+    gc_freeze_hooks,
+)
 from tuner.servers.setting_builders import CHOICE, INT, unrendered
 from tuner.servers.uvicorn import concurrency_cut_sign
 from tuner.settings import SettingsTable, Value
@@ -117,6 +124,7 @@ SETTINGS = SettingsTable(
         WSGI_SETTINGS.get("graceful_timeout"),
         WSGI_SETTINGS.get("reuse_port"),
         WSGI_SETTINGS.get("preload_app"),
+        WSGI_SETTINGS.get("gc_freeze"),
     ),
 )
 
@@ -181,6 +189,7 @@ class GunicornAsgiAdapter(GunicornAdapter):
         ]
 
     def check_combination(self, values: Mapping[str, Value]) -> None:
+        check_gc_freeze(values)
         for key, module in (("loop", UVLOOP), ("http", HTTPTOOLS)):
             if values[key] == module and not installed(module):
                 raise ConfigError(
@@ -240,7 +249,8 @@ class GunicornAsgiAdapter(GunicornAdapter):
     ) -> LaunchSpec:
         resolved = self.resolve(values, bind=bind)
         # The worker class is set in a small config file, as the written one sets it (a
-        # subclass cannot be named on the command line); the rest is on the argv, which wins.
+        # subclass cannot be named on the command line), and so are gc_freeze's server hooks;
+        # the rest is on the argv, which wins.
         worker_file = workdir.resolve() / WORKER_FILE
         argv = [
             self.executable(),
@@ -255,5 +265,5 @@ class GunicornAsgiAdapter(GunicornAdapter):
             app.spec,
         ]
         spec = self._spec(argv, app, resolved, bind)
-        text = "\n".join(self.worker_lines(resolved)) + "\n"
-        return replace(spec, files={str(worker_file): text})
+        lines = [*self.worker_lines(resolved), *gc_freeze_hooks(resolved)]
+        return replace(spec, files={str(worker_file): "\n".join(lines) + "\n"})

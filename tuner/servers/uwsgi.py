@@ -35,7 +35,8 @@ from tuner.servers.base import (
     sizing_code,
     worker_counts,
 )
-from tuner.servers.setting_builders import CHOICE, INT, SettingStyle, unrendered
+from tuner.servers.gc_freeze import uwsgi_loader
+from tuner.servers.setting_builders import BOOL, CHOICE, INT, SettingStyle, unrendered
 from tuner.settings import Setting, SettingsTable, Value
 
 # With need-app, uWSGI exits 22 (UWSGI_FAILED_APP_CODE) when the app cannot be imported or
@@ -191,6 +192,20 @@ SETTINGS = SettingsTable(
             "run the master process (uWSGI's default is off: no respawn of dead workers)",
             written_off=False,
         ),
+        STYLE.flag(
+            "lazy-apps",
+            False,
+            "import the app in each worker after the fork instead of once before it (uWSGI's "
+            "default, copy-on-write shared): more memory, for apps that are not fork-safe",
+            written_off=False,
+        ),
+        unrendered(
+            "gc-freeze",
+            BOOL,
+            False,
+            "without lazy-apps: the app loaded with the cyclic GC off, then gc.freeze() before "
+            "the fork, so its objects stay shared (an eval app loader in the file)",
+        ),
     ),
 )
 
@@ -204,13 +219,13 @@ def _ini_value(key: str, text: str) -> str:
     return text
 
 
-def _env_lines(app: AppRef, env: Mapping[str, str] | None) -> list[str]:
-    """The app's own settings: `env` lines, and the app loaded by `eval` after setting them.
+def _env_lines(env: Mapping[str, str] | None) -> list[str]:
+    """The app's own settings as `env` lines (the app is loaded by `_loader`'s code after
+    they are set).
 
     `env` alone is uWSGI's way, and enough for a uWSGI binary that starts Python after reading
     its options. The pyuwsgi wheel (what the tuner measures) is a Python program: its
     `os.environ` was read before uWSGI parsed this file, so `env` never reaches the app there.
-    `eval` (an app loader, in place of `module`) sets them in `os.environ`, then imports it.
     """
     if not env:
         return []
@@ -220,13 +235,24 @@ def _env_lines(app: AppRef, env: Mapping[str, str] | None) -> list[str]:
                 f"uwsgi.ini env {name}={value!r}: only letters, digits, single spaces and "
                 "_ . / : [ ] + , - can be written to an ini file safely"
             )
-    update = ", ".join(f"{name!r}: {value!r}" for name, value in env.items())
     return [
         "; The app's own settings, as measured (it reads them from its environment).",
         *(f"env = {name}={value}" for name, value in env.items()),
-        f"eval = import os; os.environ.update({{{update}}}); "
-        f"from {app.module} import {app.callable} as application",
     ]
+
+
+def _loader(app: AppRef, env: Mapping[str, str] | None, gc_freeze: bool) -> str | None:
+    """Python code for uWSGI's `eval` app loader (in place of `module`) where the app cannot be
+    loaded by its name alone, else None: with the app's settings it sets them in `os.environ`
+    first (`_env_lines`), and with gc-freeze it loads the app between the gc recipe's steps
+    (tuner/servers/gc_freeze.py)."""
+    if not env and not gc_freeze:
+        return None
+    code = f"from {app.module} import {app.callable} as application"
+    if env:
+        update = ", ".join(f"{name!r}: {value!r}" for name, value in env.items())
+        code = f"import os; os.environ.update({{{update}}}); {code}"
+    return uwsgi_loader(code) if gc_freeze else code
 
 
 class UwsgiAdapter(ServerAdapter):
@@ -352,6 +378,12 @@ class UwsgiAdapter(ServerAdapter):
                     "master no one respawns a recycled worker and the server dies; "
                     "set master=true"
                 )
+        if values["gc-freeze"] and values["lazy-apps"]:
+            raise ConfigError(
+                "uwsgi gc-freeze=true with lazy-apps=true: each worker imports the app after "
+                "the fork, so the master has none of its objects to freeze; use "
+                "lazy-apps=false, or gc-freeze=false"
+            )
 
     def _wiring(self, app: AppRef, bind: Bind, protocol: str) -> list[tuple[str, str]]:
         """Options every run needs, not tuned: the address, the app and where it lives.
@@ -371,7 +403,11 @@ class UwsgiAdapter(ServerAdapter):
     ) -> LaunchSpec:
         resolved = self.resolve(values, bind=bind)
         argv = [self.executable(), *(f"--{option}" for option in ALWAYS_ON)]
+        # The app's settings reach a trial through its environment: only gc-freeze needs eval.
+        loader = _loader(app, None, bool(resolved["gc-freeze"]))
         for key, text in self._wiring(app, bind, str(resolved["protocol"])):
+            if loader and key == "module":
+                key, text = "eval", loader
             argv += [f"--{key}", text]
         argv += self.table.argv(resolved)
         return self._spec(argv, app, bind)
@@ -399,10 +435,18 @@ class UwsgiAdapter(ServerAdapter):
         lines.append("; Where the app is and where to listen. EDIT chdir (the app's folder on the")
         lines.append("; machine it was tuned on) and the socket address for your deployment:")
         lines.append("; 127.0.0.1 accepts connections from this machine only.")
+        loader = _loader(app, env, bool(resolved["gc-freeze"]))
         for key, text in self._wiring(app, bind, str(resolved["protocol"])):
-            if not (env and key == "module"):  # with env, the app is loaded below
+            if not (loader and key == "module"):  # the app is loaded below, by eval
                 lines.append(f"{key} = {_ini_value(key, text)}")
-        lines += _env_lines(app, env)
+        lines += _env_lines(env)
+        if resolved["gc-freeze"]:
+            lines.append("; gc-freeze: the master loads the app with the cyclic GC off, then")
+            lines.append("; gc.freeze() puts every object it made where no collection walks it,")
+            lines.append("; so the workers' collections do not copy the pages they share; the")
+            lines.append("; GC is on again before the fork.")
+        if loader:
+            lines.append(f"eval = {loader}")
         if int(resolved["gevent"]) > 0:
             lines.append("; Needs a uWSGI build with the gevent loop: the pyuwsgi wheel has it")
             lines.append("; built in; a distribution's uwsgi needs its gevent plugin (e.g.")
