@@ -177,7 +177,11 @@ def test_killed_host_leaves_its_trial_failed_not_running(
 
 def test_different_hardware_is_refused(postgres_url: str, tmp_path: Path) -> None:
     study = f"mixed-{uuid.uuid4().hex[:8]}"
-    created = optuna.create_study(study_name=study, storage=with_postgres_driver(postgres_url))
+    # A throughput study, as another host's tuner makes it: maximize (a study whose directions
+    # differ is refused for that first).
+    created = optuna.create_study(
+        study_name=study, storage=with_postgres_driver(postgres_url), direction="maximize"
+    )
     created.set_user_attr("setup", {"server": "gunicorn", "app": str(REPO / "apps/hello.py")})
     created.set_user_attr("hardware", {"cpu_model": "Other CPU 9000", "cpus": 64})
     created.set_user_attr("setup", {**created.user_attrs["setup"], "objective": "throughput"})
