@@ -33,7 +33,7 @@ def test_report_is_offline_html_with_valid_pngs(storage: str, tmp_path: Path, na
     assert done.returncode == 0, done.stderr
     page = (out / "report.html").read_text(encoding="utf-8")
     expected = ["history", "importances", "workers", "latency", "memory"]
-    expected += ["pareto"] if name == "multi" else []
+    expected += ["front"] if name == "multi" else []
     for chart in expected:
         png = (out / f"{chart}.png").read_bytes()
         assert png.startswith(PNG_SIGNATURE)
@@ -42,7 +42,7 @@ def test_report_is_offline_html_with_valid_pngs(storage: str, tmp_path: Path, na
             img.verify()
         assert f'id="{chart}"' in page
         assert base64.b64encode(png).decode() in page  # the page embeds the same image
-    assert ("pareto.png" in {p.name for p in out.iterdir()}) == (name == "multi")
+    assert ("front.png" in {p.name for p in out.iterdir()}) == (name == "multi")
     assert "http://" not in page and "https://" not in page
     assert not EXTERNAL.search(page)
     for title in (
