@@ -16,9 +16,10 @@ from typing import Any
 from tuner import interrupts
 from tuner.errors import TrialError
 from tuner.loadgen.capacity import LoadNeed, load_need, need_text
+from tuner.metrics.family import family_better
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.paired import ALPHA, FIRST_LOOK_ALPHA, second_look_alpha
-from tuner.metrics.stats import Spread
+from tuner.metrics.stats import Spread, clearly_better
 from tuner.search import objectives
 from tuner.search.objectives import (
     P99,
@@ -346,6 +347,9 @@ class Verdict:
     # Of the configs the verdict weighed (the best median, the default), those measured
     # client_bound: their req/s are floors (labels).
     client_bound: tuple[str, ...] = ()
+    # Configs that won their pairs with the default but not the family's test
+    # (tuner.metrics.family): more rounds of every rival can decide them.
+    lucky: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -394,7 +398,9 @@ def decide(
     if default.usable(slo):
         # What is written must beat the default beyond the noise, and so must a cheaper
         # config written instead of the best median.
-        beaters = [e for e in usable if e is not default and _beats(e, default, objective, alpha)]
+        rivals = [e for e in usable if e is not default]
+        beaters = [e for e in rivals if _beats(e, default, objective, alpha)]
+        beaters, lucky = _family_kept(default, rivals, beaters, objective, alpha)
         if not beaters:
             if bound:
                 summary = floors_summary(best, default)
@@ -403,10 +409,12 @@ def decide(
                     objective.summary(
                         best.candidate.label, _versus(best, default, objective, alpha), False
                     )
+                    + _family_text(lucky, len(rivals), alpha)
                     + "; a difference inside the noise is no difference, so the default is "
                     "written"
                 )
-            return Verdict(default, default, rule, False, summary, client_bound=bound)
+            held = tuple(e.candidate.label for e in lucky)
+            return Verdict(default, default, rule, False, summary, client_bound=bound, lucky=held)
         if best not in beaters:
             # The best median overlaps the default, yet another config is better than the
             # default in every run (its runs spread less): write that one.
@@ -458,11 +466,14 @@ def settle(
     again = decide(confirmed, objective, slo, defaults, alpha)
     if again is None:
         return None
-    if pair:
+    of = suspect.candidate.label + (" and the default" if len(entries) > 1 else "")
+    if pair and verdict is not None and verdict.lucky:
+        of = f"all {len(entries)} configs"
+        why = f"{', '.join(verdict.lucky)} won the pairs, but the family's test had not decided"
+    elif pair:
         why = "its median was the better one, but their pairs had not decided"
     else:
         why = _fairness_rounds_text(suspect, *before, again, entries)
-    of = suspect.candidate.label + (" and the default" if len(entries) > 1 else "")
     return replace(
         again, summary=again.summary + f" (after {EXTRA_ROUNDS} more rounds of {of}: {why})"
     )
@@ -543,6 +554,9 @@ def close_call(
     if best is verdict.default or verdict.default.client_bound:
         # More rounds cannot turn the default's floor into a result: more load CPUs can.
         return []
+    if verdict.lucky:
+        # The family's test weighs every rival: only rounds of all of them can decide it.
+        return [verdict.default, *(e for e in usable if e is not verdict.default)]
     return [verdict.default, best]
 
 
@@ -600,6 +614,58 @@ def _one_versus(
         floors and best.client_bound,
         floors and default.client_bound,
         alpha,
+    )
+
+
+def _family_kept(
+    default: Confirmed,
+    rivals: Sequence[Confirmed],
+    beaters: Sequence[Confirmed],
+    objective: Objective,
+    alpha: float,
+) -> tuple[list[Confirmed], list[Confirmed]]:
+    """The beaters that stay better with the whole family of rivals counted
+    (tuner.metrics.family: the best of several equal configs wins its pairs by luck more often
+    than one does), and those that do not. An objective of several figures keeps its beaters."""
+    if len(objective.headlines) != 1 or len(rivals) < 2 or not beaters:
+        return list(beaters), []
+    (headline,) = objective.headlines
+    reference = default.spread(headline)
+    if reference is None:
+        return list(beaters), []
+    # A rival clearly worse than the default cannot be the one that luck makes look better,
+    # and in a group its runs would hide a better member's (shuffled into the default's place,
+    # they make any config look better): it is left out of the family.
+    spreads = {
+        e.candidate.label: s
+        for e in rivals
+        if (s := e.spread(headline)) is not None
+        and not clearly_better(reference, s, higher_is_better=headline.higher_is_better)
+    }
+    labels = {e.candidate.label for e in beaters}
+    kept = family_better(
+        reference,
+        spreads,
+        lambda label: label in labels,
+        higher_is_better=headline.higher_is_better,
+        alpha=alpha,
+    )
+    return (
+        [e for e in beaters if e.candidate.label in kept or e.candidate.label not in spreads],
+        [e for e in beaters if e.candidate.label in spreads and e.candidate.label not in kept],
+    )
+
+
+def _family_text(lucky: Sequence[Confirmed], rivals: int, alpha: float) -> str:
+    """Why a config that won its pairs is still not written: the family's luck."""
+    if not lucky:
+        return ""
+    names = ", ".join(e.candidate.label for e in lucky)
+    return (
+        f"; {names} won {'its' if len(lucky) == 1 else 'their'} pairs, but not beyond the "
+        f"family's luck: of {rivals} configs confirmed against the default, the best is likelier "
+        f"than one alone to win its rounds by chance, and a group of them holding it did not "
+        f"beat the default at {alpha:.1%} (closed test)"
     )
 
 
