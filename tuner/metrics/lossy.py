@@ -50,7 +50,7 @@ class Loss:
         return self.share / self.limit
 
     def text(self) -> str:
-        """ "server CPUs lost 18% to steal"."""
+        """In words: "server CPUs lost 18% to steal"."""
         causes = causes_text(self.stolen, self.other) or f"{self.share:.0%}"
         return f"{self.where} CPUs lost {causes}"
 
