@@ -42,6 +42,7 @@ from tuner.metrics.measurement import Measurement  # noqa: E402
 from tuner.procs.process import LOOPBACK  # noqa: E402
 from tuner.servers import adapter_serving  # noqa: E402
 from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
+from tuner.workflow.repeats import Repeat  # noqa: E402
 
 APP = "apps/stream_tokens.py"
 STREAM_PATH, PROBE_PATH = "/stream", "/healthz"
@@ -131,8 +132,11 @@ def head_to_head(
         )
         return run_bench(plan).measurement
 
-    def shown(candidate: Candidate, index: int, run: Measurement | None) -> None:
+    def shown(
+        candidate: Candidate, index: int, run: Measurement | None, repeat: Repeat | None
+    ) -> None:
         said = f"{run.median_rps:,.0f} req/s" if run else "failed"
+        said += f" ({repeat.text()})" if repeat else ""
         print(f"  round {index + 1}: {candidate.label}: {said}", file=sys.stderr)
 
     os.environ.update(_stream_env(args))  # the servers started here inherit the app's knobs

@@ -48,6 +48,7 @@ from tuner.servers import SERVERS, adapter_serving, get_adapter  # noqa: E402
 from tuner.servers.base import Bind, LaunchSpec  # noqa: E402
 from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
 from tuner.workflow.proven_file import DEPLOY_PORT  # noqa: E402
+from tuner.workflow.repeats import Repeat  # noqa: E402
 
 APPS = {"fib": ("apps/fib.py", "/9000"), "iowait": ("apps/iowait.py", "/")}
 TARGET = 0.95
@@ -386,8 +387,11 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, work: Path) -
         )
         return run_bench(plan).measurement
 
-    def shown(candidate: Candidate, round_index: int, run: Measurement | None) -> None:
+    def shown(
+        candidate: Candidate, round_index: int, run: Measurement | None, repeat: Repeat | None
+    ) -> None:
         figure = f"{run.median_rps:,.0f} req/s" if run else "failed"
+        figure += f" ({repeat.text()})" if repeat else ""
         print(f"  round {round_index + 1} {candidate.label}: {figure}", file=sys.stderr)
 
     candidates = [

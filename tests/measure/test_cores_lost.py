@@ -22,14 +22,16 @@ from tuner.loadgen import LoadSpec
 from tuner.loadgen.engine import keep_workers
 from tuner.loadgen.spec import Workload
 from tuner.measure.runner import BenchPlan, run_bench
+from tuner.metrics.lossy import LOSSY
 from tuner.metrics.measurement import Measurement
 from tuner.servers.base import ServerAdapter
+from tuner.workflow.confirm import Candidate, confirm
 
 OTHER_CPUS = sorted(os.sched_getaffinity(0) - {SERVER_CPU})
 LOAD_CPUS = (OTHER_CPUS[0],) if OTHER_CPUS else (SERVER_CPU,)
 
 
-def _measure(gunicorn: ServerAdapter, log: Path) -> Measurement:
+def _measure(gunicorn: ServerAdapter, log: Path, workers: int = 1) -> Measurement:
     load = LoadSpec(
         host=HOST,
         port=1,
@@ -42,7 +44,7 @@ def _measure(gunicorn: ServerAdapter, log: Path) -> Measurement:
     plan = BenchPlan(
         adapter=gunicorn,
         app=parse_app("apps/hello.py", cwd=ROOT),
-        settings=gunicorn.resolve({"workers": 1}),
+        settings=gunicorn.resolve({"workers": workers}),
         load=load,
         server_cpus=(SERVER_CPU,),
         log_path=log,
@@ -123,3 +125,37 @@ def test_a_studys_kept_load_workers_count_as_ours_not_as_other_processes(
         fresh.cores.describe(),
         kept.cores.describe(),
     )
+
+
+def test_a_confirmation_run_beside_a_neighbour_is_measured_again_and_the_clean_one_kept(
+    gunicorn: ServerAdapter, tmp_path: Path
+) -> None:
+    calls: list[tuple[str, int]] = []
+    with spinning_on_the_server_cpu() as neighbour:
+
+        def measure(candidate: Candidate, round_index: int) -> Measurement:
+            calls.append((candidate.label, round_index))
+            workers = int(candidate.settings["workers"])
+            run = _measure(gunicorn, tmp_path / f"run{len(calls)}.log", workers)
+            if neighbour.is_running():  # the first run is over: the neighbour leaves
+                neighbour.kill()
+                neighbour.wait()
+            return run
+
+        one, two = confirm(
+            [Candidate("one", None, {"workers": 1}), Candidate("two", None, {"workers": 2})],
+            1,
+            measure,
+        )
+    # Measured again at once, in its place; the other config, measured after, once.
+    assert calls == [("one", 0), ("one", 0), ("two", 0)]
+    assert not two.repeats and len(two.runs) == 1
+    assert len(one.runs) == 1 and one.rounds == [0] and len(one.repeats) == 1
+    repeat = one.repeats[0]
+    assert repeat.first.where == "server" and repeat.first.other >= 0.25, repeat
+    # The repeat, without the neighbour, is kept, and its figures are clean.
+    assert not repeat.kept_first and repeat.second is not None, repeat
+    assert repeat.second.share < LOSSY, repeat
+    kept = one.runs[0].cores
+    assert kept is not None and kept.server.other == repeat.second.other
+    assert repeat.text().startswith("repeated: server CPUs lost ")

@@ -14,6 +14,7 @@ from rich.console import Console
 from tests.support.measurements import measurement
 from tuner.machine.limits import Limits
 from tuner.metrics.coreshare import CoresGot, CoreShare
+from tuner.metrics.lossy import LOSSY, Loss
 from tuner.metrics.measurement import Latency, TemplateFigures
 from tuner.metrics.stats import Spread, spread_text
 from tuner.report import tables
@@ -23,6 +24,7 @@ from tuner.report.data import StoredResult, StudyData, contenders
 from tuner.search.attrs import StudyAttrs
 from tuner.search.records import TrialRecord
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary
+from tuner.workflow.repeats import Repeat
 from tuner.workflow.side_by_side import ServerRow
 from tuner.workflow.tune_steps import noise_summary
 
@@ -220,6 +222,19 @@ def test_compare_table_puts_each_servers_default_and_tuned_side_by_side() -> Non
         "uwsgi: uwsgi verdict; file: /tmp/studies/u/uwsgi.ini",
         "waitress: waitress verdict; file: none",
         "fastest tuned: gunicorn, x1.25 the req/s of tuned uwsgi (medians)",
+    ]
+
+
+def test_compare_table_names_the_runs_measured_twice_once_per_config() -> None:
+    stolen = Repeat(2, Loss("server", 0.18, 0.0, LOSSY), Loss("server", 0.01, 0.0, LOSSY), False)
+    default = replace(UWSGI.default, label="uwsgi default", runs=3, repeats=(stolen,))
+    # The tuned config is the default itself: its runs are the default's, said once.
+    uwsgi = replace(UWSGI, default=default, tuned=default)
+    notes = compare_table([GUNICORN, uwsgi]).notes
+    said = [note for note in notes if "repeated" in note]
+    assert said == [
+        "server CPUs lost 18% to steal in 1 of 3 runs of uwsgi default "
+        "(repeated, the cleaner run kept)"
     ]
 
 

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from tuner.metrics.coreshare import CoresGot, CoreShare
 from tuner.metrics.measurement import Errors, Latency, Measurement, Memory
 
 
@@ -38,6 +39,14 @@ def measurement(
         startup_s=0.5,
     )
     return replace(base, **changes)
+
+
+def cores(
+    stolen: float = 0.0, other: float = 0.0, load_stolen: float = 0.0, load_other: float = 0.0
+) -> CoresGot:
+    """What a run's CPUs lost: the server's one CPU and the load's one (pass it as
+    `measurement(..., cores=cores(...))`)."""
+    return CoresGot(CoreShare(1, stolen, other), CoreShare(1, load_stolen, load_other))
 
 
 def unmeasured_p99(m: Measurement) -> Measurement:

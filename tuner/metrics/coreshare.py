@@ -50,15 +50,8 @@ class CoresGot:
         time), e.g. "server CPUs lost 18% to steal"; None when every one is smaller."""
         said = []
         for where, share in (("server", self.server), ("load", self.load)):
-            if share is None:
-                continue
-            causes = [
-                f"{value:.0%} to {cause}"
-                for cause, value in (("steal", share.stolen), ("other processes", share.other))
-                if value >= NOTABLE
-            ]
-            if causes:
-                said.append(f"{where} CPUs lost {' and '.join(causes)}")
+            if share is not None and (causes := causes_text(share.stolen, share.other)):
+                said.append(f"{where} CPUs lost {causes}")
         return ", ".join(said) or None
 
     def describe(self) -> str:
@@ -78,6 +71,17 @@ class CoresGot:
             CoreShare.from_json(data.get("server") or {}),
             CoreShare.from_json(load) if isinstance(load, Mapping) else None,
         )
+
+
+def causes_text(stolen: float, other: float) -> str:
+    """The causes of a set's loss of `NOTABLE` or more: "18% to steal and 6% to other
+    processes"; "" when neither is."""
+    causes = [
+        f"{value:.0%} to {cause}"
+        for cause, value in (("steal", stolen), ("other processes", other))
+        if value >= NOTABLE
+    ]
+    return " and ".join(causes)
 
 
 def losses_text(runs: Sequence[CoresGot]) -> list[str]:

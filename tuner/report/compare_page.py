@@ -78,6 +78,7 @@ def compare_table(
         + [f"{row.server}: {row.verdict}; file: {row.config_file or 'none'}" for row in rows]
         + [line for row in rows if (line := cpu_bound_line(row))]
         + client_bound_lines(rows, split)
+        + repeated_lines(rows)
         + [best_line(finalists, noise)]
         + [line for line in [ceiling_line(finalists, noise, connections)] if line],
     )
@@ -140,6 +141,19 @@ def client_bound_lines(rows: Sequence[ServerRow], split: Split | None = None) ->
             )
             need = need_text(entry.load_need, split.load_cpus, split.spare) if split else ""
             lines.append(f"{line}; {need}" if need else line)
+    return lines
+
+
+def repeated_lines(rows: Sequence[ServerRow]) -> list[str]:
+    """One line per config shown whose runs were measured twice, their CPUs having lost too
+    much (tuner.workflow.repeats)."""
+    lines = []
+    for row in rows:
+        for name, entry in (("default", row.default), ("tuned", row.tuned)):
+            if entry is None or (name == "tuned" and row.tuned_is_default):
+                continue
+            if text := entry.repeats_text():
+                lines.append(text)
     return lines
 
 

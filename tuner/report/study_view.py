@@ -21,6 +21,7 @@ from tuner.search.records import TrialRecord
 from tuner.search.study import QuietListener
 from tuner.settings import Value
 from tuner.workflow.confirm import Candidate, Confirmed, unfair_text
+from tuner.workflow.repeats import Repeat
 
 TOP_ROWS = 5
 
@@ -51,6 +52,19 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
     return f"{label}: {record.state.lower()} {record.fail_reason}  {what}"
 
 
+def confirm_run_text(run: Measurement | None, repeat: Repeat | None) -> str:
+    """A confirmation run's figures and what to know of them: measured twice because its CPUs
+    lost too much ("repeated: server CPUs lost 18% to steal"), what the run kept lost, its
+    lanes."""
+    figure = f"{run.median_rps:,.0f} req/s p99 {run.latency.p99_ms:.2f} ms" if run else "failed"
+    said = [repeat.text()] if repeat else []
+    lost = run.cores.notable() if run and run.cores else None
+    if lost and not (repeat and repeat.kept_first):  # a first run kept: its repeat's text says
+        said.append(lost)
+    said += lanes_brief(run.streams, run.probe) if run else []
+    return figure + (f" ({', '.join(said)})" if said else "")
+
+
 class PlainListener(QuietListener):
     """One line per finished trial on stderr: for logs, CI and pipes."""
 
@@ -68,16 +82,16 @@ class PlainListener(QuietListener):
             print(record_line(record, self.defaults), file=sys.stderr, flush=True)
 
     def on_confirm_run(
-        self, candidate: Candidate, round_index: int, run: Measurement | None
+        self,
+        candidate: Candidate,
+        round_index: int,
+        run: Measurement | None,
+        repeat: Repeat | None = None,
     ) -> None:
         if self.quiet:
             return
-        figure = f"{run.median_rps:,.0f} req/s p99 {run.latency.p99_ms:.2f} ms" if run else "failed"
-        lost = run.cores.notable() if run and run.cores else None
-        said = ([lost] if lost else []) + (lanes_brief(run.streams, run.probe) if run else [])
-        figure += f" ({', '.join(said)})" if said else ""
         print(
-            f"confirm round {round_index + 1}: {candidate.label}: {figure}",
+            f"confirm round {round_index + 1}: {candidate.label}: {confirm_run_text(run, repeat)}",
             file=sys.stderr,
             flush=True,
         )
@@ -136,10 +150,14 @@ class LiveListener(PlainListener):
         self.live.update(self._view())
 
     def on_confirm_run(
-        self, candidate: Candidate, round_index: int, run: Measurement | None
+        self,
+        candidate: Candidate,
+        round_index: int,
+        run: Measurement | None,
+        repeat: Repeat | None = None,
     ) -> None:
         self._phase(f"confirming: round {round_index + 1}, {candidate.label}")
-        super().on_confirm_run(candidate, round_index, run)
+        super().on_confirm_run(candidate, round_index, run, repeat)
 
     def _phase(self, text: str) -> None:
         self.progress.update(self.task, phase=text)

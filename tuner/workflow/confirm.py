@@ -34,6 +34,7 @@ from tuner.search.objectives import (
 )
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE
 from tuner.workflow.equals import cheapest_among_equals, settings_changed
+from tuner.workflow.repeats import Repeat, cleaner, lossy_loss, repeats_text
 
 # A recommended config whose p99 is this many times the default's gets a warning.
 TAIL_WARNING_FACTOR = 5.0
@@ -66,6 +67,8 @@ class Confirmed:
     # The interleaved round of each run (what pairs it with another config's run of that
     # round); runs given without them are taken as rounds 0, 1, 2, ...
     rounds: list[int] = field(default_factory=list)
+    # The rounds whose run was measured twice, its CPUs having lost too much (see repeats.py).
+    repeats: list[Repeat] = field(default_factory=list)
 
     def run_rounds(self) -> list[int]:
         return self.rounds if len(self.rounds) == len(self.runs) else list(range(len(self.runs)))
@@ -177,7 +180,11 @@ class Confirmed:
             cpu_busy=self.cpu_busy,
             of_cpus=self.of_cpus,
             load_need=self.load_need(),
+            repeats=tuple(self.repeats),
         )
+
+    def repeats_text(self) -> str:
+        return repeats_text(self.candidate.label, len(self.runs), self.repeats)
 
 
 @dataclass(frozen=True)
@@ -200,11 +207,15 @@ class ConfirmedSummary:
     cpu_busy: Spread | None = None  # CPUs the server tree kept busy (ServerCpu.busy_cpus)
     of_cpus: float | None = None  # of the CPUs it could use
     load_need: LoadNeed | None = None  # client_bound: the load CPUs it would have needed
+    repeats: tuple[Repeat, ...] = ()  # runs measured twice, their CPUs having lost too much
 
     @property
     def unfair(self) -> bool:
         """Unfair in at least half of its runs, as `Confirmed.unfair`."""
         return mostly_unfair(self.unfair_runs, self.runs)
+
+    def repeats_text(self) -> str:
+        return repeats_text(self.label, self.runs, self.repeats)
 
     def median_figures(self) -> Figures:
         """The medians, as an objective ranks them (the error rate is not kept: nan)."""
@@ -237,6 +248,7 @@ class ConfirmedSummary:
             "cpu_busy": _spread_json(self.cpu_busy),
             "of_cpus": self.of_cpus,
             "load_need": self.load_need.to_json() if self.load_need else None,
+            "repeats": [repeat.to_json() for repeat in self.repeats],
         }
 
     @classmethod
@@ -260,6 +272,7 @@ class ConfirmedSummary:
             cpu_busy=_spread_from(data.get("cpu_busy")),
             of_cpus=None if data.get("of_cpus") is None else float(data["of_cpus"]),
             load_need=LoadNeed.from_json(data.get("load_need")),
+            repeats=tuple(Repeat.from_json(r) for r in data.get("repeats") or ()),
         )
 
 
@@ -289,11 +302,17 @@ def _spread_from(data: object) -> Spread | None:
     return Spread(low, median, high, (low, median, high))
 
 
+# Told of each round's run of a candidate: the run kept (None: it failed), and when it was
+# measured twice, why and which was kept.
+OnRun = Callable[[Candidate, int, Measurement | None, Repeat | None], None]
+Measure = Callable[[Candidate, int], Measurement]
+
+
 def confirm(
     candidates: Sequence[Candidate],
     rounds: int,
-    measure: Callable[[Candidate, int], Measurement],
-    on_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
+    measure: Measure,
+    on_run: OnRun | None = None,
 ) -> list[Confirmed]:
     """Measure every candidate once per round, in the same order each round."""
     confirmed = [Confirmed(candidate) for candidate in candidates]
@@ -304,27 +323,38 @@ def confirm(
 def more_rounds(
     entries: Sequence[Confirmed],
     round_indexes: Iterable[int],
-    measure: Callable[[Candidate, int], Measurement],
-    on_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
+    measure: Measure,
+    on_run: OnRun | None = None,
 ) -> None:
     """Measure each of `entries` once per round, adding to the runs they have; odd rounds in
     the reverse order (A B C, C B A, ...), so that a place in the round (first after a quiet
-    spell, last after a busy one) favours no config in the pairs the rounds make."""
+    spell, last after a busy one) favours no config in the pairs the rounds make. A run whose
+    CPUs lost too much is measured again at once, in its place, and the cleaner of the two
+    kept (tuner.workflow.repeats): one run per round still, so the pairs are as before."""
     for round_index in round_indexes:
         for entry in round_order(entries, round_index):
-            interrupts.raise_if_requested()  # a stop signal whose exception was lost
-            run: Measurement | None
-            try:
-                run = measure(entry.candidate, round_index)
-            except TrialError as exc:
-                entry.failures.append(f"{exc.reason}: {str(exc).splitlines()[0]}")
-                run = None
-            else:
+            run = _attempt(entry, round_index, measure)
+            repeat = None
+            if run is not None and (loss := lossy_loss(run)) is not None:
+                again = _attempt(entry, round_index, measure)
+                run, repeat = cleaner(run, loss, again, round_index)
+                entry.repeats.append(repeat)
+            if run is not None:
                 entry.rounds[:] = entry.run_rounds()
                 entry.runs.append(run)
                 entry.rounds.append(round_index)
             if on_run:
-                on_run(entry.candidate, round_index, run)
+                on_run(entry.candidate, round_index, run, repeat)
+
+
+def _attempt(entry: Confirmed, round_index: int, measure: Measure) -> Measurement | None:
+    """One run of `entry`'s config; None when it failed (why is added to its failures)."""
+    interrupts.raise_if_requested()  # a stop signal whose exception was lost
+    try:
+        return measure(entry.candidate, round_index)
+    except TrialError as exc:
+        entry.failures.append(f"{exc.reason}: {str(exc).splitlines()[0]}")
+        return None
 
 
 def round_order(entries: Sequence[Confirmed], round_index: int) -> list[Confirmed]:

@@ -25,8 +25,16 @@ from tuner.search.study_handle import StudyHandle
 from tuner.settings import Value
 from tuner.workflow import race_rule
 from tuner.workflow.apprequirements import AppRequirements
-from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, confirm, more_rounds
+from tuner.workflow.confirm import (
+    EXTRA_ROUNDS,
+    Candidate,
+    Confirmed,
+    OnRun,
+    confirm,
+    more_rounds,
+)
 from tuner.workflow.race_rule import BudgetPlan, Call, RunCost, Standing
+from tuner.workflow.repeats import Repeat
 from tuner.workflow.sizes import measure_sizes, size_trials
 from tuner.workflow.tune_steps import (
     SizingFor,
@@ -46,7 +54,6 @@ OVERHEAD_ESTIMATE_S = 1.5
 # Configs a finalist brings to the final rounds besides its --top-k: its baselines and a variant.
 FINAL_EXTRA_CANDIDATES = 3
 
-OnRun = Callable[[Candidate, int, Measurement | None], None]
 Say = Callable[[str], None]  # a line for the user
 
 
@@ -360,8 +367,11 @@ def _race_rounds(
 
     started = clock.now()
     entries = [entry for _, entry in chosen]
+    repeated = sum(len(entry.repeats) for entry in entries)
     more_rounds(entries, range(first_round, first_round + race_rule.RACE_ROUNDS), measure, on_run)
-    clock.rung_runs += len(entries) * race_rule.RACE_ROUNDS
+    # A run measured twice (its CPUs lost too much) is two runs' time.
+    repeated = sum(len(entry.repeats) for entry in entries) - repeated
+    clock.rung_runs += len(entries) * race_rule.RACE_ROUNDS + repeated
     clock.rung_spent += clock.now() - started
     return chosen
 
@@ -438,11 +448,12 @@ def run_final(
     def measure(candidate: Candidate, round_index: int) -> Measurement:
         return measurers[candidate.server](candidate, round_index)
 
-    def named(candidate: Candidate, round_index: int, run: Measurement | None) -> None:
+    def named(
+        candidate: Candidate, round_index: int, run: Measurement | None, repeat: Repeat | None
+    ) -> None:
         if on_run is not None:
-            on_run(
-                replace(candidate, label=f"{candidate.server} {candidate.label}"), round_index, run
-            )
+            label = f"{candidate.server} {candidate.label}"
+            on_run(replace(candidate, label=label), round_index, run, repeat)
 
     rounds = options.final_rounds
     confirmed = confirm(chosen, rounds, measure, named)

@@ -7,7 +7,7 @@ default, uwsgi tuned, and again), so drift of the machine hits every server alik
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -18,12 +18,10 @@ from tuner.measure.runner import run_bench
 from tuner.metrics.measurement import Measurement
 from tuner.search.records import BASELINE_DEFAULT
 from tuner.search.study import StudySetup
-from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, confirm
+from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, OnRun, confirm
 from tuner.workflow.race_rule import MIN_FINALISTS, gap
 from tuner.workflow.race_runner import FinalResult, RaceResult
 from tuner.workflow.tune_steps import TuneOutcome
-
-OnRun = Callable[[Candidate, int, Measurement | None], None]
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from tuner.workflow.confirm import (
     EXTRA_ROUNDS,
     Candidate,
     Confirmed,
+    OnRun,
     Verdict,
     client_bound_line,
     confirm,
@@ -213,7 +214,7 @@ def tune(
     *,
     out_path: Path,
     listener: StudyListener,
-    on_confirm_run: Callable[[Candidate, int, Measurement | None], None] | None = None,
+    on_confirm_run: OnRun | None = None,
     app_requirements: AppRequirements | None = None,
 ) -> TuneOutcome:
     """One study at `setup`'s CPUs; with `run.sizes` (--for-cpus, `setup` at the largest), the
@@ -622,4 +623,5 @@ def noise_summary(probes: Sequence[Sequence[float]], confirmed: Sequence[Confirm
             f"(median over {len(ranges)} configs, max {max(ranges):.0%})"
         )
     parts += losses_text([run.cores for c in confirmed for run in c.runs if run.cores is not None])
+    parts += [text for c in confirmed if (text := c.repeats_text())]
     return "; ".join(parts) or "not measured (too few probes or rounds)"

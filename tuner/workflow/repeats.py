@@ -1,0 +1,95 @@
+"""A confirmation run whose CPUs lost too much is measured again once, and the cleaner kept.
+
+Repeated, not discounted: a req/s scaled up for the time the CPUs lost would be an estimate of
+what the config would have done; a repeat is a measurement. One repeat at most per run, so a
+machine that is always busy costs at most twice the rounds and the rounds still end. The
+repeat takes the run's place in its round, so the pairs of rounds are as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.metrics.coreshare import causes_text
+from tuner.metrics.lossy import Loss, worst_loss
+from tuner.metrics.measurement import Measurement
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """One round's run measured twice because the first run's CPUs lost too much."""
+
+    round_index: int
+    first: Loss  # what the first run lost (its worst CPU set)
+    # What the repeat lost; None when it failed, or recorded no loss (then it is kept).
+    second: Loss | None
+    kept_first: bool  # the repeat lost more, or failed: the first run was kept
+
+    def text(self) -> str:
+        """For the run's line: "repeated: server CPUs lost 18% to steal"."""
+        said = f"repeated: {self.first.text()}"
+        if not self.kept_first:
+            return said
+        if self.second is None:
+            return said + "; the repeat failed, the first kept"
+        return said + f"; the repeat lost more ({self.second.text()}), the first kept"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round": self.round_index,
+            "first": self.first.to_json(),
+            "repeat": self.second.to_json() if self.second else None,
+            "kept": "first" if self.kept_first else "repeat",
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Repeat:
+        second = data.get("repeat")
+        return cls(
+            int(data.get("round") or 0),
+            Loss.from_json(data.get("first") or {}),
+            Loss.from_json(second) if isinstance(second, Mapping) else None,
+            data.get("kept") == "first",
+        )
+
+
+def lossy_loss(run: Measurement) -> Loss | None:
+    """What the run lost when that is too much to keep it unrepeated; None otherwise."""
+    loss = worst_loss(run)
+    return loss if loss is not None and loss.lossy else None
+
+
+def cleaner(
+    first: Measurement, loss: Loss, second: Measurement | None, round_index: int
+) -> tuple[Measurement, Repeat]:
+    """The run to keep of `first` (which lost `loss`) and its repeat (None: it failed), and
+    the record of the repeat. The repeat is kept unless it lost as much or more."""
+    again = worst_loss(second) if second is not None else None
+    if second is None or (again is not None and again.severity >= loss.severity):
+        return first, Repeat(round_index, loss, again, kept_first=True)
+    return second, Repeat(round_index, loss, again, kept_first=False)
+
+
+def repeats_text(label: str, runs: int, repeats: Sequence[Repeat]) -> str:
+    """For the study's noise line: "server CPUs lost 18% to steal in 2 of 5 runs of trial 7
+    (repeated, the cleaner run kept)", each cause's most over the repeated runs; "" when none
+    was."""
+    if not repeats:
+        return ""
+    said = []
+    for where in ("server", "load"):
+        losses = [repeat.first for repeat in repeats if repeat.first.where == where]
+        if not losses:
+            continue
+        most = causes_text(max(x.stolen for x in losses), max(x.other for x in losses))
+        up_to = "up to " if len(losses) > 1 else ""
+        said.append(f"{where} CPUs lost {up_to}{most or 'too much'}")
+    kept_first = sum(repeat.kept_first for repeat in repeats)
+    kept = "the cleaner run kept" + (
+        f"; in {kept_first} the first, its repeat losing as much or more, or failing"
+        if kept_first
+        else ""
+    )
+    return f"{', '.join(said)} in {len(repeats)} of {runs} runs of {label} (repeated, {kept})"
