@@ -19,7 +19,9 @@ from tests.support.measurements import measurement
 from tuner.metrics.paired import (
     ALPHA,
     FIRST_LOOK_ALPHA,
+    Looks,
     Pairs,
+    level_alpha,
     second_look_alpha,
     signed_rank_p,
 )
@@ -62,6 +64,18 @@ def test_five_wins_of_five_is_the_first_looks_share_and_fewer_rounds_cannot_deci
     # The level over both looks stays at ALPHA; a first look that could not decide spends none.
     assert second_look_alpha(5) + FIRST_LOOK_ALPHA == pytest.approx(ALPHA)
     assert second_look_alpha(3) == ALPHA
+
+
+def test_each_pair_is_decided_at_the_level_of_its_own_look() -> None:
+    """After some configs had more rounds: a pair measured only in the first look's rounds keeps
+    that look's level; a pair with more rounds gets what the first look left of 5%."""
+    looks = Looks(frozenset(range(5)))
+    assert looks.alpha(range(5)) == looks.alpha([0, 2, 4]) == FIRST_LOOK_ALPHA
+    assert looks.alpha(range(9)) == second_look_alpha(5) == pytest.approx(ALPHA - 1 / 32)
+    # Two first-look pairs could decide nothing, so they spent nothing.
+    assert looks.alpha([3, 4, 5, 6, 7, 8]) == ALPHA
+    assert level_alpha(looks, range(9)) == second_look_alpha(5)
+    assert level_alpha(0.01, range(9)) == 0.01
 
 
 def test_pairs_follow_the_rounds_and_the_figures_direction() -> None:

@@ -13,14 +13,17 @@ five give 1/32, so fewer than five rounds can never decide at 5%.
 Looks: the confirmation may add rounds to a pair it could not decide and look again. Two looks
 at 5% each would call equal configs different up to 10% of the time, so the level is split:
 `FIRST_LOOK_ALPHA` (five wins of five, exactly) at the first, the rest at the second
-(`second_look_alpha`); a first look too short to decide anything spends nothing. Pure logic.
+(`second_look_alpha`); a first look too short to decide anything spends nothing. When only some
+configs get the second look (the confirmed front), each pair is decided at the level of its own
+look (`Looks`). Pure logic.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 # The chance of calling two equal configs different, over all the looks of one decision.
 ALPHA = 0.05
@@ -164,3 +167,28 @@ def second_look_alpha(first_look_rounds: int) -> float:
     first look that could not have decided (its smallest p above its share) spent nothing."""
     spent = FIRST_LOOK_ALPHA if smallest_p(first_look_rounds) <= FIRST_LOOK_ALPHA else 0.0
     return ALPHA - spent
+
+
+@dataclass(frozen=True)
+class Looks:
+    """The level of each pair in a decision taken again after some of its configs had more
+    rounds: a pair with rounds beyond the first look's is at its second look, at the level the
+    first left; a pair measured only in the first look's rounds is decided on that look's data,
+    at its level, as it was (at the second look's level a decided pair of five rounds would be
+    undone by other configs' extra rounds)."""
+
+    first_rounds: frozenset[int]
+
+    def alpha(self, rounds: Collection[int]) -> float:
+        """The level of a pair measured together in `rounds`."""
+        first = sum(1 for index in rounds if index in self.first_rounds)
+        return FIRST_LOOK_ALPHA if first == len(rounds) else second_look_alpha(first)
+
+
+# What a decision is taken at: one level for every pair, or the level of each pair's look.
+Level: TypeAlias = float | Looks
+
+
+def level_alpha(level: Level, rounds: Collection[int]) -> float:
+    """The level of a pair measured together in `rounds`."""
+    return level.alpha(rounds) if isinstance(level, Looks) else level

@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.metrics.paired import ALPHA, Pairs
+from tuner.metrics.paired import ALPHA, Level, Pairs, level_alpha
 
 
 @dataclass(frozen=True)
@@ -67,21 +67,27 @@ def pairs(candidate: Spread, reference: Spread, *, higher_is_better: bool) -> Pa
 
 
 def clearly_better(
-    candidate: Spread, reference: Spread, *, higher_is_better: bool, alpha: float = ALPHA
+    candidate: Spread, reference: Spread, *, higher_is_better: bool, alpha: Level = ALPHA
 ) -> bool:
     """True when `candidate` is better than `reference` beyond the noise.
 
     Measured in the same interleaved rounds, they are judged by the pairs the rounds make
-    (`tuner.metrics.paired`: an exact test at `alpha`). Spreads without rounds (stored before
-    the rounds were kept, or never paired) fall back to the ranges: every sample of one beyond
-    every sample of the other.
+    (`tuner.metrics.paired`: an exact test at `alpha`, or at the level of their look). Spreads
+    without rounds (stored before the rounds were kept, or never paired) fall back to the
+    ranges: every sample of one beyond every sample of the other.
     """
     paired = pairs(candidate, reference, higher_is_better=higher_is_better)
     if paired is not None and paired.count:
-        return paired.better(alpha)
+        return paired.better(level_alpha(alpha, paired.rounds))
     if higher_is_better:
         return candidate.low > reference.high
     return candidate.high < reference.low
+
+
+def pair_alpha(level: Level, candidate: Spread, reference: Spread) -> float:
+    """The level two spreads are judged at: `level`, or the level of the look their common
+    rounds make."""
+    return level_alpha(level, set(candidate.rounds) & set(reference.rounds))
 
 
 def better_in_every_round(candidate: Spread, reference: Spread, *, higher_is_better: bool) -> bool:

@@ -20,7 +20,7 @@ from typing import Literal, Protocol, TypeVar
 
 from tuner.errors import ConfigError, InvalidMeasurement
 from tuner.metrics.measurement import Measurement
-from tuner.metrics.paired import ALPHA, Pairs
+from tuner.metrics.paired import ALPHA, Level, Pairs
 from tuner.metrics.stats import Spread, clearly_better, pairs, ratio
 
 # Optuna's names for the two ways a study's figure can go.
@@ -503,10 +503,11 @@ def pick_rule(slo: Slo | None) -> str:
 
 
 def pick_pareto_point(
-    points: Sequence[Remeasured], slo: Slo | None = None, *, alpha: float = ALPHA
+    points: Sequence[Remeasured], slo: Slo | None = None, *, alpha: Level = ALPHA
 ) -> int:
     """Index of the point the `multi` objective writes, by what the user asked for, the noise
-    of the repeated runs deciding what is a difference (`clearly_better` at `alpha`):
+    of the repeated runs deciding what is a difference (`clearly_better` at `alpha`, or at
+    each pair's look):
 
     - `--max-memory MB`: the fastest p99 among the points within it; of the points the noise
       cannot tell from the fastest on p99, the least memory.
@@ -560,7 +561,7 @@ def _within(point: Remeasured, slo: Slo) -> bool:
 
 
 def _best_then(
-    points: Sequence[Remeasured], indexes: list[int], first: Headline, then: Headline, alpha: float
+    points: Sequence[Remeasured], indexes: list[int], first: Headline, then: Headline, alpha: Level
 ) -> int:
     """The best median of `first`; among the points the noise cannot tell from it on
     `first`, the best median of `then` (ties: the earlier point)."""
@@ -571,7 +572,7 @@ def _best_then(
 
 
 def _clearly_beats(
-    mine: Spread | None, theirs: Spread | None, headline: Headline, alpha: float
+    mine: Spread | None, theirs: Spread | None, headline: Headline, alpha: Level
 ) -> bool:
     if theirs is None:
         return mine is not None

@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tuner.errors import ConfigError
-from tuner.metrics.paired import ALPHA
-from tuner.metrics.stats import Spread, clearly_better
+from tuner.metrics.paired import ALPHA, Level
+from tuner.metrics.stats import Spread, clearly_better, pair_alpha
 from tuner.search.objectives import (
     MULTI,
     P99,
@@ -44,7 +44,7 @@ class FrontPoint:
     merged: list[Confirmed] = field(default_factory=list)
 
 
-def covers(keeper: Confirmed, other: Confirmed, alpha: float = ALPHA) -> bool:
+def covers(keeper: Confirmed, other: Confirmed, alpha: Level = ALPHA) -> bool:
     """True when `other` gives nothing `keeper` does not: it is neither clearly faster (p99)
     nor clearly cheaper (PSS) than `keeper`, beyond the noise of their paired rounds."""
     for headline in (P99, PSS):
@@ -56,7 +56,7 @@ def covers(keeper: Confirmed, other: Confirmed, alpha: float = ALPHA) -> bool:
     return True
 
 
-def merge_front(entries: Sequence[Confirmed], alpha: float = ALPHA) -> list[FrontPoint]:
+def merge_front(entries: Sequence[Confirmed], alpha: Level = ALPHA) -> list[FrontPoint]:
     """The confirmed front of `entries` (each measured in the same rounds), cheapest first.
 
     Walked from the least memory up (medians; ties: the lower p99), a config that a point
@@ -130,6 +130,9 @@ class ConfirmedFront:
     rate_source: str
     rule: str
     points: tuple[StoredPoint, ...]
+    # Which configs had more rounds before the front was decided again, and why ("after 4
+    # more rounds of trial 7 and the default: ..."; tuner.workflow.front_close); "" when none.
+    extra_rounds: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,6 +140,7 @@ class ConfirmedFront:
             "rate_source": self.rate_source,
             "rule": self.rule,
             "points": [point.to_json() for point in self.points],
+            "extra_rounds": self.extra_rounds,
         }
 
     @classmethod
@@ -150,6 +154,7 @@ class ConfirmedFront:
             str(data.get("rate_source") or ""),
             str(data.get("rule") or ""),
             tuple(StoredPoint.from_json(point) for point in data["points"]),
+            str(data.get("extra_rounds") or ""),
         )
 
     def lines(self) -> list[str]:
@@ -167,6 +172,8 @@ class ConfirmedFront:
     def listing(self, study: str, storage_url: str) -> list[str]:
         """The heading, then each point with the `tuner emit` command that writes it."""
         out = [f"confirmed front {self.heading()}"]
+        if self.extra_rounds:
+            out.append(f"({self.extra_rounds})")
         for number, line in enumerate(self.lines(), start=1):
             out += [line, f"   {emit_command(study, number, storage_url)}"]
         return out
@@ -192,6 +199,8 @@ class ConfirmedFront:
             )
         if point.picked:
             lines.append(f"`tuner tune` wrote this point: {self.rule}")
+        if self.extra_rounds:
+            lines.append(f"the front was decided again {self.extra_rounds}")
         return lines
 
     def settings_of(self, number: int) -> dict[str, Any]:
@@ -231,10 +240,12 @@ def emit_command(study: str, point: int, storage_url: str, out: str = "FILE") ->
 
 @dataclass(frozen=True)
 class FrontVerdict:
-    """The confirmed front and the verdict on the point it writes."""
+    """The confirmed front and the verdict on the point it writes; `points`, the front's
+    configs and what merged into each, as `front` lists them."""
 
     front: ConfirmedFront
     verdict: Verdict
+    points: tuple[FrontPoint, ...] = ()
 
 
 def decide_front(
@@ -243,12 +254,13 @@ def decide_front(
     *,
     rate_rps: float | None,
     rate_source: str,
-    alpha: float = ALPHA,
+    alpha: Level = ALPHA,
 ) -> FrontVerdict | None:
     """The confirmed front of the usable configs (the rate carried, within the SLOs, fair in
     most runs), and the point written, by `pick_pareto_point`; None when no config is usable.
     The verdict says how the pick compares with the default on both figures and why it was
-    picked; `beats_default` when it is better on one beyond the noise and worse on neither."""
+    picked; `beats_default` when it is better on one beyond the noise and worse on neither.
+    Pairs are judged at `alpha`, or at the level of their own look (`Looks`)."""
     usable = [entry for entry in confirmed if entry.usable(slo)]
     if not usable:
         return None
@@ -271,18 +283,15 @@ def decide_front(
     at = f" at {rate_rps:g} req/s offered" if rate_rps else ""
     label = winner.candidate.label
     head = f"{label} is {how} (confirmed front of {size}{at})"
+    kept = tuple(points)
     if winner is default:
-        return FrontVerdict(front, Verdict(winner, default, rule, False, head + "; the default"))
+        verdict = Verdict(winner, default, rule, False, head + "; the default")
+        return FrontVerdict(front, verdict, kept)
     if default is None or not default.usable(slo):
         said = "the default could not be used" if default is None or not default.runs else ""
         said = said or "the default breaks the SLOs"
-        return FrontVerdict(front, Verdict(winner, default, rule, True, f"{head}; {said}"))
-    versus = [
-        Versus(headline, mine, theirs, alpha=alpha)
-        for headline in MULTI.headlines
-        if (mine := winner.spread(headline)) is not None
-        and (theirs := default.spread(headline)) is not None
-    ]
+        return FrontVerdict(front, Verdict(winner, default, rule, True, f"{head}; {said}"), kept)
+    versus = versus_default(winner, default, alpha)
     beats = any(v.better for v in versus) and not any(v.worse for v in versus)
     figures = ", ".join(
         f"{v.headline.short} {v.change} "
@@ -290,4 +299,15 @@ def decide_front(
         for v in versus
     )
     summary = f"{head}; vs the default: {figures}"
-    return FrontVerdict(front, Verdict(winner, default, rule, beats, summary))
+    return FrontVerdict(front, Verdict(winner, default, rule, beats, summary), kept)
+
+
+def versus_default(entry: Confirmed, default: Confirmed, alpha: Level = ALPHA) -> list[Versus]:
+    """`entry`'s p99 and PSS against the default's (those both measured), each judged at the
+    level of their pairs."""
+    return [
+        Versus(headline, mine, theirs, alpha=pair_alpha(alpha, mine, theirs))
+        for headline in MULTI.headlines
+        if (mine := entry.spread(headline)) is not None
+        and (theirs := default.spread(headline)) is not None
+    ]

@@ -39,10 +39,11 @@ from tuner.workflow.confirm import (
     more_rounds,
     settle,
 )
+from tuner.workflow.front_close import settle_front
 from tuner.workflow.front_inputs import OfferedRate, check_reachable, with_offered_rate
 from tuner.workflow.lane_evidence import lane_decisions
 from tuner.workflow.logcost import logging_costs
-from tuner.workflow.pareto_front import ConfirmedFront, decide_front
+from tuner.workflow.pareto_front import ConfirmedFront
 from tuner.workflow.proven_file import (
     BootCheck,
     NotProvenClean,
@@ -274,17 +275,19 @@ def conclude(
     """Decide from the confirmation rounds (`more` measures a pair in doubt again: a close
     call, or a winner unfair in some of its runs), and write the winner's file with its
     evidence. A trade-off objective confirms its front instead (tuner.workflow.pareto_front:
-    measured at `rate`, --rate's when not given) and writes the point its rule picks."""
+    measured at `rate`, --rate's when not given; `more` measures its close calls again,
+    tuner.workflow.front_close) and writes the point its rule picks."""
     app_requirements = file.app_requirements
     front = None
     if setup.objective.trade_off:
         if rate is None and setup.load.rate_rps:
             rate = OfferedRate(setup.load.rate_rps, "--rate")
-        decided = decide_front(
+        decided = settle_front(
             confirmed,
             setup.slo,
             rate_rps=rate.rps if rate else None,
             rate_source=rate.source if rate else "closed loop: no rate offered",
+            more=more,
         )
         if decided is None:  # as after the search: a rate or a limit no config met
             figures = [(c.candidate.label, c.median_figures()) for c in confirmed if c.runs]
