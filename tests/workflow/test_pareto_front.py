@@ -126,3 +126,18 @@ def test_the_emit_command_names_the_point_and_a_storage_other_than_the_default()
     assert emit_command("s1", 1, "sqlite:////tmp/x.db", "gunicorn.conf.py") == (
         "tuner emit --study s1 --point 1 --out gunicorn.conf.py --storage sqlite:////tmp/x.db"
     )
+
+
+def test_the_default_stands_for_a_point_the_noise_cannot_separate_it_from() -> None:
+    """Equal within the noise both ways, the default keeps the point even when the other
+    config's median was a hair cheaper; a config the default only covers one way (clearly
+    worse) never hands its point to the default."""
+    hair = entry("trial 9", [40, 42, 39, 41, 40], [50, 49, 50, 50, 49])
+    assert covers(hair, ONE) and covers(ONE, hair)
+    assert labels(merge_front([hair, ONE, TWO])) == [
+        ("default", ["trial 9"]),
+        ("trial 2", []),
+    ]
+    better = entry("trial 10", [30, 31, 30, 31, 30], [45, 45, 46, 45, 45])
+    assert covers(better, ONE) and not covers(ONE, better)
+    assert labels(merge_front([better, ONE]))[0] == ("trial 10", ["default"])

@@ -61,8 +61,9 @@ def merge_front(entries: Sequence[Confirmed], alpha: Level = ALPHA) -> list[Fron
 
     Walked from the least memory up (medians; ties: the lower p99), a config that a point
     already kept covers (`covers`) joins the cheapest such point: when they cover each other
-    the noise cannot separate them and the cheaper stands for both; when only the point
-    covers it, it is dominated beyond the noise. Then a kept point that a later one covers,
+    the noise cannot separate them and the cheaper stands for both (the default, when it is
+    one of them: `_default_stands`); when only the point covers it, it is dominated beyond the
+    noise. Then a kept point that a later one covers,
     without covering it back (as cheap within the noise and clearly faster), joins that one.
     What remains are points each clearly faster or clearly cheaper than every other."""
     order = sorted(entries, key=lambda e: (_median(e, PSS), _median(e, P99)))
@@ -92,7 +93,22 @@ def merge_front(entries: Sequence[Confirmed], alpha: Level = ALPHA) -> list[Fron
                 kept.remove(point)
                 changed = True
                 break
+    for point in kept:
+        _default_stands(point, alpha)
     return kept
+
+
+def _default_stands(point: FrontPoint, alpha: Level) -> None:
+    """The default stands for a point it was merged into when the noise cannot separate the
+    two either way: equal within the noise, the config with no changes is the cheaper one to
+    run (a cheapest median among equals is luck; written, it would change settings for
+    nothing)."""
+    default = next((m for m in point.merged if m.candidate.label == BASELINE_DEFAULT), None)
+    if default is None or not covers(default, point.entry, alpha):
+        return
+    point.merged.remove(default)
+    point.merged.insert(0, point.entry)
+    point.entry = default
 
 
 def _median(entry: Confirmed, headline: Headline) -> float:
