@@ -22,8 +22,8 @@ LOSSY = 0.10
 # The load's CPUs: the load generator runs with headroom (client_bound is past 90% of its
 # CPUs), and a loss costs the figure only where it cuts into the time the clients needed. So
 # a client_bound run's load loss counts at `LOSSY`, any other run's only past half the set's
-# time: a type check at nice 19 beside the load took 41% of its CPU without lowering req/s
-# (docs/pages/benchmarks.md, "What the CPUs lost").
+# time (what a neighbour on the load CPUs cost: docs/pages/benchmarks.md, "What the CPUs
+# lost").
 LOAD_LOSSY = 0.5
 
 

@@ -378,8 +378,10 @@ class Verdict:
     # client_bound: their req/s are floors (labels).
     client_bound: tuple[str, ...] = ()
     # Configs that won their pairs with the default but not the family's test
-    # (tuner.metrics.family): more rounds of every rival can decide them.
+    # (tuner.metrics.family), and the rivals that test weighed: more rounds of them all can
+    # decide it.
     lucky: tuple[str, ...] = ()
+    family: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -430,7 +432,7 @@ def decide(
         # config written instead of the best median.
         rivals = [e for e in usable if e is not default]
         beaters = [e for e in rivals if _beats(e, default, objective, alpha)]
-        beaters, lucky = _family_kept(default, rivals, beaters, objective, alpha)
+        beaters, lucky, family = _family_kept(default, rivals, beaters, objective, alpha)
         if not beaters:
             if bound:
                 summary = floors_summary(best, default)
@@ -444,7 +446,10 @@ def decide(
                     "written"
                 )
             held = tuple(e.candidate.label for e in lucky)
-            return Verdict(default, default, rule, False, summary, client_bound=bound, lucky=held)
+            return Verdict(
+                default, default, rule, False, summary, client_bound=bound, lucky=held,
+                family=family if held else (),
+            )  # fmt: skip
         if best not in beaters:
             # The best median overlaps the default, yet another config is better than the
             # default in every run (its runs spread less): write that one.
@@ -585,8 +590,9 @@ def close_call(
         # More rounds cannot turn the default's floor into a result: more load CPUs can.
         return []
     if verdict.lucky:
-        # The family's test weighs every rival: only rounds of all of them can decide it.
-        return [verdict.default, *(e for e in usable if e is not verdict.default)]
+        # The family's test weighs every rival it kept: only rounds of all of them can decide
+        # it (a rival clearly worse than the default is not among them, nor measured again).
+        return [verdict.default, *(e for e in usable if e.candidate.label in verdict.family)]
     return [verdict.default, best]
 
 
@@ -653,16 +659,17 @@ def _family_kept(
     beaters: Sequence[Confirmed],
     objective: Objective,
     alpha: float,
-) -> tuple[list[Confirmed], list[Confirmed]]:
+) -> tuple[list[Confirmed], list[Confirmed], tuple[str, ...]]:
     """The beaters that stay better with the whole family of rivals counted
     (tuner.metrics.family: the best of several equal configs wins its pairs by luck more often
-    than one does), and those that do not. An objective of several figures keeps its beaters."""
+    than one does), those that do not, and the family's labels. An objective of several
+    figures keeps its beaters."""
     if len(objective.headlines) != 1 or len(rivals) < 2 or not beaters:
-        return list(beaters), []
+        return list(beaters), [], ()
     (headline,) = objective.headlines
     reference = default.spread(headline)
     if reference is None:
-        return list(beaters), []
+        return list(beaters), [], ()
     # A rival clearly worse than the default cannot be the one that luck makes look better,
     # and in a group its runs would hide a better member's (shuffled into the default's place,
     # they make any config look better): it is left out of the family.
@@ -683,6 +690,7 @@ def _family_kept(
     return (
         [e for e in beaters if e.candidate.label in kept or e.candidate.label not in spreads],
         [e for e in beaters if e.candidate.label in spreads and e.candidate.label not in kept],
+        tuple(spreads),
     )
 
 

@@ -63,9 +63,9 @@ def merge_front(entries: Sequence[Confirmed], alpha: Level = ALPHA) -> list[Fron
     already kept covers (`covers`) joins the cheapest such point: when they cover each other
     the noise cannot separate them and the cheaper stands for both (the default, when it is
     one of them: `_default_stands`); when only the point covers it, it is dominated beyond the
-    noise. Then a kept point that a later one covers,
-    without covering it back (as cheap within the noise and clearly faster), joins that one.
-    What remains are points each clearly faster or clearly cheaper than every other."""
+    noise. Then a kept point that a later one covers, without covering it back (as cheap
+    within the noise and clearly faster), joins that one. What remains are points each
+    clearly faster or clearly cheaper than every other."""
     order = sorted(entries, key=lambda e: (_median(e, PSS), _median(e, P99)))
     kept: list[FrontPoint] = []
     for entry in order:
