@@ -185,3 +185,17 @@ def test_the_verdict_is_that_of_the_clean_runs():
     ]
     again = decide(clean, THROUGHPUT, Slo())
     assert again is not None and again.summary == verdict.summary
+
+
+def test_a_kept_repeat_that_lost_a_little_says_whose_loss_it_is() -> None:
+    """The first run's loss, then the kept repeat's, named as such (not the same words
+    twice, as if one run had lost both)."""
+    first = cores(other=0.18)
+    again = cores(other=0.06)
+    runs = iter([measurement(100.0, cores=first), measurement(120.0, cores=again)])
+    (entry,) = confirm([Candidate("trial 8", 8, {})], 1, lambda _c, _r: next(runs))
+    line = confirm_run_text(entry.runs[0], entry.repeats[0])
+    assert line == (
+        "120 req/s p99 10.00 ms (repeated: server CPUs lost 18% to other processes, "
+        "the repeat kept: server CPUs lost 6% to other processes)"
+    )

@@ -60,7 +60,8 @@ def confirm_run_text(run: Measurement | None, repeat: Repeat | None) -> str:
     said = [repeat.text()] if repeat else []
     lost = run.cores.notable() if run and run.cores else None
     if lost and not (repeat and repeat.kept_first):  # a first run kept: its repeat's text says
-        said.append(lost)
+        # After a repeat, the loss shown is the kept repeat's, not the first run's again.
+        said.append(f"the repeat kept: {lost}" if repeat else lost)
     said += lanes_brief(run.streams, run.probe) if run else []
     return figure + (f" ({', '.join(said)})" if said else "")
 
