@@ -9,14 +9,20 @@ blocks its whole process. The connection caps each process, so throughput needs 
 processes, each with several threads: the shape where a search that stays on one process per
 model never looks.
 
+The query's length sets how many processes the best needs: `C_DRIVER_HELD_US` (read at import,
+default 1,000 µs) caps each process near 1 / that many requests a second, so on one CPU the
+best needs three processes or more. Until 2026-12-06 it was 3,000, whose best (8-11 processes
+on one CPU) lies past the search space's bound of `4*cpus+1` processes.
+
 Standard library only (`ctypes` calls libc's `usleep`).
 """
 
 import ctypes
+import os
 import threading
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
-HELD_US = 3_000  # the query on the process's one connection
+HELD_US = int(os.environ.get("C_DRIVER_HELD_US", "1000"))  # the query on the one connection
 OTHER_US = 20_000  # the call to another service, no connection needed
 PYTHON_WORK = 3000  # loop iterations of Python work per request, holding the GIL
 BODY = b"driver done"

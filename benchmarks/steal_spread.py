@@ -7,7 +7,13 @@ case the spread of req/s, the ranges of the losses, and how much of the variance
 a least-squares fit on the losses explains (R², and adjusted for the number of losses fitted).
 Run nothing else on the machine meanwhile.
 
+With `--repeat-lossy`, a run that lost too much of its CPUs is measured again once and the
+cleaner of the two kept, as `tune`'s confirmation rounds do (tuner.workflow.repeats); the
+spread of the first runs (without the repeat) and of the kept ones (with it) is printed side by
+side, from the same runs.
+
     python benchmarks/steal_spread.py --repeats 20
+    python benchmarks/steal_spread.py --repeats 20 --repeat-lossy
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
 from tuner.metrics.measurement import Measurement  # noqa: E402
 from tuner.servers import adapter_serving  # noqa: E402
+from tuner.workflow.repeats import cleaner, lossy_loss  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument(
+        "--repeat-lossy", action="store_true", help="measure a run that lost its CPUs again"
+    )
     args = parser.parse_args()
     wanted = args.cases.split(",")
     cases = [c for c in CASES if c.name in wanted]
@@ -117,6 +127,9 @@ def main() -> int:
     runs: dict[str, list[tuple[float, tuple[float, float, float, float]]]] = {
         c.name: [] for c in cases
     }
+    # --repeat-lossy: per case, each repeat's first run's req/s, the kept run's, and whether
+    # the first was measured again.
+    kept: dict[str, list[tuple[float, float, bool]]] = {c.name: [] for c in cases}
     with tempfile.TemporaryDirectory(prefix="steal-") as workdir:
         for repeat in range(args.repeats):
             for case in cases:
@@ -131,12 +144,19 @@ def main() -> int:
                     ready_path=case.path,
                     log_path=Path(workdir) / f"{case.name}-{repeat}.log",
                 )
-                try:
-                    measured = run_bench(plan).measurement
-                except TrialError as exc:
-                    interrupts.raise_if_requested()
-                    print(f"  {case.name} #{repeat + 1} failed: {exc}", file=sys.stderr)
+                measured = _measure(plan, f"{case.name} #{repeat + 1}")
+                if measured is None:
                     continue
+                if args.repeat_lossy:
+                    loss = lossy_loss(measured)
+                    chosen = measured
+                    if loss is not None:
+                        again = _measure(plan, f"{case.name} #{repeat + 1} again")
+                        chosen, _ = cleaner(measured, loss, again, repeat)
+                        print(f"  {case.name} #{repeat + 1}: {loss.text()}", file=sys.stderr)
+                    kept[case.name].append(
+                        (measured.median_rps, chosen.median_rps, loss is not None)
+                    )
                 lost = losses(measured)
                 runs[case.name].append((measured.median_rps, lost))
                 shown = ", ".join(f"{n} {v:.1%}" for n, v in zip(LOSSES, lost, strict=True))
@@ -145,7 +165,7 @@ def main() -> int:
                     file=sys.stderr,
                 )
     if args.json:
-        args.json.write_text(json.dumps(runs, indent=1))
+        args.json.write_text(json.dumps({"runs": runs, "repeat_lossy": kept}, indent=1))
     print(
         f"\n{args.repeats} repeats per case, interleaved; {args.duration:g} s after "
         f"{args.warmup:g} s warm-up, {args.connections} connections; server CPUs "
@@ -174,7 +194,46 @@ def main() -> int:
             + "  ".join(f"{text:>24}" for text in ranges)
             + f"  {r2:5.2f} {adjusted:6.2f}"
         )
+    if args.repeat_lossy:
+        print_repeats(cases, kept)
     return 0
+
+
+def _measure(plan: BenchPlan, name: str) -> Measurement | None:
+    try:
+        return run_bench(plan).measurement
+    except TrialError as exc:
+        interrupts.raise_if_requested()
+        print(f"  {name} failed: {exc}", file=sys.stderr)
+        return None
+
+
+def print_repeats(cases: list[Case], kept: dict[str, list[tuple[float, float, bool]]]) -> None:
+    """The spread of req/s without the repeat (each first run) and with it (the kept run)."""
+    print(
+        "\nwith --repeat-lossy: a run that lost too much of its CPUs measured again, the "
+        "cleaner kept"
+    )
+    print(
+        f"{'case':16} {'runs':>4} {'repeated':>8} {'max/min without':>16} {'with':>6} "
+        f"{'sd log without':>15} {'with':>6}"
+    )
+    for case in cases:
+        done = kept[case.name]
+        if len(done) < 3:
+            print(f"{case.name:16} {len(done):>4} too few runs")
+            continue
+        first = [a for a, _, _ in done]
+        chosen = [b for _, b, _ in done]
+        print(
+            f"{case.name:16} {len(done):>4} {sum(r for _, _, r in done):>8} "
+            f"{max(first) / min(first):16.2f} {max(chosen) / min(chosen):6.2f} "
+            f"{_sd_log(first):15.3f} {_sd_log(chosen):6.3f}"
+        )
+
+
+def _sd_log(values: list[float]) -> float:
+    return statistics.stdev(math.log(v) for v in values)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,16 @@ from tuner.metrics.measurement import Measurement, Memory
 from tuner.report.data import StudyData
 from tuner.report.figures import FRONT_CHART, study_charts
 from tuner.report.front_page import front_page, link_to_front
-from tuner.report.front_view import FRONT_PAGE, front_rows, knee_number, memory_table, points_table
+from tuner.report.front_view import (
+    FRONT_PAGE,
+    FrontRow,
+    front_rows,
+    front_summary,
+    knee_number,
+    memory_table,
+    points_table,
+)
+from tuner.report.tables import confirmed_front
 from tuner.search.attrs import StudyAttrs
 from tuner.search.objectives import Slo
 from tuner.search.records import TrialRecord
@@ -45,9 +54,12 @@ def _trial(number: int, settings: dict, memory: Memory | None) -> TrialRecord:
     return TrialRecord(number, "COMPLETE", settings, measured)
 
 
-def _study(slo: Slo | None = None, storage: str = "sqlite:///studies/tuner.db") -> StudyData:
+def _study(
+    slo: Slo | None = None, storage: str = "sqlite:///studies/tuner.db", extra_rounds: str = ""
+) -> StudyData:
     decided = decide_front(_entries(), slo or Slo(), rate_rps=RATE, rate_source="--rate")
     assert decided is not None
+    front = replace(decided.front, extra_rounds=extra_rounds)
     records = [
         # The default's trial: one process, measured before the breakdown was kept.
         _trial(0, {}, Memory(50.0, 51.0, 40.0, 60.0, 4, 1)),
@@ -56,7 +68,7 @@ def _study(slo: Slo | None = None, storage: str = "sqlite:///studies/tuner.db") 
         _trial(4, {"workers": 4}, Memory(150.0, 151.0, 30.0, 300.0, 4, 5, None, 22.0, 80.0, 5)),
         _trial(5, {"workers": 3}, None),  # a trial off the front: part of the cloud only
     ]
-    attrs = StudyAttrs(result={"front": decided.front.to_json()})
+    attrs = StudyAttrs(result={"front": front.to_json()})
     setup = {"server": "gunicorn", "app": "apps/hello.py", "objective": "multi"}
     return StudyData("s1", storage, setup, attrs, records)
 
@@ -105,6 +117,19 @@ def test_the_chart_plots_the_front_over_the_cloud_and_both_pages_share_it() -> N
     assert "knee, written" in page and "Memory per process" in page
     assert 'href="report.html"' in page and "http://" not in page and "https://" not in page
     assert link_to_front(data)[0][0] == FRONT_PAGE
+
+
+def test_the_page_says_which_configs_had_more_rounds_before_the_front_was_decided() -> None:
+    said = "after 4 more rounds of trial 2, trial 4 and the default: trial 2 stands"
+    summary = front_summary(*_pages(_study(extra_rounds=said)))
+    assert f"The front was decided again {said}." in summary
+    assert not any("decided again" in line for line in front_summary(*_pages(_study())))
+    table = confirmed_front(_study(extra_rounds=said), lambda settings: str(settings))
+    assert f"the front was decided again {said}" in table.notes
+
+
+def _pages(data: StudyData) -> tuple[StudyData, list[FrontRow]]:
+    return data, front_rows(data)
 
 
 def test_a_study_without_a_confirmed_front_has_no_front_page_but_its_chart() -> None:

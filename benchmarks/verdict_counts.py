@@ -1,0 +1,262 @@
+"""How often do the quickstart and `compare --servers all` write the default or call a tie, by
+the pairs and by the ranges rule they replaced, on the same runs?
+
+Runs the quickstart's study (`tuner tune apps/fib.py --server gunicorn --path /9000 --trials
+20`) and `tuner compare apps/fib.py --servers all --path /9000` several times, each in a fresh
+study, and reads their JSON:
+- tune: the written verdict (the default written, or another config), and what the ranges rule
+  would have written on the same confirmation rounds: the best median among the usable configs,
+  over the default only when every run of it is above every run of the default in the first 3
+  rounds, or (its median the better there) in the first 5;
+- compare: whether the fastest tuned server ties with another, by the pairs of their final
+  rounds (what the page says) and by the rule before them (their ranges overlap, or the gap of
+  the medians is inside the noise the race measured).
+Run nothing else on the machine meanwhile. Method and results: docs/pages/benchmarks.md, "The
+verdict by pairs".
+
+    python benchmarks/verdict_counts.py --tunes 3 --compares 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tuner import interrupts  # noqa: E402
+from tuner.metrics.paired import ALPHA  # noqa: E402
+from tuner.metrics.stats import Spread, pairs  # noqa: E402
+from tuner.servers.base import BASELINE_DEFAULT  # noqa: E402
+
+APP = ["apps/fib.py", "--path", "/9000"]
+
+
+def _spread(stored: Mapping[str, Any] | None) -> Spread | None:
+    if not stored or not stored.get("samples"):
+        return None
+    return Spread.of(stored["samples"], stored.get("rounds") or ())
+
+
+def _by_round(spread: Spread) -> list[float]:
+    """The samples in the order of their rounds."""
+    order = spread.rounds or tuple(range(len(spread.samples)))
+    return [value for _, value in sorted(zip(order, spread.samples, strict=True))]
+
+
+def ranges_beat(mine: Spread, theirs: Spread) -> bool:
+    """The rule the pairs replaced: every run above every run of the other in the first 3
+    rounds, or, the median the better there, in the first 5."""
+    a, b = _by_round(mine), _by_round(theirs)
+    if min(a[:3]) > max(b[:3]):
+        return True
+    if statistics.median(a[:3]) > statistics.median(b[:3]):
+        return min(a[:5]) > max(b[:5])
+    return False
+
+
+def _usable(entry: Mapping[str, Any]) -> bool:
+    runs = int(entry.get("runs") or 0)
+    return (
+        runs > 0
+        and len(entry.get("failures") or ()) < runs
+        and not entry.get("unfair")
+        and _spread(entry.get("rps")) is not None
+    )
+
+
+def tune_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The written verdict and the ranges rule's on the same confirmation rounds."""
+    entries = [e for e in result.get("confirmation") or () if _usable(e)]
+    verdict = result.get("verdict") or {}
+    default = next((e for e in entries if e["label"] == BASELINE_DEFAULT), None)
+    best = max(entries, key=lambda e: e["rps"]["median"], default=None)
+    if default is None or best is None:
+        return {"error": "no usable default in the confirmation"}
+    best_rps, default_rps = _spread(best["rps"]), _spread(default["rps"])
+    assert best_rps is not None and default_rps is not None
+    paired = pairs(best_rps, default_rps, higher_is_better=True)
+    ratios = (
+        sorted(a / b for a, b in zip(paired.mine, paired.theirs, strict=True))
+        if paired is not None
+        else []
+    )
+    return {
+        "pairs_wrote": verdict.get("winner"),
+        "pairs_default": not verdict.get("beats_default_beyond_noise"),
+        "tied_with": list(verdict.get("tied_with") or ()),
+        "best_median": best["label"],
+        "ranges_default": best is default or not ranges_beat(best_rps, default_rps),
+        "rounds": len(ratios),  # paired with the default
+        "best_vs_default": ratios,
+        "summary": verdict.get("summary", ""),
+    }
+
+
+def compare_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether the fastest tuned finalist ties with another, by the pairs and by the ranges."""
+    noise = (result.get("race") or {}).get("noise")
+    # As the page names the fastest: among the servers that reached the final rounds.
+    tuned = [
+        (row["server"], spread)
+        for row in result.get("servers") or ()
+        if row.get("finalist", True)
+        and row.get("tuned")
+        and (spread := _spread(row["tuned"].get("rps"))) is not None
+    ]
+    if len(tuned) < 2:
+        return {"error": "fewer than two tuned finalists"}
+    tuned.sort(key=lambda item: -item[1].median)
+    (fastest, best), rest = tuned[0], tuned[1:]
+    by_pairs, by_ranges = [], []
+    for server, spread in rest:
+        paired = pairs(best, spread, higher_is_better=True)
+        if paired is not None and paired.count and not paired.better(ALPHA):
+            by_pairs.append(server)
+        inside = noise is not None and best.median / spread.median <= 1.0 + noise
+        if min(best.samples) <= max(spread.samples) or inside:
+            by_ranges.append(server)
+    return {
+        "fastest": fastest,
+        "ties_pairs": by_pairs,
+        "ties_ranges": by_ranges,
+        "race_noise": noise,
+        "second": rest[0][0],
+        "x_second": best.median / rest[0][1].median,
+    }
+
+
+def _run(argv: Sequence[str], timeout_s: float) -> dict[str, Any]:
+    command = [sys.executable, "-m", "tuner", *argv, "--json"]
+    print("$ " + " ".join(command[2:]), file=sys.stderr, flush=True)
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    try:
+        parsed: dict[str, Any] = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {tail}"}
+    return parsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tunes", type=int, default=3, help="quickstart studies")
+    parser.add_argument("--compares", type=int, default=2, help="compare --servers all runs")
+    parser.add_argument("--trials", type=int, default=20, help="the quickstart's --trials")
+    parser.add_argument("--budget", type=float, default=14, help="compare's --budget minutes")
+    parser.add_argument(
+        "--out", type=Path, help="write every run's figures and its whole JSON here"
+    )
+    args = parser.parse_args()
+    if args.tunes < 0 or args.compares < 0:
+        print("error: --tunes and --compares: expected counts >= 0")
+        return 2
+    tunes: list[dict[str, Any]] = []
+    compares: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="verdict-counts-") as workdir:
+        storage = f"sqlite:///{workdir}/studies.db"
+        for index in range(args.tunes):
+            started = time.monotonic()
+            result = _run(
+                [
+                    "tune",
+                    *APP,
+                    "--server",
+                    "gunicorn",
+                    "--trials",
+                    str(args.trials),
+                    "--storage",
+                    storage,
+                    "--study-name",
+                    f"quickstart-{index}",
+                    "--out",
+                    f"{workdir}/q{index}/gunicorn.conf.py",
+                ],
+                timeout_s=3600,
+            )
+            row = {"error": result["error"]} if "error" in result else tune_row(result)
+            row["wall_s"] = time.monotonic() - started
+            row["raw"] = result
+            tunes.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "raw"}), file=sys.stderr)
+        for index in range(args.compares):
+            started = time.monotonic()
+            result = _run(
+                [
+                    "compare",
+                    *APP,
+                    "--servers",
+                    "all",
+                    "--budget",
+                    f"{args.budget:g}",
+                    "--storage",
+                    storage,
+                    "--name",
+                    f"compare-{index}",
+                    "--out",
+                    f"{workdir}/c{index}",
+                ],
+                timeout_s=args.budget * 60 * 2 + 600,
+            )
+            row = {"error": result["error"]} if "error" in result else compare_row(result)
+            row["wall_s"] = time.monotonic() - started
+            row["raw"] = result
+            compares.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "raw"}), file=sys.stderr)
+    print_counts(tunes, compares)
+    if args.out:
+        args.out.write_text(json.dumps({"tunes": tunes, "compares": compares}, indent=2))
+    return 0
+
+
+def print_counts(tunes: Sequence[dict[str, Any]], compares: Sequence[dict[str, Any]]) -> None:
+    done = [row for row in tunes if "error" not in row]
+    print(f"quickstart: {len(done)} of {len(tunes)} studies finished")
+    for row in tunes:
+        if "error" in row:
+            print(f"  failed: {row['error']}")
+            continue
+        ratios = row["best_vs_default"]
+        span = f"x{ratios[0]:.2f}-x{ratios[-1]:.2f}" if ratios else "unpaired"
+        print(
+            f"  pairs wrote {row['pairs_wrote']!r} (default: {row['pairs_default']}); ranges: "
+            f"{'the default' if row['ranges_default'] else row['best_median']!r}; best median "
+            f"{row['best_median']!r} over the default by round {span}, "
+            f"{row['rounds']} paired rounds"
+        )
+    print(
+        f"  the default written: pairs {sum(r['pairs_default'] for r in done)} of {len(done)}, "
+        f"ranges {sum(r['ranges_default'] for r in done)} of {len(done)}"
+    )
+    done = [row for row in compares if "error" not in row]
+    print(f"compare --servers all: {len(done)} of {len(compares)} runs finished")
+    for row in compares:
+        if "error" in row:
+            print(f"  failed: {row['error']}")
+            continue
+        print(
+            f"  fastest {row['fastest']}, x{row['x_second']:.2f} the next ({row['second']}); "
+            f"tied by the pairs with {row['ties_pairs'] or 'none'}, by the ranges with "
+            f"{row['ties_ranges'] or 'none'} (race noise {row['race_noise']})"
+        )
+    print(
+        f"  a tie called at the fastest: pairs {sum(bool(r['ties_pairs']) for r in done)} of "
+        f"{len(done)}, ranges {sum(bool(r['ties_ranges']) for r in done)} of {len(done)}"
+    )
+
+
+if __name__ == "__main__":
+    with interrupts.stop_signals_interrupt(), contextlib.suppress(BrokenPipeError):
+        sys.exit(main())
