@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,19 @@ def _run(argv: Sequence[str], timeout_s: float) -> dict[str, Any]:
     return parsed
 
 
+def _judged(
+    argv: Sequence[str],
+    judge: Callable[[Mapping[str, Any]], dict[str, Any]],
+    timeout_s: float,
+) -> dict[str, Any]:
+    """One run of the command, judged by both rules, with its time and its whole JSON."""
+    started = time.monotonic()
+    result = _run(argv, timeout_s)
+    row = {"error": result["error"]} if "error" in result else judge(result)
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    return {**row, "wall_s": time.monotonic() - started, "raw": result}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tunes", type=int, default=3, help="quickstart studies")
@@ -166,55 +179,17 @@ def main() -> int:
     tunes: list[dict[str, Any]] = []
     compares: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="verdict-counts-") as workdir:
-        storage = f"sqlite:///{workdir}/studies.db"
+        storage = ("--storage", f"sqlite:///{workdir}/studies.db")
         for index in range(args.tunes):
-            started = time.monotonic()
-            result = _run(
-                [
-                    "tune",
-                    *APP,
-                    "--server",
-                    "gunicorn",
-                    "--trials",
-                    str(args.trials),
-                    "--storage",
-                    storage,
-                    "--study-name",
-                    f"quickstart-{index}",
-                    "--out",
-                    f"{workdir}/q{index}/gunicorn.conf.py",
-                ],
-                timeout_s=3600,
-            )
-            row = {"error": result["error"]} if "error" in result else tune_row(result)
-            row["wall_s"] = time.monotonic() - started
-            row["raw"] = result
-            tunes.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "raw"}), file=sys.stderr)
+            argv = ["tune", *APP, "--server", "gunicorn", "--trials", str(args.trials), *storage,
+                    "--study-name", f"quickstart-{index}",
+                    "--out", f"{workdir}/q{index}/gunicorn.conf.py"]  # fmt: skip
+            tunes.append(_judged(argv, tune_row, timeout_s=3600))
         for index in range(args.compares):
-            started = time.monotonic()
-            result = _run(
-                [
-                    "compare",
-                    *APP,
-                    "--servers",
-                    "all",
-                    "--budget",
-                    f"{args.budget:g}",
-                    "--storage",
-                    storage,
-                    "--name",
-                    f"compare-{index}",
-                    "--out",
-                    f"{workdir}/c{index}",
-                ],
-                timeout_s=args.budget * 60 * 2 + 600,
-            )
-            row = {"error": result["error"]} if "error" in result else compare_row(result)
-            row["wall_s"] = time.monotonic() - started
-            row["raw"] = result
-            compares.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "raw"}), file=sys.stderr)
+            argv = ["compare", *APP, "--servers", "all", "--budget", f"{args.budget:g}",
+                    *storage, "--name", f"compare-{index}",
+                    "--out", f"{workdir}/c{index}"]  # fmt: skip
+            compares.append(_judged(argv, compare_row, timeout_s=args.budget * 60 * 2 + 600))
     print_counts(tunes, compares)
     if args.out:
         args.out.write_text(json.dumps({"tunes": tunes, "compares": compares}, indent=2))
@@ -222,38 +197,44 @@ def main() -> int:
 
 
 def print_counts(tunes: Sequence[dict[str, Any]], compares: Sequence[dict[str, Any]]) -> None:
-    done = [row for row in tunes if "error" not in row]
-    print(f"quickstart: {len(done)} of {len(tunes)} studies finished")
-    for row in tunes:
-        if "error" in row:
-            print(f"  failed: {row['error']}")
-            continue
-        ratios = row["best_vs_default"]
-        span = f"x{ratios[0]:.2f}-x{ratios[-1]:.2f}" if ratios else "unpaired"
-        print(
-            f"  pairs wrote {row['pairs_wrote']!r} (default: {row['pairs_default']}); ranges: "
-            f"{'the default' if row['ranges_default'] else row['best_median']!r}; best median "
-            f"{row['best_median']!r} over the default by round {span}, "
-            f"{row['rounds']} paired rounds"
-        )
+    done = _listed("quickstart", tunes, _tune_line)
     print(
         f"  the default written: pairs {sum(r['pairs_default'] for r in done)} of {len(done)}, "
         f"ranges {sum(r['ranges_default'] for r in done)} of {len(done)}"
     )
-    done = [row for row in compares if "error" not in row]
-    print(f"compare --servers all: {len(done)} of {len(compares)} runs finished")
-    for row in compares:
-        if "error" in row:
-            print(f"  failed: {row['error']}")
-            continue
-        print(
-            f"  fastest {row['fastest']}, x{row['x_second']:.2f} the next ({row['second']}); "
-            f"tied by the pairs with {row['ties_pairs'] or 'none'}, by the ranges with "
-            f"{row['ties_ranges'] or 'none'} (race noise {row['race_noise']})"
-        )
+    done = _listed("compare --servers all", compares, _compare_line)
     print(
         f"  a tie called at the fastest: pairs {sum(bool(r['ties_pairs']) for r in done)} of "
         f"{len(done)}, ranges {sum(bool(r['ties_ranges']) for r in done)} of {len(done)}"
+    )
+
+
+def _listed(
+    what: str, rows: Sequence[dict[str, Any]], line: Callable[[dict[str, Any]], str]
+) -> list[dict[str, Any]]:
+    """Print each run's line (or why it failed); the runs that finished."""
+    done = [row for row in rows if "error" not in row]
+    print(f"{what}: {len(done)} of {len(rows)} runs finished")
+    for row in rows:
+        print(f"  failed: {row['error']}" if "error" in row else f"  {line(row)}")
+    return done
+
+
+def _tune_line(row: dict[str, Any]) -> str:
+    ratios = row["best_vs_default"]
+    span = f"x{ratios[0]:.2f}-x{ratios[-1]:.2f}" if ratios else "unpaired"
+    return (
+        f"pairs wrote {row['pairs_wrote']!r} (default: {row['pairs_default']}); ranges: "
+        f"{'the default' if row['ranges_default'] else row['best_median']!r}; best median "
+        f"{row['best_median']!r} over the default by round {span}, {row['rounds']} paired rounds"
+    )
+
+
+def _compare_line(row: dict[str, Any]) -> str:
+    return (
+        f"fastest {row['fastest']}, x{row['x_second']:.2f} the next ({row['second']}); "
+        f"tied by the pairs with {row['ties_pairs'] or 'none'}, by the ranges with "
+        f"{row['ties_ranges'] or 'none'} (race noise {row['race_noise']})"
     )
 
 

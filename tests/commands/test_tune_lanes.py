@@ -36,25 +36,38 @@ lanes = ["streams"]
 """
 
 
-def test_the_written_config_cuts_no_stream_and_keeps_its_probe(tmp_path: Path) -> None:
-    space = tmp_path / "space.toml"
-    space.write_text(SPACE)
-    out = tmp_path / "gunicorn.conf.py"
+def tune(
+    tmp_path: Path, server: str, space: str, out: str, *options: str, stream_s: float
+) -> tuple[str, str]:
+    """A short study of the Flask SSE app with `space`: the file it wrote and its one
+    "this config" header line."""
+    space_file = tmp_path / "space.toml"
+    space_file.write_text(space)
+    written = tmp_path / out
     done = tuner(
-        "tune", "apps/stream_sse.py", "--server", "gunicorn", "--space", str(space),
-        "--trials", "6", "--seed", "3", "--duration", "3", "--warmup", "0.3", "-c", "4",
-        "--streams", "2", "--stream-path", "/stream", "--probe", "/healthz",
-        "--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(out), "--no-clean-venv-check",
-        env={"STREAM_SECONDS": "2.5", "TOKEN_MS": "50"}, timeout=900,
+        "tune", "apps/stream_sse.py", "--server", server, "--space", str(space_file),
+        "--warmup", "0.3", "--stream-path", "/stream", *options,
+        "--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(written), "--no-clean-venv-check",
+        env={"STREAM_SECONDS": str(stream_s), "TOKEN_MS": "50"}, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
-    text = out.read_text()
+    text = written.read_text()
+    header = [line for line in text.splitlines() if line.startswith("#   this config")]
+    assert len(header) == 1, text
+    return text, header[0]
+
+
+def test_the_written_config_cuts_no_stream_and_keeps_its_probe(tmp_path: Path) -> None:
+    text, header = tune(
+        tmp_path, "gunicorn", SPACE, "gunicorn.conf.py",
+        "--trials", "6", "--seed", "3", "--duration", "3", "-c", "4",
+        "--streams", "2", "--probe", "/healthz", stream_s=2.5,
+    )  # fmt: skip
     assert re.search(r"^timeout = 30\b", text, re.M), text
     workers = int(re.search(r"^workers = (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
     assert workers >= 2, text
-    header = [line for line in text.splitlines() if line.startswith("#   this config")]
-    assert len(header) == 1 and ", 0 cut;" in header[0], header
-    assert re.search(r"streams [1-9]\d* completed, 0 cut; probe 0 of [1-9]\d* failed", header[0])
+    assert ", 0 cut;" in header, header
+    assert re.search(r"streams [1-9]\d* completed, 0 cut; probe 0 of [1-9]\d* failed", header)
     assert "# timeout = 30: with streams, timeout = 1 cut " in text, text
     assert "beside it 2 streams on /stream; probe /healthz" in text
 
@@ -77,21 +90,13 @@ lanes = ["streams"]
 
 
 def test_the_written_config_does_not_recycle_workers_under_their_streams(tmp_path: Path) -> None:
-    space = tmp_path / "space.toml"
-    space.write_text(RECYCLING)
-    out = tmp_path / "gunicorn.conf.py"
-    done = tuner(
-        "tune", "apps/stream_sse.py", "--server", "gunicorn", "--space", str(space),
-        "--trials", "4", "--seed", "1", "--duration", "4", "--warmup", "0.3", "-c", "2",
-        "--streams", "2", "--stream-path", "/stream",
-        "--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(out), "--no-clean-venv-check",
-        env={"STREAM_SECONDS": "4", "TOKEN_MS": "50"}, timeout=900,
+    text, header = tune(
+        tmp_path, "gunicorn", RECYCLING, "gunicorn.conf.py",
+        "--trials", "4", "--seed", "1", "--duration", "4", "-c", "2", "--streams", "2",
+        stream_s=4,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
-    text = out.read_text()
     assert re.search(r"^max_requests = 0\b", text, re.M), text
-    header = [line for line in text.splitlines() if line.startswith("#   this config")]
-    assert len(header) == 1 and re.search(r"streams [1-9]\d* completed, 0 cut", header[0]), header
+    assert re.search(r"streams [1-9]\d* completed, 0 cut", header), header
     ruled_out = r"^# max_requests = 0\b.*: with streams, max_requests = 30\b.* cut [1-9]\d* of "
     assert re.search(ruled_out, text, re.M), text
 
@@ -109,21 +114,13 @@ choices = [2, 8]
 def test_the_written_config_leaves_threads_for_the_probe_beside_the_streams(
     tmp_path: Path,
 ) -> None:
-    space = tmp_path / "space.toml"
-    space.write_text(CAP)
-    out = tmp_path / "granian.sh"
-    done = tuner(
-        "tune", "apps/stream_sse.py", "--server", "granian", "--space", str(space),
-        "--trials", "6", "--seed", "1", "--duration", "4", "--warmup", "0.3", "-c", "2",
-        "--streams", "3", "--stream-path", "/stream", "--probe", "/healthz",
-        "--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(out), "--no-clean-venv-check",
-        env={"STREAM_SECONDS": "3", "TOKEN_MS": "50"}, timeout=900,
+    text, header = tune(
+        tmp_path, "granian", CAP, "granian.sh",
+        "--trials", "6", "--seed", "1", "--duration", "4", "-c", "2",
+        "--streams", "3", "--probe", "/healthz", stream_s=3,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
-    text = out.read_text()
     assert "GRANIAN_BLOCKING_THREADS=2\n" not in text, text
-    header = [line for line in text.splitlines() if line.startswith("#   this config")]
-    assert len(header) == 1 and re.search(r"probe 0 of [1-9]\d* failed", header[0]), header
+    assert re.search(r"probe 0 of [1-9]\d* failed", header), header
     # The starving config was drawn and lost: pruned (its request lane starved first) or
     # ruled out by the lanes; either way not the pick.
     study = optuna.load_study(
