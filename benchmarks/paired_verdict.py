@@ -168,14 +168,17 @@ def run_case(name: str, case: Case, args: argparse.Namespace, workdir: Path) -> 
 
 
 def _ranges_rule(fast: Confirmed, slow: Confirmed) -> bool:
-    """The rule the pairs replaced, on the same runs: every run of B above every run of the
-    default over the first 3 rounds, or, when B's median was the better, over the first 5."""
-    mine = [run.median_rps for run in fast.runs[:5]]
-    theirs = [run.median_rps for run in slow.runs[:5]]
+    """The rule the pairs replaced, on the same runs (`ranges_beat`)."""
+    return ranges_beat([run.median_rps for run in fast.runs], [run.median_rps for run in slow.runs])
+
+
+def ranges_beat(mine: Sequence[float], theirs: Sequence[float]) -> bool:
+    """The rule the pairs replaced, over runs in round order: every run of one above every run
+    of the other over the first 3 rounds, or, its median the better there, over the first 5."""
     if min(mine[:3]) > max(theirs[:3]):
         return True
     if statistics.median(mine[:3]) > statistics.median(theirs[:3]):
-        return min(mine) > max(theirs)
+        return min(mine[:5]) > max(theirs[:5])
     return False
 
 

@@ -24,6 +24,7 @@ import math
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
 from tuner.metrics.measurement import Measurement  # noqa: E402
 from tuner.servers import adapter_serving  # noqa: E402
-from tuner.workflow.repeats import cleaner, lossy_loss  # noqa: E402
+from tuner.workflow.repeats import measured_cleanly  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -144,18 +145,20 @@ def main() -> int:
                     ready_path=case.path,
                     log_path=Path(workdir) / f"{case.name}-{repeat}.log",
                 )
-                measured = _measure(plan, f"{case.name} #{repeat + 1}")
+                name = f"{case.name} #{repeat + 1}"
+                attempts, attempt = _recorded(plan, name)
+                if args.repeat_lossy:
+                    chosen, again = measured_cleanly(attempt, repeat)
+                    if again is not None:
+                        print(f"  {name}: {again.text()}", file=sys.stderr)
+                else:
+                    chosen = attempt()
+                measured = attempts[0]
                 if measured is None:
                     continue
-                if args.repeat_lossy:
-                    loss = lossy_loss(measured)
-                    chosen = measured
-                    if loss is not None:
-                        again = _measure(plan, f"{case.name} #{repeat + 1} again")
-                        chosen, _ = cleaner(measured, loss, again, repeat)
-                        print(f"  {case.name} #{repeat + 1}: {loss.text()}", file=sys.stderr)
+                if args.repeat_lossy and chosen is not None:
                     kept[case.name].append(
-                        (measured.median_rps, chosen.median_rps, loss is not None)
+                        (measured.median_rps, chosen.median_rps, again is not None)
                     )
                 lost = losses(measured)
                 runs[case.name].append((measured.median_rps, lost))
@@ -182,15 +185,14 @@ def main() -> int:
             print(f"{case.name:16} {len(done):>4} too few runs")
             continue
         rps = [r for r, _ in done]
-        logs = [math.log(r) for r in rps]
-        r2, adjusted = r_squared(logs, [lost for _, lost in done])
+        r2, adjusted = r_squared([math.log(r) for r in rps], [lost for _, lost in done])
         ranges = []
         for index in range(len(LOSSES)):
             values = [lost[index] for _, lost in done]
             ranges.append(f"{statistics.median(values):.1%} ({min(values):.1%}-{max(values):.1%})")
         print(
             f"{case.name:16} {len(done):>4} {statistics.median(rps):8,.0f} "
-            f"{max(rps) / min(rps):8.2f} {statistics.stdev(logs):7.3f}  "
+            f"{max(rps) / min(rps):8.2f} {_sd_log(rps):7.3f}  "
             + "  ".join(f"{text:>24}" for text in ranges)
             + f"  {r2:5.2f} {adjusted:6.2f}"
         )
@@ -206,6 +208,20 @@ def _measure(plan: BenchPlan, name: str) -> Measurement | None:
         interrupts.raise_if_requested()
         print(f"  {name} failed: {exc}", file=sys.stderr)
         return None
+
+
+def _recorded(
+    plan: BenchPlan, name: str
+) -> tuple[list[Measurement | None], Callable[[], Measurement | None]]:
+    """A measuring attempt, and what each call of it measured (the first: the run as it was
+    before any repeat)."""
+    attempts: list[Measurement | None] = []
+
+    def attempt() -> Measurement | None:
+        attempts.append(_measure(plan, name))
+        return attempts[-1]
+
+    return attempts, attempt
 
 
 def print_repeats(cases: list[Case], kept: dict[str, list[tuple[float, float, bool]]]) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,18 +33,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.paired_verdict import ranges_beat  # noqa: E402
 from tuner import interrupts  # noqa: E402
 from tuner.metrics.paired import ALPHA  # noqa: E402
 from tuner.metrics.stats import Spread, pairs  # noqa: E402
 from tuner.servers.base import BASELINE_DEFAULT  # noqa: E402
+from tuner.workflow.confirm import ConfirmedSummary  # noqa: E402
 
 APP = ["apps/fib.py", "--path", "/9000"]
-
-
-def _spread(stored: Mapping[str, Any] | None) -> Spread | None:
-    if not stored or not stored.get("samples"):
-        return None
-    return Spread.of(stored["samples"], stored.get("rounds") or ())
 
 
 def _by_round(spread: Spread) -> list[float]:
@@ -54,49 +49,37 @@ def _by_round(spread: Spread) -> list[float]:
     return [value for _, value in sorted(zip(order, spread.samples, strict=True))]
 
 
-def ranges_beat(mine: Spread, theirs: Spread) -> bool:
-    """The rule the pairs replaced: every run above every run of the other in the first 3
-    rounds, or, the median the better there, in the first 5."""
-    a, b = _by_round(mine), _by_round(theirs)
-    if min(a[:3]) > max(b[:3]):
-        return True
-    if statistics.median(a[:3]) > statistics.median(b[:3]):
-        return min(a[:5]) > max(b[:5])
-    return False
-
-
-def _usable(entry: Mapping[str, Any]) -> bool:
-    runs = int(entry.get("runs") or 0)
+def _usable(entry: ConfirmedSummary) -> bool:
+    """Measured, not mostly failed or unfair, with its req/s kept run by run."""
     return (
-        runs > 0
-        and len(entry.get("failures") or ()) < runs
-        and not entry.get("unfair")
-        and _spread(entry.get("rps")) is not None
+        entry.runs > 0
+        and len(entry.failures) < entry.runs
+        and not entry.unfair
+        and entry.rps is not None
+        and bool(entry.rps.rounds)
     )
 
 
 def tune_row(result: Mapping[str, Any]) -> dict[str, Any]:
     """The written verdict and the ranges rule's on the same confirmation rounds."""
-    entries = [e for e in result.get("confirmation") or () if _usable(e)]
+    stored = (ConfirmedSummary.from_json(e) for e in result.get("confirmation") or ())
+    entries = [e for e in stored if _usable(e)]
     verdict = result.get("verdict") or {}
-    default = next((e for e in entries if e["label"] == BASELINE_DEFAULT), None)
-    best = max(entries, key=lambda e: e["rps"]["median"], default=None)
-    if default is None or best is None:
+    default = next((e for e in entries if e.label == BASELINE_DEFAULT), None)
+    if default is None or default.rps is None:
         return {"error": "no usable default in the confirmation"}
-    best_rps, default_rps = _spread(best["rps"]), _spread(default["rps"])
-    assert best_rps is not None and default_rps is not None
-    paired = pairs(best_rps, default_rps, higher_is_better=True)
-    ratios = (
-        sorted(a / b for a, b in zip(paired.mine, paired.theirs, strict=True))
-        if paired is not None
-        else []
-    )
+    best = max(entries, key=lambda e: e.rps.median if e.rps else 0.0)
+    assert best.rps is not None
+    paired = pairs(best.rps, default.rps, higher_is_better=True)
+    within = zip(paired.mine, paired.theirs, strict=True) if paired else ()
+    ratios = sorted(a / b for a, b in within)
     return {
         "pairs_wrote": verdict.get("winner"),
         "pairs_default": not verdict.get("beats_default_beyond_noise"),
         "tied_with": list(verdict.get("tied_with") or ()),
-        "best_median": best["label"],
-        "ranges_default": best is default or not ranges_beat(best_rps, default_rps),
+        "best_median": best.label,
+        "ranges_default": best is default
+        or not ranges_beat(_by_round(best.rps), _by_round(default.rps)),
         "rounds": len(ratios),  # paired with the default
         "best_vs_default": ratios,
         "summary": verdict.get("summary", ""),
@@ -108,11 +91,12 @@ def compare_row(result: Mapping[str, Any]) -> dict[str, Any]:
     noise = (result.get("race") or {}).get("noise")
     # As the page names the fastest: among the servers that reached the final rounds.
     tuned = [
-        (row["server"], spread)
+        (row["server"], summary.rps)
         for row in result.get("servers") or ()
         if row.get("finalist", True)
         and row.get("tuned")
-        and (spread := _spread(row["tuned"].get("rps"))) is not None
+        and _usable(summary := ConfirmedSummary.from_json(row["tuned"]))
+        and summary.rps is not None
     ]
     if len(tuned) < 2:
         return {"error": "fewer than two tuned finalists"}

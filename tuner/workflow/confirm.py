@@ -11,6 +11,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from tuner import interrupts
@@ -34,7 +35,7 @@ from tuner.search.objectives import (
 )
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE
 from tuner.workflow.equals import cheapest_among_equals, settings_changed
-from tuner.workflow.repeats import Repeat, cleaner, lossy_loss, repeats_text
+from tuner.workflow.repeats import Repeat, measured_cleanly, repeats_text
 
 # A recommended config whose p99 is this many times the default's gets a warning.
 TAIL_WARNING_FACTOR = 5.0
@@ -333,11 +334,9 @@ def more_rounds(
     kept (tuner.workflow.repeats): one run per round still, so the pairs are as before."""
     for round_index in round_indexes:
         for entry in round_order(entries, round_index):
-            run = _attempt(entry, round_index, measure)
-            repeat = None
-            if run is not None and (loss := lossy_loss(run)) is not None:
-                again = _attempt(entry, round_index, measure)
-                run, repeat = cleaner(run, loss, again, round_index)
+            attempt = partial(_attempt, entry, round_index, measure)
+            run, repeat = measured_cleanly(attempt, round_index)
+            if repeat is not None:
                 entry.repeats.append(repeat)
             if run is not None:
                 entry.rounds[:] = entry.run_rounds()

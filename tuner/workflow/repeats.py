@@ -8,7 +8,7 @@ repeat takes the run's place in its round, so the pairs of rounds are as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +70,17 @@ def cleaner(
     if second is None or (again is not None and again.severity >= loss.severity):
         return first, Repeat(round_index, loss, again, kept_first=True)
     return second, Repeat(round_index, loss, again, kept_first=False)
+
+
+def measured_cleanly(
+    attempt: Callable[[], Measurement | None], round_index: int
+) -> tuple[Measurement | None, Repeat | None]:
+    """One run by `attempt` (None: it failed); when its CPUs lost too much, a second at once,
+    and the cleaner kept, with the record of the repeat."""
+    run = attempt()
+    if run is None or (loss := lossy_loss(run)) is None:
+        return run, None
+    return cleaner(run, loss, attempt(), round_index)
 
 
 def repeats_text(label: str, runs: int, repeats: Sequence[Repeat]) -> str:
