@@ -114,8 +114,8 @@ def front_summary(data: StudyData, rows: list[FrontRow]) -> list[str]:
         f"Knee: point {knee.number} ({knee.point.summary.label}), nearest the front's lowest "
         "p99 and least memory at once, each axis scaled to the front's range.",
     ]
-    if front.extra_rounds:
-        lines.append(f"The front was decided again {front.extra_rounds}.")
+    if again := front.decided_again():
+        lines.append(again[0].upper() + again[1:] + ".")
     if written is not None:
         lines.append(
             f"Written by `tuner tune`: point {written.number} ({written.point.summary.label}), "

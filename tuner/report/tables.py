@@ -148,7 +148,7 @@ def confirmed_front(data: StudyData, settings_text: SettingsText) -> Table:
         [
             "min / median / max over the interleaved rounds; a config the noise could not "
             "separate from a point (neither clearly faster nor clearly cheaper) is merged into it",
-            *([f"the front was decided again {front.extra_rounds}"] if front.extra_rounds else []),
+            *([again] if (again := front.decided_again()) else []),
         ],
     )
 

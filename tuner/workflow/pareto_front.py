@@ -173,6 +173,10 @@ class ConfirmedFront:
             str(data.get("extra_rounds") or ""),
         )
 
+    def decided_again(self) -> str:
+        """ "the front was decided again after 4 more rounds of ..."; "" when it was not."""
+        return f"the front was decided again {self.extra_rounds}" if self.extra_rounds else ""
+
     def lines(self) -> list[str]:
         """One line per point: its config's label, p99 and PSS ranges, what merged into it."""
         out = []
@@ -215,8 +219,8 @@ class ConfirmedFront:
             )
         if point.picked:
             lines.append(f"`tuner tune` wrote this point: {self.rule}")
-        if self.extra_rounds:
-            lines.append(f"the front was decided again {self.extra_rounds}")
+        if again := self.decided_again():
+            lines.append(again)
         return lines
 
     def settings_of(self, number: int) -> dict[str, Any]:
