@@ -19,7 +19,7 @@ from tuner.errors import TrialError
 from tuner.loadgen.capacity import LoadNeed, load_need, need_text
 from tuner.metrics.family import family_better
 from tuner.metrics.measurement import Measurement
-from tuner.metrics.paired import ALPHA, FIRST_LOOK_ALPHA, second_look_alpha
+from tuner.metrics.paired import ALPHA, FIRST_LOOK_ALPHA, Level, Looks, second_look_alpha
 from tuner.metrics.stats import Spread, clearly_better
 from tuner.search import objectives
 from tuner.search.objectives import (
@@ -45,6 +45,12 @@ TAIL_WARNING_FACTOR = 5.0
 # rest): a real difference of 10% loses a round to the noise now and then, and gets a second
 # look (the case that prompted it: docs/pages/commands/tune.md, "How a study runs").
 EXTRA_ROUNDS = 4
+# A config written among equals as the cheapest is worth those rounds too, with the best
+# median and the other equals that trail it, when its median trails the best's by more than
+# this share: a smaller gap would rarely decide in four more rounds, nor cost much if written.
+EQUALS_GAP = 0.05
+# At most this many configs in that call (each costs EXTRA_ROUNDS runs, as long as a trial's).
+MAX_EQUALS_ENTRIES = 4
 # Whether a baseline can be compared at all: measured, fair, any error rate.
 _ANY_ERRORS = Slo(max_error_rate=1.0)
 PERCENTILE_KEYS = ("p50", "p90", "p99", "p999")
@@ -399,10 +405,12 @@ def decide(
     slo: Slo,
     defaults: Mapping[str, Any] | None = None,
     alpha: float = FIRST_LOOK_ALPHA,
+    tie_level: Level = ALPHA,
 ) -> Verdict | None:
     """Pick the config to write, and say whether it beats the default beyond the noise (by
     the pairs of their interleaved rounds, at `alpha`: tuner.metrics.paired, on a figure the
-    objective is about).
+    objective is about). Configs tie with the best median unless their pairs tell them apart
+    at `tie_level` (after an equals call, each pair at its own look's level).
 
     The objective ranks the usable candidates by their medians. A difference inside the noise
     is no difference: when the best median does not beat the default beyond the noise, the
@@ -419,7 +427,7 @@ def decide(
         bound: tuple[str, ...] = (best.candidate.label,) if best.client_bound else ()
         return Verdict(best, default, rule, False, objective.default_wins, client_bound=bound)
     if default is None or not default.usable(_ANY_ERRORS):
-        best, tied, why = _among_equals(best, usable, objective, defaults)
+        best, tied, why = _among_equals(best, usable, objective, defaults, tie_level)
         label = best.candidate.label
         summary = f"{label} is the best usable config (the default could not be used)" + why
         summary += _fairness_note(best)
@@ -458,7 +466,7 @@ def decide(
             )
             best = objective.pick(beaters, Confirmed.median_figures, slo)
         usable = beaters
-    best, tied, why = _among_equals(best, usable, objective, defaults)
+    best, tied, why = _among_equals(best, usable, objective, defaults, tie_level)
     label = best.candidate.label
     versus = _versus(best, default, objective, alpha)
     if not default.usable(slo):  # the default breaks an SLO: anything usable beats it
@@ -480,15 +488,18 @@ def settle(
     defaults: Mapping[str, Any] | None,
     more: Callable[[Sequence[Confirmed]], None],
 ) -> Verdict | None:
-    """`decide`; when the verdict is in doubt, `more(pair)` measures the pair `EXTRA_ROUNDS`
+    """`decide`; when the verdict is in doubt, `more(entries)` measures them `EXTRA_ROUNDS`
     more, once, and the verdict is decided again over all the runs and says why: a close call
-    (see `close_call`), or a winner unfair in some of its runs (see `fairness_call`). The two
-    cannot both apply: one needs the default written, the other another config."""
+    (see `close_call`), a winner unfair in some of its runs (see `fairness_call`), or a cheaper
+    config written among equals that trails the best median by more than `EQUALS_GAP` (see
+    `equals_call`). The first two cannot both apply: one needs the default written, the other
+    another config; an equals call is made only when neither is."""
     verdict = decide(confirmed, objective, slo, defaults, FIRST_LOOK_ALPHA)
     pair = close_call(confirmed, verdict, objective, slo)
     doubted = fairness_call(verdict)
     if not pair and not doubted:
-        return verdict
+        equals = equals_call(confirmed, verdict, objective, slo)
+        return _settle_equals(confirmed, objective, slo, defaults, more, equals) or verdict
     entries = pair or doubted
     suspect = entries[-1]
     before = (suspect.unfair_runs, len(suspect.runs))
@@ -511,6 +522,87 @@ def settle(
     return replace(
         again, summary=again.summary + f" (after {EXTRA_ROUNDS} more rounds of {of}: {why})"
     )
+
+
+@dataclass(frozen=True)
+class EqualsCall:
+    """The best median and the cheaper configs written or writable in its place whose medians
+    trail it by more than `EQUALS_GAP` (the one written first), and the words that say so."""
+
+    entries: tuple[Confirmed, ...]
+    why: str
+
+
+def equals_call(
+    confirmed: Sequence[Confirmed], verdict: Verdict | None, objective: Objective, slo: Slo
+) -> EqualsCall | None:
+    """When the verdict wrote a config chosen among equals as the cheapest, and its median
+    trails the best median's by more than `EQUALS_GAP`: the best median and the tied configs
+    that trail it so far (the written one first, then the widest gaps; at most
+    `MAX_EQUALS_ENTRIES` configs), worth `EXTRA_ROUNDS` more. Five rounds decide only five wins
+    of five, so a 10% gap between equals is often left undecided and the cheaper written; more
+    rounds can tell it. Configs within `EQUALS_GAP` stay equals as they are."""
+    if verdict is None or not verdict.tied_with or verdict.winner is verdict.default:
+        return None
+    by_label = {entry.candidate.label: entry for entry in confirmed}
+    pool = [verdict.winner, *(by_label[label] for label in verdict.tied_with)]
+    top = objective.pick(pool, Confirmed.median_figures, slo)
+    if top is verdict.winner:
+        return None
+    gaps = {id(entry): _median_gap(entry, top, objective) for entry in pool}
+    if gaps[id(verdict.winner)] <= EQUALS_GAP:
+        return None
+    others = sorted(
+        (e for e in pool if e is not top and e is not verdict.winner and gaps[id(e)] > EQUALS_GAP),
+        key=lambda e: -gaps[id(e)],
+    )
+    entries = (top, verdict.winner, *others)[:MAX_EQUALS_ENTRIES]
+    why = (
+        f"{verdict.winner.candidate.label}, the cheapest of the configs the noise could not "
+        f"separate, trailed the best median, {top.candidate.label}, by "
+        f"{gaps[id(verdict.winner)]:.0%}, but their pairs had not decided"
+    )
+    return EqualsCall(entries, why)
+
+
+def _settle_equals(
+    confirmed: Sequence[Confirmed],
+    objective: Objective,
+    slo: Slo,
+    defaults: Mapping[str, Any] | None,
+    more: Callable[[Sequence[Confirmed]], None],
+    call: EqualsCall | None,
+) -> Verdict | None:
+    """The verdict decided again after `call`'s configs had `EXTRA_ROUNDS` more; None when
+    there is no call. The default is not measured again, so its pairs keep the first look's
+    level; the pairs among the equals are judged at their own look's (tuner.metrics.paired)."""
+    if call is None:
+        return None
+    looks = Looks(frozenset(index for entry in confirmed for index in entry.run_rounds()))
+    more(call.entries)
+    again = decide(confirmed, objective, slo, defaults, FIRST_LOOK_ALPHA, tie_level=looks)
+    if again is None:
+        return None
+    labels = ", ".join(entry.candidate.label for entry in call.entries)
+    return replace(
+        again,
+        summary=again.summary + f" (after {EXTRA_ROUNDS} more rounds of {labels}: {call.why})",
+    )
+
+
+def _median_gap(entry: Confirmed, top: Confirmed, objective: Objective) -> float:
+    """How far `entry`'s median trails `top`'s on the objective's figures, as a share of the
+    better of the two (the widest figure); 0 when it does not trail or a figure is missing."""
+    gap = 0.0
+    for headline in objective.headlines:
+        mine, theirs = entry.spread(headline), top.spread(headline)
+        if mine is None or theirs is None or mine.median <= 0 or theirs.median <= 0:
+            continue
+        if headline.higher_is_better:
+            gap = max(gap, 1.0 - mine.median / theirs.median)
+        else:
+            gap = max(gap, 1.0 - theirs.median / mine.median)
+    return gap
 
 
 def fairness_call(verdict: Verdict | None) -> list[Confirmed]:
@@ -600,10 +692,11 @@ def _among_equals(
     usable: Sequence[Confirmed],
     objective: Objective,
     defaults: Mapping[str, Any] | None,
+    level: Level = ALPHA,
 ) -> tuple[Confirmed, tuple[str, ...], str]:
-    """The cheapest config that ties with `best`, the labels it tied with, and the words that
-    say so (empty when `best` stays). A trade-off objective already weighs memory and p99 in
-    its pick, so it keeps its pick."""
+    """The cheapest config that ties with `best` (its pairs undecided at `level`), the labels
+    it tied with, and the words that say so (empty when `best` stays). A trade-off objective
+    already weighs memory and p99 in its pick, so it keeps its pick."""
     if objective.trade_off or defaults is None:
         return best, (), ""
     choice = cheapest_among_equals(
@@ -612,6 +705,7 @@ def _among_equals(
         objective,
         lambda entry: settings_changed(entry.candidate.settings, defaults),
         lambda entry: entry.candidate.label,
+        level,
     )
     tied = tuple(entry.candidate.label for entry in choice.tied)
     if choice.chosen is best:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from tuner.metrics.paired import ALPHA, Level
 from tuner.metrics.stats import Spread, clearly_better
 from tuner.search.objectives import P99, PSS, Headline, Objective
 
@@ -36,13 +37,16 @@ class Choice(Generic[C]):
     why: str
 
 
-def ties_with(best: Remeasured, other: Remeasured, objective: Objective) -> bool:
-    """True when no headline of the objective separates `best` from `other` beyond the noise."""
+def ties_with(
+    best: Remeasured, other: Remeasured, objective: Objective, level: Level = ALPHA
+) -> bool:
+    """True when no headline of the objective separates `best` from `other` beyond the noise
+    (their pairs at `level`)."""
     for headline in objective.headlines:
         mine, theirs = best.spread(headline), other.spread(headline)
         if mine is None or theirs is None:
             return False
-        if clearly_better(mine, theirs, higher_is_better=headline.higher_is_better):
+        if clearly_better(mine, theirs, higher_is_better=headline.higher_is_better, alpha=level):
             return False
     return True
 
@@ -53,9 +57,11 @@ def cheapest_among_equals(
     objective: Objective,
     changes: Callable[[C], int],
     label: Callable[[C], str],
+    level: Level = ALPHA,
 ) -> Choice[C]:
-    """`best` (the best median), or the cheapest config that ties with it (see the module)."""
-    tied = [c for c in candidates if c is best or ties_with(best, c, objective)]
+    """`best` (the best median), or the cheapest config that ties with it (see the module;
+    `level`: what their pairs are decided at)."""
+    tied = [c for c in candidates if c is best or ties_with(best, c, objective, level)]
     if len(tied) < 2:
         return Choice(best, (), "")
     pool = list(tied)

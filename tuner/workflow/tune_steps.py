@@ -272,8 +272,8 @@ def conclude(
     file: WinnerFile,
     rate: OfferedRate | None = None,
 ) -> TuneOutcome:
-    """Decide from the confirmation rounds (`more` measures a pair in doubt again: a close
-    call, or a winner unfair in some of its runs), and write the winner's file with its
+    """Decide from the confirmation rounds (`more` measures configs in doubt again: a close
+    call, a winner unfair in some of its runs, or equals far apart), and write the winner's file with its
     evidence. A trade-off objective confirms its front instead (tuner.workflow.pareto_front:
     measured at `rate`, --rate's when not given; `more` measures its close calls again,
     tuner.workflow.front_close) and writes the point its rule picks."""
