@@ -7,12 +7,19 @@ to read the table (close-per-response servers, connect time, warm-up) and record
 docs/pages/benchmarks.md, "Our load generator against wrk".
 
     python benchmarks/loadgen_vs_wrk.py --rounds 3 --duration 3
+    python benchmarks/loadgen_vs_wrk.py --streams 8 --probe /healthz   # lanes beside both
+
+With `--streams` or `--probe`, the rows whose app streams (`/stream`, `/healthz` beside the
+request path) run with those lanes beside both clients: ours runs them itself, wrk beside the
+same lane process (lanes_alone.py), and the wire leaves the lanes' connections out. The
+request figures must hold against wrk and the packets as they do without lanes.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import resource
 import statistics
@@ -28,9 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import pcap_latency  # noqa: E402  (beside this file)
+from lanes_alone import lanes_alone  # noqa: E402  (beside this file)
 
 from tuner.apps import parse_app  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
+from tuner.loadgen.beside import LaneConfig  # noqa: E402
+from tuner.loadgen.lane_judge import LaneFigures  # noqa: E402
+from tuner.loadgen.lanes import Lanes, Probe, Streams  # noqa: E402
 from tuner.procs.process import ServerProcess, free_port  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 from tuner.servers.base import Bind  # noqa: E402
@@ -51,6 +62,7 @@ class Server:
     app: str
     path: str
     keepalive: bool  # does the server keep connections open between requests?
+    streams: bool = False  # does the app also serve /stream and /healthz (the lanes' rows)?
 
 
 GTHREAD = {"worker_class": "gthread", "threads": 4}
@@ -88,6 +100,10 @@ SERVERS = (
     Server("bjoern wait", "bjoern", {}, *WAIT, True),
     Server("mod_wsgi hello", "mod_wsgi", {}, *HELLO, True),
     Server("mod_wsgi wait", "mod_wsgi", {}, *WAIT, True),
+    # The streaming apps: `/` is a small JSON answer after 5 ms, `/stream` server-sent events,
+    # `/healthz` at once. Run with `--streams`/`--probe` these get the lanes beside the load.
+    Server("uvicorn tokens", "uvicorn", {}, "apps.stream_tokens:app", "/", True, True),
+    Server("gunicorn-gthread16 sse", "gunicorn", GTHREAD16, "apps.stream_sse:app", "/", True, True),
 )
 # A wait-bound server with one thread answers 64 connections in turn: 3.2 s at 50 ms each.
 # Neither client may call that a timeout (wrk's default is 2 s, ours 5 s).
@@ -118,6 +134,8 @@ class Samples:
     # CPU time on the load core per request, microseconds: user space and kernel.
     user_us: list[float] = field(default_factory=list)
     kernel_us: list[float] = field(default_factory=list)
+    # What the lanes beside the run saw (with --streams / --probe).
+    lanes: list[LaneFigures] = field(default_factory=list)
 
     def add_cost(self, rps: float, user_pct: float, kernel_pct: float) -> None:
         self.user_us.append(user_pct * 1e4 / rps if rps else 0.0)
@@ -162,7 +180,7 @@ def wire(port: int, args: argparse.Namespace, out: Samples) -> Iterator[list[flo
         if dropped[0] != 0:
             print(f"capture: {dropped[0]} packets dropped; no wire figures", file=sys.stderr)
             return
-        capture = pcap_latency.read(path, port)
+        capture = pcap_latency.read(path, port, lane_starts(args))
     done, found = capture.exchanges(), capture.requests
     if not done:
         return
@@ -183,11 +201,46 @@ def wire(port: int, args: argparse.Namespace, out: Samples) -> Iterator[list[flo
     out.wire_wrk_corrected_p99.append(pcap_latency.percentile(corrected, 99))
 
 
+def lanes_of(args: argparse.Namespace) -> Lanes:
+    """The lanes asked for (none without --streams and --probe)."""
+    streams = Streams(args.streams, args.stream_path) if args.streams else None
+    probe = Probe(args.probe) if args.probe else None
+    return Lanes(streams, probe)
+
+
+def lane_starts(args: argparse.Namespace) -> tuple[bytes, ...]:
+    """How the lanes' requests begin on the wire: their connections are not the load's."""
+    lanes = lanes_of(args)
+    paths = [lane.path for lane in (lanes.streams, lanes.probe) if lane is not None]
+    return tuple(f"GET {path}".encode() for path in paths)
+
+
+@contextlib.contextmanager
+def lanes_beside_wrk(port: int, args: argparse.Namespace, out: Samples) -> Iterator[None]:
+    """The lanes our load generator would run, beside wrk's run (nothing without lanes)."""
+    lanes = lanes_of(args)
+    if not lanes:
+        yield
+        return
+    config = LaneConfig(
+        cpus=(args.load_cpu,),
+        host=HOST,
+        port=port,
+        host_header=f"{HOST}:{port}",
+        lanes=lanes,
+        warmup_s=0.0,  # wrk measures from its start
+        duration_s=float(args.duration),
+    )
+    with lanes_alone(config) as seen:
+        yield
+    out.lanes += seen
+
+
 def run_wrk(port: int, path: str, args: argparse.Namespace, out: Samples) -> None:
     cmd = ["taskset", "-c", str(args.load_cpu), "wrk", "-t1", f"-c{args.connections}"]
     cmd += [f"-d{args.duration}s", f"--timeout={TIMEOUT_S}s", "--latency"]
     cmd += [f"http://{HOST}:{port}{path}"]
-    with wire(port, args, out):
+    with wire(port, args, out), lanes_beside_wrk(port, args, out):
         # Inside the capture: tcpdump, reaped after it, is not in these children's usage.
         before = resource.getrusage(resource.RUSAGE_CHILDREN)  # taskset execs wrk
         started = time.monotonic()
@@ -217,6 +270,7 @@ def run_ours(port: int, path: str, args: argparse.Namespace, out: Samples) -> No
         warmup_s=args.warmup,
         load_cpus=(args.load_cpu,),
         timeout_s=TIMEOUT_S,
+        lanes=lanes_of(args),
     )
     with wire(port, args, out) as window:
         # Our figures cover the answers after the warm-up (the first packet is the first
@@ -231,6 +285,8 @@ def run_ours(port: int, path: str, args: argparse.Namespace, out: Samples) -> No
     out.cpu.append(result.loadgen_cpu_pct)
     out.client_bound.append(result.client_bound)
     out.starved.append(result.starved_connections)
+    if result.streams is not None or result.probe is not None:
+        out.lanes.append(LaneFigures(result.streams, result.probe))
     kernel = result.loadgen_kernel_cpu_pct
     out.add_cost(result.overall_rps, result.loadgen_cpu_pct - kernel, kernel)
 
@@ -266,15 +322,29 @@ def main() -> int:
         action="store_false",
         help="no loopback capture (tcpdump, root): no wire column",
     )
+    parser.add_argument(
+        "--streams", type=int, default=0, help="streams beside both clients (the lanes' rows)"
+    )
+    parser.add_argument("--stream-path", default="/stream")
+    parser.add_argument("--probe", default="", help="a health probe's path beside both clients")
+    parser.add_argument("--stream-seconds", default="1-2", help="the app's STREAM_SECONDS")
+    parser.add_argument("--token-ms", default="20-50", help="the app's TOKEN_MS")
     args = parser.parse_args()
     if args.capture and not pcap_latency.available():
         parser.error("tcpdump is not installed: install it, or pass --no-capture")
+    if problem := lanes_of(args).problem(float(args.duration)):
+        parser.error(problem)
     wanted = [part for part in args.only.split(",") if part]
+    with_lanes = bool(lanes_of(args))
+    # The servers started here inherit the streaming apps' knobs.
+    os.environ.update({"STREAM_SECONDS": args.stream_seconds, "TOKEN_MS": args.token_ms})
 
     rows = []
     for server in SERVERS:
         if wanted and not any(part in server.name for part in wanted):
             continue
+        if with_lanes and not server.streams:
+            continue  # its app has no stream to open
         wrk, ours = Samples(), Samples()
         with (
             tempfile.TemporaryDirectory() as log_dir,
@@ -351,7 +421,31 @@ def main() -> int:
     )
     if args.capture:
         print_wire(rows)
+    if with_lanes:
+        print_lanes(rows, lanes_of(args))
     return 0
+
+
+def _lanes_text(seen: list[LaneFigures]) -> str:
+    """Streams completed / cut and probes failed / sent, summed over a client's runs."""
+    streams = [f.streams for f in seen if f.streams is not None]
+    probes = [f.probe for f in seen if f.probe is not None]
+    parts = []
+    if streams:
+        parts.append(f"{sum(s.completed for s in streams)}/{sum(s.cut for s in streams)}")
+    if probes:
+        parts.append(f"{sum(p.failed for p in probes)}/{sum(p.sent for p in probes)}")
+    return ", ".join(parts) or "-"
+
+
+def print_lanes(rows: list[tuple[Server, Samples, Samples]], lanes: Lanes) -> None:
+    """What the lanes saw beside each client: the same lanes, so the two runs had the same
+    traffic beside the requests."""
+    print(f"\nThe lanes beside each client ({lanes.describe()}), summed over the rounds")
+    print(f"{'server':<24} {'beside wrk':>28} {'beside ours':>28}")
+    for server, wrk, ours in rows:
+        print(f"{server.name:<24} {_lanes_text(wrk.lanes):>28} {_lanes_text(ours.lanes):>28}")
+    print("streams completed/cut, probes failed/sent")
 
 
 def _med(values: list[float] | list[int], digits: int = 1) -> str:

@@ -139,8 +139,10 @@ def requests(path: Path, server_port: int) -> list[Request]:
     return read(path, server_port).requests
 
 
-def read(path: Path, server_port: int) -> Capture:
-    """The capture's requests and connects to `server_port`, read in one pass."""
+def read(path: Path, server_port: int, left_out: Sequence[bytes] = ()) -> Capture:
+    """The capture's requests and connects to `server_port`, read in one pass. A connection
+    whose first request begins with one of `left_out` (b"GET /stream": a lane's, beside the
+    load) is not the load's: its requests are left out (its connect is kept)."""
     data = path.read_bytes()
     magic = struct.unpack_from("<I", data)[0]
     order, scale = {
@@ -154,6 +156,7 @@ def read(path: Path, server_port: int) -> Capture:
     open_: dict[int, list[float | None]] = {}  # client port -> [sent, answered]
     done: list[Request] = []
     connects: dict[int, list[Connect]] = {}  # client port -> its connects, the last current
+    lanes: set[int] = set()  # client ports whose current connection is a lane's
     pos = 24
     while pos + 16 <= len(data):
         sec, frac, caplen, _ = struct.unpack_from(order + "IIII", data, pos)
@@ -173,6 +176,7 @@ def read(path: Path, server_port: int) -> Capture:
         client = sport if to_server else dport
         state = open_.setdefault(client, [None, None])
         if to_server and flags & _SYN and not flags & _ACK:
+            lanes.discard(client)
             _finish(client, state, done)  # the port is reused by a new connection
             _syn(connects.setdefault(client, []), client, when)
         elif flags & _SYN and flags & _ACK and not to_server and connects.get(client):
@@ -184,6 +188,13 @@ def read(path: Path, server_port: int) -> Capture:
             # (wrk, the run before) leaves sockets whose unacknowledged request the kernel
             # keeps sending again for seconds; seen here first, each looked like a request.
             continue
+        if client in lanes:
+            continue
+        if payload > 0 and to_server and state[0] is None and left_out:
+            head = packet[ip_header + tcp_header :]  # the request's first bytes (snap length)
+            if any(head.startswith(prefix) for prefix in left_out):
+                lanes.add(client)
+                continue
         if payload > 0 and to_server:
             if state[1] is not None:
                 _finish(client, state, done)

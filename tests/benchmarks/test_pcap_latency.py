@@ -20,17 +20,18 @@ SERVER, CLIENT_A, CLIENT_B = 8000, 40001, 40002
 FIN, SYN, ACK, PSH = 0x01, 0x02, 0x10, 0x08
 
 
-def _packet(when: float, sport: int, dport: int, flags: int, payload: int) -> bytes:
+def _packet(when: float, sport: int, dport: int, flags: int, payload: int | bytes) -> bytes:
+    body = payload if isinstance(payload, bytes) else bytes(payload)
     tcp = struct.pack("!HHIIBBHHH", sport, dport, 0, 0, 5 << 4, flags, 65535, 0, 0)
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 20 + payload, 0, 0, 64, 6, 0,
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 20 + len(body), 0, 0, 64, 6, 0,
                      bytes([127, 0, 0, 1]), bytes([127, 0, 0, 1]))  # fmt: skip
-    frame = bytes(12) + b"\x08\x00" + ip + tcp + bytes(payload)
+    frame = bytes(12) + b"\x08\x00" + ip + tcp + body
     seconds = int(when)
     header = struct.pack("<IIII", seconds, round((when - seconds) * 1e6), len(frame), len(frame))
     return header + frame
 
 
-def _pcap(path: Path, packets: list[tuple[float, int, int, int, int]]) -> Path:
+def _pcap(path: Path, packets: list[tuple[float, int, int, int, int | bytes]]) -> Path:
     head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)  # Ethernet link
     path.write_bytes(head + b"".join(_packet(*p) for p in packets))
     return path
@@ -166,3 +167,37 @@ def test_a_connection_begun_before_the_capture_is_not_the_runs(tmp_path: Path) -
     capture = read(path, SERVER)
     assert [(r.client_port, round(r.sent_s, 3)) for r in capture.requests] == [(a, 10.102)]
     assert [round(ms) for ms in window_latencies(capture.requests, 10.0, 12.0)] == [98]
+
+
+def test_a_lanes_connection_is_left_out_and_its_port_is_the_loads_again_after_a_new_syn(
+    tmp_path: Path,
+) -> None:
+    """A stream read for seconds beside the load is not a request of the load: the wire's
+    percentiles must not hold it. Its client port, reused by a load connection, counts again."""
+    up, down = (CLIENT_A, SERVER), (SERVER, CLIENT_A)
+    load_up, load_down = (CLIENT_B, SERVER), (SERVER, CLIENT_B)
+    path = _pcap(
+        tmp_path / "lanes.pcap",
+        [
+            (10.000, *up, SYN, 0),
+            (10.000, *load_up, SYN, 0),
+            (10.001, *down, SYN | ACK, 0),
+            (10.001, *load_down, SYN | ACK, 0),
+            (10.002, *up, PSH | ACK, b"GET /stream?seed=1 HTTP/1.1\r\n"),  # the lane's
+            (10.003, *load_up, PSH | ACK, b"GET / HTTP/1.1\r\n"),
+            (10.013, *load_down, PSH | ACK, 200),  # the load's answer: 10 ms
+            (12.500, *down, PSH | ACK, 300),  # the stream's last event, 2.5 s on
+            (13.000, *up, SYN, 0),  # the port again: a load connection now
+            (13.001, *down, SYN | ACK, 0),
+            (13.002, *up, PSH | ACK, b"GET / HTTP/1.1\r\n"),
+            (13.022, *down, PSH | ACK, 200),  # 20 ms
+        ],
+    )
+    left_out = (b"GET /stream", b"GET /healthz")
+    found = read(path, SERVER, left_out).exchanges()
+    assert [(e.client_port, round(e.latency_ms, 3)) for e in found] == [
+        (CLIENT_B, 10.0),
+        (CLIENT_A, 20.0),
+    ]
+    # Read without it, the stream is an exchange of 2.5 s.
+    assert max(e.latency_ms for e in read(path, SERVER).exchanges()) > 2000
