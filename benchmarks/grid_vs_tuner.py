@@ -38,6 +38,8 @@ from tuner.errors import TrialError  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
 from tuner.metrics.measurement import Measurement  # noqa: E402
+from tuner.metrics.paired import ALPHA  # noqa: E402
+from tuner.metrics.stats import pairs  # noqa: E402
 from tuner.search.space import SearchSpace, admits, default_space_path, load_space  # noqa: E402
 from tuner.servers import adapter_serving  # noqa: E402
 from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
@@ -281,6 +283,7 @@ def summarise(
         "vs_rule": tuner / rule if rule else 0.0,
         "tuner_spread": _spread(tuner_entry),
         "grid_spread": _spread(grid_entry),
+        "vs_grid_in_rounds": _in_rounds(tuner_entry, grid_entry),
         "grid_config": _non_default(defaults, grid_entry.candidate.settings),
         "verdict": (outcome["verdict"] or {}).get("summary", "no verdict"),
         "tuner_config": _non_default(defaults, tuner_entry.candidate.settings),
@@ -293,6 +296,37 @@ def summarise(
             f"{outcome.get('pruned', 0)} pruned, {len(outcome['failed'])} failed"
         ),
     }
+
+
+def _in_rounds(tuner: Confirmed, grid: Confirmed) -> dict[str, Any] | None:
+    """The tuner's pick against the grid's winner round by round: the within-round ratios,
+    its wins, and the pairs' verdict at 5% either way (a ratio of medians below the target
+    can be inside the noise of the head-to-head's own rounds)."""
+    if tuner.rps is None or grid.rps is None:
+        return None
+    paired = pairs(tuner.rps, grid.rps, higher_is_better=True)
+    if paired is None or not paired.count:
+        return None
+    ratios = paired.ratios()
+    verdict = "worse" if paired.worse(ALPHA) else "better" if paired.better(ALPHA) else "tie"
+    return {
+        "ratios": [round(r, 3) for r in ratios],
+        "wins": paired.wins,
+        "rounds": paired.count,
+        "verdict": verdict,
+    }
+
+
+def _in_rounds_text(found: dict[str, Any] | None) -> str:
+    if not found or not found["ratios"]:
+        return "no pairs"
+    ratios = found["ratios"]
+    said = {"worse": "worse beyond the noise", "better": "better beyond the noise"}
+    return (
+        f"x{min(ratios):.2f}-x{max(ratios):.2f} within rounds, better in {found['wins']} of "
+        f"{found['rounds']}; by the pairs at {ALPHA:.0%}: "
+        f"{said.get(found['verdict'], 'no difference')}"
+    )
 
 
 def _spread(entry: Confirmed) -> tuple[float, float] | None:
@@ -338,6 +372,7 @@ def print_table(rows: list[dict]) -> None:
         print(
             f"{r['app']}#{r['study']}/{r['server']}: grid {_range(r['grid_spread'])} req/s with "
             f"{r['grid_config'] or '(defaults)'}; tuner {_range(r['tuner_spread'])}; "
+            f"tuner / grid {_in_rounds_text(r.get('vs_grid_in_rounds'))}; "
             f"tuner's verdict: {r['verdict']}; {r['trial_states']}"
         )
         if r.get("grid_in_space") != r["grid_best"]:

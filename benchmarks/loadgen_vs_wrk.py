@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import pcap_latency  # noqa: E402  (beside this file)
 from lanes_alone import lanes_alone  # noqa: E402  (beside this file)
 
-from tuner.apps import parse_app  # noqa: E402
+from tuner.apps import check_app_imports, parse_app  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
 from tuner.loadgen.beside import LaneConfig  # noqa: E402
 from tuner.loadgen.lane_judge import LaneFigures  # noqa: E402
@@ -145,7 +145,7 @@ class Samples:
 def start_server(server: Server, cpu: int, log_dir: Path) -> ServerProcess:
     adapter = get_adapter(server.server)
     port = free_port(HOST)
-    app = parse_app(server.app, ROOT)
+    app = check_app_imports(parse_app(server.app, ROOT))  # WSGI or ASGI, as it is
     spec = adapter.launch(app, Bind.tcp(HOST, port), adapter.resolve(server.settings), log_dir)
     return ServerProcess.start(
         spec,
