@@ -13,7 +13,7 @@ from tuner.commands.compare_sizes import LEFT_OUT, SizedFor, sizable
 from tuner.errors import ConfigError
 from tuner.servers import SERVERS, get_adapter
 from tuner.workflow.race_runner import RaceOptions
-from tuner.workflow.sizes import size_trials
+from tuner.workflow.sizes import size_confirm_runs, size_trials
 
 SIZED = [name for name in SERVERS if get_adapter(name).sizing_env]
 UNSIZED = [name for name in SERVERS if get_adapter(name).sizing_env is None]
@@ -51,12 +51,16 @@ def test_all_leaves_out_the_servers_without_a_file_sized_at_boot_and_says_which(
 
 
 def test_each_finalist_draws_as_many_trials_at_each_other_size_as_tune_does() -> None:
-    def options(sizes: tuple[float, ...], trials: int = 30) -> RaceOptions:
-        return RaceOptions(60.0, trials, 1, 1, {}, False, sizes)
+    """And measures its best counts there again in the final rounds' count: both in the
+    budget."""
+
+    def options(sizes: tuple[float, ...], trials: int = 30, rounds: int = 1) -> RaceOptions:
+        return RaceOptions(60.0, trials, 1, rounds, {}, False, sizes)
 
     assert options(()).sized_trials == 0
-    assert options((0.5, 1.0)).sized_trials == size_trials(30)
-    assert options((0.5, 1.0, 2.0), trials=3).sized_trials == 2 * size_trials(3)
+    assert options((0.5, 1.0)).sized_trials == size_trials(30) + size_confirm_runs(1)
+    both = options((0.5, 1.0, 2.0), trials=3, rounds=5).sized_trials
+    assert both == 2 * (size_trials(3) + 2 * 5)  # the scaled counts and its best, 5 rounds
 
 
 def test_all_says_in_one_line_which_servers_it_left_out(

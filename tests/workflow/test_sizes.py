@@ -15,12 +15,15 @@ from tuner.commands.tune_options import TuneOptions
 from tuner.search.records import TrialRecord
 from tuner.search.space import suggest
 from tuner.search.study import StudySetup
+from tuner.workflow.confirm import Confirmed, settle
 from tuner.workflow.sizes import (
     NoPoint,
-    best_point,
     count_space,
+    decided_point,
     memory_samples,
+    scaled_settings,
     scaled_start,
+    size_candidates,
     size_setup,
 )
 
@@ -77,17 +80,69 @@ def test_a_one_process_server_s_warm_start_scales_its_threads(tmp_path: Path) ->
     assert scaled_start(ref, winner, 0.01)["threads"] == 1
 
 
-def test_a_size_s_point_is_its_best_searched_trial(tmp_path: Path) -> None:
+def test_a_size_s_candidates_are_the_scaled_counts_then_its_best_other_counts(
+    tmp_path: Path,
+) -> None:
     ref = setup(tmp_path)
+    scaled = scaled_settings(ref, ref.adapter.resolve(WINNER), 0.5)  # 2 workers x 8 threads
     records = [
         record(0, 900.0, 50.0, baseline="2*cpus+1", workers=2),  # the defaults: not a point
-        record(1, 500.0, 60.0, **{**WINNER, "workers": 2}),
+        record(1, 650.0, 60.0, **{**WINNER, "workers": 2}),  # the scaled counts: there first
+        record(2, 700.0, 70.0, **{**WINNER, "workers": 3, "threads": 4}),
+        record(3, 690.0, 70.0, **{**WINNER, "workers": 3, "threads": 4, "keepalive": 2}),
+        record(4, 500.0, 40.0, **{**WINNER, "workers": 1}),
+        record(5, 400.0, 40.0, **{**WINNER, "workers": 1, "threads": 2}),
+    ]
+    picked = size_candidates(ref, 0.5, records, scaled)
+    assert [c.label for c in picked] == ["default", "trial 2"]  # the scaled ones, its best
+    assert (picked[0].settings["workers"], picked[0].settings["threads"]) == (2, 8)
+    with pytest.raises(NoPoint, match="no config at 0.5 CPUs passed the SLOs"):
+        size_candidates(ref, 0.5, records[:1], scaled)
+
+
+def _runs(confirmed: list[Confirmed], rps: dict[str, list[float]]) -> list[Confirmed]:
+    for entry in confirmed:
+        entry.runs += [measurement(value, pss=50.0) for value in rps[entry.candidate.label]]
+    return confirmed
+
+
+def test_a_size_keeps_the_scaled_counts_unless_others_beat_them_beyond_the_noise(
+    tmp_path: Path,
+) -> None:
+    """One run each had put trial 2 first; measured again beside the scaled counts, its 4%
+    is inside the noise, so the scaled counts are the point. A config faster in every round
+    is kept instead."""
+    ref = setup(tmp_path)
+    scaled = scaled_settings(ref, ref.adapter.resolve(WINNER), 0.5)
+    records = [
+        record(1, 650.0, 60.0, **{**WINNER, "workers": 2}),
         record(2, 700.0, 70.0, **{**WINNER, "workers": 3, "threads": 4}),
     ]
-    point = best_point(ref, 0.5, records)
-    assert (point.cpus, point.processes, point.threads, point.rps) == (0.5, 3, 4, 700.0)
-    with pytest.raises(NoPoint, match="no config at 0.5 CPUs passed the SLOs"):
-        best_point(ref, 0.5, records[:1])
+    asked: list[list[str]] = []
+
+    def more(entries) -> None:
+        asked.append([e.candidate.label for e in entries])
+        _runs(list(entries), {"default": [640, 660, 655, 650], "trial 2": [600, 700, 640, 690]})
+
+    equal = _runs(
+        [Confirmed(c) for c in size_candidates(ref, 0.5, records, scaled)],
+        {"default": [650, 600, 700, 640, 660], "trial 2": [700, 590, 690, 660, 650]},
+    )
+    verdict = settle(equal, ref.objective, ref.slo, equal[0].candidate.settings, more)
+    point = decided_point(ref, 0.5, verdict, 5)
+    assert (point.processes, point.threads) == (2, 8)
+    assert point.decided.startswith("the counts scaled from the reference (2 x 8): no other")
+    faster = _runs(
+        [Confirmed(c) for c in size_candidates(ref, 0.5, records, scaled)],
+        {"default": [650, 600, 700, 640, 660], "trial 2": [760, 700, 800, 750, 770]},
+    )
+    verdict = settle(faster, ref.objective, ref.slo, faster[0].candidate.settings, more)
+    point = decided_point(ref, 0.5, verdict, 5)
+    assert (point.processes, point.threads, point.rps) == (3, 4, 760.0)
+    assert point.decided == (
+        "trial 2 (3 x 4) over the counts scaled from the reference beyond the noise, "
+        "5 interleaved rounds"
+    )
 
 
 def test_memory_samples_come_from_the_winner_s_concurrency_model(tmp_path: Path) -> None:

@@ -24,12 +24,14 @@ DEFAULT_MARGIN = 0.2
 
 @dataclass(frozen=True)
 class SizePoint:
-    """The best counts measured at one CPU limit (and what they served, if known)."""
+    """The best counts measured at one CPU limit (and what they served, if known), and how
+    they were decided ("" for the reference size, decided by its study's verdict)."""
 
     cpus: float
     processes: int
     threads: int
     rps: float | None = None
+    decided: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,8 @@ class SizingRule:
                 f"  {point.cpus:g} CPUs: {bootlimits._plural(point.processes, 'process')} x "
                 f"{bootlimits._plural(point.threads, 'thread')}{served}{off}"
             )
+            if point.decided:
+                lines.append(f"    chosen: {point.decided}")
         for name, line, measured in (
             ("processes", self.processes, [p.processes for p in self.points]),
             ("threads", self.threads, [p.threads for p in self.points]),

@@ -33,15 +33,15 @@ from tuner.workflow.confirm import (
     confirm,
     more_rounds,
 )
+from tuner.workflow.measurer import measurer
 from tuner.workflow.race_rule import BudgetPlan, Call, RunCost, Standing
 from tuner.workflow.repeats import Repeat
-from tuner.workflow.sizes import measure_sizes, size_trials
+from tuner.workflow.sizes import measure_sizes, size_confirm_runs, size_trials
 from tuner.workflow.tune_steps import (
     SizingFor,
     TuneOutcome,
     WinnerFile,
     conclude,
-    measurer,
     pick_candidates,
     start,
 )
@@ -139,8 +139,12 @@ class RaceOptions:
 
     @property
     def sized_trials(self) -> int:
-        """Trials each finalist draws after the final rounds: its counts at the other sizes."""
-        return (len(self.sizes) - 1) * size_trials(self.max_trials) if self.sizes else 0
+        """Runs each finalist makes after the final rounds: at each other size, its count-only
+        trials and the rounds its best counts are decided in (tuner.workflow.sizes)."""
+        if not self.sizes:
+            return 0
+        per_size = size_trials(self.max_trials) + size_confirm_runs(self.final_rounds)
+        return (len(self.sizes) - 1) * per_size
 
 
 def rung_setup(setup: StudySetup) -> StudySetup:
@@ -255,7 +259,8 @@ def _say_plan(options: RaceOptions, plan: BudgetPlan, clock: _Clock, say: Say) -
         others = ", ".join(f"{cpus:g}" for cpus in options.sizes[:-1])
         say(
             f"race: at {options.sizes[-1]:g} CPUs; then each finalist draws "
-            f"{size_trials(options.max_trials)} trials at {others} CPUs (its counts only), "
+            f"{size_trials(options.max_trials)} trials at {others} CPUs (its counts only) and "
+            f"measures its best counts there again in {options.final_rounds} interleaved rounds, "
             "inside the budget"
         )
     fixed_s = plan.fixed_s(clock.cost())
@@ -508,6 +513,7 @@ def _sizing_for(lane: Lane, options: RaceOptions) -> SizingFor | None:
             rps,
             records,
             n_trials=options.max_trials,
+            rounds=options.final_rounds,
             listener=lane.listener,
         )
 

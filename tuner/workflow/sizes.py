@@ -6,8 +6,11 @@ size, a small study that searches only the counts (processes and threads) with e
 setting pinned to the reference winner's, warm-started with the winner's counts scaled by the
 size ratio. What the reference learnt (the concurrency model, keep-alive, logging, the parser)
 carries over, and it is what a file sized at boot can hold: one config whose counts vary. Each
-other size costs `size_trials` trials instead of a whole study, and no confirmation rounds:
-its best trial is its point (one run each, so its req/s carries the noise of one run).
+other size costs `size_trials` trials instead of a whole study. Its point is decided as the
+reference's winner is: the counts scaled from the reference (the study's first trial) and its
+best other counts are measured again in interleaved rounds, and another count is kept only
+where it beats the scaled one beyond the noise, by the pairs of those rounds
+(tuner.workflow.confirm.settle; among equals, the cheapest).
 """
 
 from __future__ import annotations
@@ -18,17 +21,39 @@ from dataclasses import replace
 from tuner.errors import ConfigError, TunerError
 from tuner.machine.limits import Limits, check_cgroups
 from tuner.machine.sizing import SizePoint, SizingRule, fit_rule
-from tuner.search.records import TrialRecord
+from tuner.search.records import BASELINE_DEFAULT, TrialRecord
 from tuner.search.space import Param, SearchSpace
 from tuner.search.storage_url import study_workdir
 from tuner.search.study import StudyListener, StudySetup, open_study, run_search
 from tuner.servers import SERVERS, get_adapter
 from tuner.settings import Value
+from tuner.workflow.confirm import (
+    EXTRA_ROUNDS,
+    Candidate,
+    Confirmed,
+    Verdict,
+    confirm,
+    more_rounds,
+    settle,
+)
+from tuner.workflow.measurer import measurer
+
+# Of each other size's study, how many of its best counts (other than the scaled ones) are
+# measured again beside the scaled counts before its point is decided: its best, as `tune`
+# weighs its best median against the default (one more would double the family's luck and
+# add a third of the runs).
+SIZE_FINALISTS = 1
 
 
 def size_trials(n_trials: int) -> int:
     """Trials per size past the reference: a third of the reference's, at least 6."""
     return max(6, n_trials // 3)
+
+
+def size_confirm_runs(rounds: int) -> int:
+    """The runs that decide a size's point: the scaled counts and `SIZE_FINALISTS` others,
+    once per round (a close call's extra rounds not counted: they are not always run)."""
+    return (SIZE_FINALISTS + 1) * rounds
 
 
 def count_space(setup: StudySetup, settings: Mapping[str, Value]) -> SearchSpace:
@@ -60,34 +85,91 @@ def size_setup(setup: StudySetup, cpus: float, settings: Mapping[str, Value]) ->
     )
 
 
+def scaled_settings(
+    setup: StudySetup, settings: Mapping[str, Value], ratio: float
+) -> dict[str, Value]:
+    """The reference winner's settings with its process count (a one-process server's thread
+    count) scaled by `ratio` (at least 1): the counts a size is measured against first."""
+    model = setup.adapter.process_model
+    scaled = model.processes or model.threads
+    out = dict(settings)
+    if scaled is not None and scaled in out:
+        out[scaled] = max(1, round(int(out[scaled]) * ratio))
+    return out
+
+
 def scaled_start(
     setup: StudySetup, settings: Mapping[str, Value], ratio: float
 ) -> dict[str, Value]:
-    """The reference winner's params with its process count (a one-process server's thread
-    count) scaled by `ratio` (at least 1), as the space names them: the first trial of a
-    smaller (or larger) size."""
-    model = setup.adapter.process_model
-    scaled = model.processes or model.threads
-    start: dict[str, Value] = {}
-    for param in setup.space.params:
-        if param.setting not in settings:
-            continue
-        value = settings[param.setting]
-        if param.setting == scaled:
-            value = max(1, round(int(value) * ratio))
-        start[param.name] = value
-    return start
+    """`scaled_settings` as the space names its params: the first trial of a smaller (or
+    larger) size."""
+    values = scaled_settings(setup, settings, ratio)
+    return {p.name: values[p.setting] for p in setup.space.params if p.setting in values}
 
 
-def best_point(setup: StudySetup, cpus: float, records: Sequence[TrialRecord]) -> SizePoint:
-    """The best usable trial of one size's study, as a point (its counts and req/s)."""
+def _ranked(setup: StudySetup, cpus: float, records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """One size's usable trials, the best first (NoPoint when there is none)."""
     # The baselines run the server's defaults, not the reference's other settings: not points.
     usable = [r for r in records if r.measured and r.feasible and not r.baseline]
     if not usable:
         raise NoPoint(f"no config at {cpus:g} CPUs passed the SLOs; no rule can be fitted")
-    best = setup.objective.rank(usable, lambda r: r.figures)[0]
-    values = setup.adapter.resolve(best.settings)
-    return SizePoint(cpus, setup.adapter.processes(values), setup.adapter.threads(values), best.rps)
+    return setup.objective.rank(usable, lambda r: r.figures)
+
+
+def size_candidates(
+    setup: StudySetup, cpus: float, records: Sequence[TrialRecord], scaled: Mapping[str, Value]
+) -> list[Candidate]:
+    """The scaled counts (as the baseline every other count must beat, labelled as the
+    default is in a confirmation) and the size's best `SIZE_FINALISTS` other counts."""
+    adapter = setup.adapter
+
+    def counts(settings: Mapping[str, Value]) -> tuple[int, int]:
+        values = adapter.resolve(settings)
+        return adapter.processes(values), adapter.threads(values)
+
+    picked = [Candidate(BASELINE_DEFAULT, None, adapter.resolve(scaled))]
+    seen = {counts(scaled)}
+    for record in _ranked(setup, cpus, records):
+        found = counts(record.settings)
+        if found in seen:
+            continue
+        seen.add(found)
+        picked.append(
+            Candidate(f"trial {record.number}", record.number, adapter.resolve(record.settings))
+        )
+        if len(picked) > SIZE_FINALISTS:
+            break
+    return picked
+
+
+def decided_point(
+    setup: StudySetup, cpus: float, verdict: Verdict | None, rounds: int
+) -> SizePoint:
+    """The point a size's verdict gives, and in words how it was decided."""
+    if verdict is None:
+        raise NoPoint(
+            f"no config at {cpus:g} CPUs passed the SLOs in its rounds; no rule can be fitted"
+        )
+    adapter = setup.adapter
+    chosen = verdict.winner
+    values = adapter.resolve(chosen.candidate.settings)
+    shape = f"{adapter.processes(values)} x {adapter.threads(values)}"
+    runs = len(chosen.runs)
+    if verdict.default is not None and chosen is verdict.default:
+        why = (
+            f"the counts scaled from the reference ({shape}): no other counts beat them beyond "
+            f"the noise over {runs} interleaved rounds"
+        )
+    else:
+        why = f"{chosen.candidate.label} ({shape}) over the counts scaled from the reference"
+        why += (
+            " beyond the noise" if verdict.beats_default else " (the scaled counts were unusable)"
+        )
+        why += f", {runs} interleaved rounds"
+    if verdict.tied_with:
+        why += f"; the cheapest of {len(verdict.tied_with) + 1} counts the noise could not separate"
+    rps = chosen.rps.median if chosen.rps else None
+    return SizePoint(cpus, adapter.processes(values), adapter.threads(values), rps, why)
 
 
 class NoPoint(TunerError):
@@ -123,10 +205,12 @@ def measure_sizes(
     reference_records: Sequence[TrialRecord],
     *,
     n_trials: int,
+    rounds: int,
     listener: StudyListener,
 ) -> SizingRule:
-    """The rule through the reference winner's counts and the best counts of a count-only
-    study at each other size (`setup` is the reference's, at the largest size)."""
+    """The rule through the reference winner's counts and the counts a count-only study
+    decides at each other size (`setup` is the reference's, at the largest size; `rounds`:
+    the interleaved rounds its best counts are measured again in)."""
     env = setup.adapter.sizing_env
     assert env is not None, "checked with the options"
     reference = setup.limits.cpus or setup.cpus
@@ -150,10 +234,35 @@ def measure_sizes(
         listener.on_start(f"size {cpus:g} CPUs: the counts only, the rest as at {reference:g}")
         run_search(sized, study, n_trials=size_trials(n_trials), timeout_s=None, listener=listener)
         found = study.records()
-        points.append(best_point(sized, cpus, found))
+        scaled = scaled_settings(sized, resolved, cpus / reference)
+        points.append(_confirmed_point(sized, cpus, found, scaled, rounds, listener))
         records += found
     rule = fit_rule(points, memory_samples(setup, winner, records), env)
     return replace(rule, overrides=setup.adapter.sized_override())
+
+
+def _confirmed_point(
+    sized: StudySetup,
+    cpus: float,
+    records: Sequence[TrialRecord],
+    scaled: Mapping[str, Value],
+    rounds: int,
+    listener: StudyListener,
+) -> SizePoint:
+    """One size's point: its candidates measured again in `rounds` interleaved rounds at its
+    CPU limit, decided by the pairs as `tune` decides its winner (a close call gets
+    EXTRA_ROUNDS more, once)."""
+    measure = measurer(sized)
+    candidates = size_candidates(sized, cpus, records, scaled)
+    confirmed: list[Confirmed] = confirm(candidates, rounds, measure)
+
+    def more(entries: Sequence[Confirmed]) -> None:
+        more_rounds(entries, range(rounds, rounds + EXTRA_ROUNDS), measure)
+
+    verdict = settle(confirmed, sized.objective, sized.slo, candidates[0].settings, more)
+    point = decided_point(sized, cpus, verdict, rounds)
+    listener.on_start(f"size {cpus:g} CPUs: {point.decided}")
+    return point
 
 
 def sized_setup(setup: StudySetup, sizes: tuple[float, ...], study_name: str | None) -> StudySetup:

@@ -16,9 +16,8 @@ from tuner.loadgen.checks import nearly_fair
 from tuner.loadgen.engine import keep_workers
 from tuner.machine.cpus import spare_cpus
 from tuner.machine.sizing import SizingRule
-from tuner.measure.runner import limits_context, run_bench, run_context
+from tuner.measure.runner import limits_context, run_context
 from tuner.metrics.coreshare import losses_text
-from tuner.metrics.measurement import Measurement
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
 from tuner.search.objectives import Figures
@@ -43,6 +42,7 @@ from tuner.workflow.front_close import settle_front
 from tuner.workflow.front_inputs import OfferedRate, check_reachable, with_offered_rate
 from tuner.workflow.lane_evidence import lane_decisions
 from tuner.workflow.logcost import logging_costs
+from tuner.workflow.measurer import measurer
 from tuner.workflow.pareto_front import ConfirmedFront
 from tuner.workflow.proven_file import (
     BootCheck,
@@ -235,7 +235,14 @@ def tune(
     confirmed = confirm(candidates, rounds, measure, on_confirm_run)
     # --for-cpus: the other sizes are measured once the reference study has its winner.
     sizing_for: SizingFor | None = (
-        partial(measure_sizes, setup, run.sizes, n_trials=run.n_trials, listener=listener)
+        partial(
+            measure_sizes,
+            setup,
+            run.sizes,
+            n_trials=run.n_trials,
+            rounds=run.confirm_rounds,
+            listener=listener,
+        )
         if run.sizes
         else None
     )
@@ -273,10 +280,10 @@ def conclude(
     rate: OfferedRate | None = None,
 ) -> TuneOutcome:
     """Decide from the confirmation rounds (`more` measures configs in doubt again: a close
-    call, a winner unfair in some of its runs, or equals far apart), and write the winner's file with its
-    evidence. A trade-off objective confirms its front instead (tuner.workflow.pareto_front:
-    measured at `rate`, --rate's when not given; `more` measures its close calls again,
-    tuner.workflow.front_close) and writes the point its rule picks."""
+    call, a winner unfair in some of its runs, or equals far apart), and write the winner's
+    file with its evidence. A trade-off objective confirms its front instead
+    (tuner.workflow.pareto_front: measured at `rate`, --rate's when not given; `more` measures
+    its close calls again, tuner.workflow.front_close) and writes the point its rule picks."""
     app_requirements = file.app_requirements
     front = None
     if setup.objective.trade_off:
@@ -578,17 +585,6 @@ def _write_front_block(
         server_cpus=setup.server_cpus,
         ready_path=setup.ready_path,
     )
-
-
-def measurer(setup: StudySetup) -> Callable[[Candidate, int], Measurement]:
-    def measure(candidate: Candidate, round_index: int) -> Measurement:
-        slug = candidate.label.replace(" ", "-").replace("*", "x")
-        plan = setup.plan(
-            candidate.settings, setup.workdir / "confirm" / f"{slug}-round{round_index}.log"
-        )
-        return run_bench(plan).measurement
-
-    return measure
 
 
 def _context(setup: StudySetup) -> dict[str, Any]:
