@@ -132,7 +132,8 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
     # The grid reaches past the space's bounds (11 workers on one CPU where the space stops
     # at 5): its best inside the space tells the search's misses from the space's.
     space = load_space(default_space_path(adapter.name), adapter.table, adapter.name)
-    inside = [s for s, _ in ranked if in_space(space, s, len(server_cpus))]
+    defaults = adapter.table.defaults()
+    inside = [s for s, _ in ranked if in_space(space, s, len(server_cpus), defaults)]
     in_space_best = (
         [Candidate(IN_SPACE, None, adapter.resolve(inside[0]))]
         if inside and adapter.resolve(inside[0]) != grid_winner.settings
@@ -153,7 +154,6 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
         ],
         args.final_rounds,
     )
-    defaults = adapter.table.defaults()
     return [
         summarise(
             app_name, server, head_to_head, grid_s, tune_s, outcome, len(points), defaults, index
@@ -162,13 +162,17 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
     ]
 
 
-def in_space(space: SearchSpace, settings: dict[str, Any], cpus: int) -> bool:
-    """Whether every setting of a grid point that the space searches lies inside its bounds."""
+def in_space(
+    space: SearchSpace, settings: dict[str, Any], cpus: int, defaults: dict[str, Any]
+) -> bool:
+    """Whether every setting of a grid point that the space searches lies inside its bounds.
+    A setting at the server's default is inside: the tuner measures its picks with their other
+    settings at the defaults too (gunicorn's `keepalive` 2 is no choice of the space)."""
     by_setting = {param.setting: param for param in space.params}
     return all(
         admits(by_setting[name], value, cpus)
         for name, value in settings.items()
-        if name in by_setting
+        if name in by_setting and value != defaults.get(name)
     )
 
 
