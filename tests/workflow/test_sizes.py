@@ -129,19 +129,33 @@ def test_a_size_keeps_the_scaled_counts_unless_others_beat_them_beyond_the_noise
         {"default": [650, 600, 700, 640, 660], "trial 2": [700, 590, 690, 660, 650]},
     )
     verdict = settle(equal, ref.objective, ref.slo, equal[0].candidate.settings, more)
-    point = decided_point(ref, 0.5, verdict, 5)
+    point = decided_point(ref, 0.5, verdict)
     assert (point.processes, point.threads) == (2, 8)
-    assert point.decided.startswith("the counts scaled from the reference (2 x 8): no other")
+    assert point.decided == (
+        "the counts scaled from the reference (2 x 8): no other counts beat them beyond the "
+        "noise over 9 interleaved rounds"
+    )
+    assert asked == [["default", "trial 2"]]  # trial 2's better median: a close call, once
     faster = _runs(
         [Confirmed(c) for c in size_candidates(ref, 0.5, records, scaled)],
         {"default": [650, 600, 700, 640, 660], "trial 2": [760, 700, 800, 750, 770]},
     )
     verdict = settle(faster, ref.objective, ref.slo, faster[0].candidate.settings, more)
-    point = decided_point(ref, 0.5, verdict, 5)
+    point = decided_point(ref, 0.5, verdict)
     assert (point.processes, point.threads, point.rps) == (3, 4, 760.0)
     assert point.decided == (
-        "trial 2 (3 x 4) over the counts scaled from the reference beyond the noise, "
-        "5 interleaved rounds"
+        "trial 2 (3 x 4) beat the counts scaled from the reference beyond the noise over 5 "
+        "interleaved rounds"
+    )
+    # Scaled counts whose requests failed cannot be the point: the other is, and it says why.
+    failing = [Confirmed(c) for c in size_candidates(ref, 0.5, records, scaled)]
+    failing[0].runs += [measurement(650.0, error_rate=0.5) for _ in range(5)]
+    _runs(failing[1:], {"trial 2": [600, 590, 610, 600, 605]})
+    verdict = settle(failing, ref.objective, ref.slo, failing[0].candidate.settings, more)
+    point = decided_point(ref, 0.5, verdict)
+    assert point.decided == (
+        "trial 2 (3 x 4): the counts scaled from the reference could not be used (failed, or "
+        "over an SLO) over 5 interleaved rounds"
     )
 
 

@@ -142,30 +142,32 @@ def size_candidates(
     return picked
 
 
-def decided_point(
-    setup: StudySetup, cpus: float, verdict: Verdict | None, rounds: int
-) -> SizePoint:
+def decided_point(setup: StudySetup, cpus: float, verdict: Verdict | None) -> SizePoint:
     """The point a size's verdict gives, and in words how it was decided."""
     if verdict is None:
         raise NoPoint(
             f"no config at {cpus:g} CPUs passed the SLOs in its rounds; no rule can be fitted"
         )
     adapter = setup.adapter
-    chosen = verdict.winner
+    chosen, scaled = verdict.winner, verdict.default
     values = adapter.resolve(chosen.candidate.settings)
     shape = f"{adapter.processes(values)} x {adapter.threads(values)}"
-    runs = len(chosen.runs)
-    if verdict.default is not None and chosen is verdict.default:
+    rounds = f"over {len(chosen.runs)} interleaved rounds"
+    if scaled is not None and chosen is scaled:
         why = (
             f"the counts scaled from the reference ({shape}): no other counts beat them beyond "
-            f"the noise over {runs} interleaved rounds"
+            f"the noise {rounds}"
+        )
+    elif scaled is None or not scaled.usable(setup.slo):
+        why = (
+            f"{chosen.candidate.label} ({shape}): the counts scaled from the reference could "
+            f"not be used (failed, or over an SLO) {rounds}"
         )
     else:
-        why = f"{chosen.candidate.label} ({shape}) over the counts scaled from the reference"
-        why += (
-            " beyond the noise" if verdict.beats_default else " (the scaled counts were unusable)"
+        why = (
+            f"{chosen.candidate.label} ({shape}) beat the counts scaled from the reference "
+            f"beyond the noise {rounds}"
         )
-        why += f", {runs} interleaved rounds"
     if verdict.tied_with:
         why += f"; the cheapest of {len(verdict.tied_with) + 1} counts the noise could not separate"
     rps = chosen.rps.median if chosen.rps else None
@@ -260,7 +262,7 @@ def _confirmed_point(
         more_rounds(entries, range(rounds, rounds + EXTRA_ROUNDS), measure)
 
     verdict = settle(confirmed, sized.objective, sized.slo, candidates[0].settings, more)
-    point = decided_point(sized, cpus, verdict, rounds)
+    point = decided_point(sized, cpus, verdict)
     listener.on_start(f"size {cpus:g} CPUs: {point.decided}")
     return point
 
