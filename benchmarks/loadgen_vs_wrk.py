@@ -42,6 +42,7 @@ from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
 from tuner.loadgen.beside import LaneConfig  # noqa: E402
 from tuner.loadgen.lane_judge import LaneFigures  # noqa: E402
 from tuner.loadgen.lanes import Lanes, Probe, Streams  # noqa: E402
+from tuner.metrics.lanes import lanes_over_runs  # noqa: E402
 from tuner.procs.process import ServerProcess, free_port  # noqa: E402
 from tuner.servers import get_adapter  # noqa: E402
 from tuner.servers.base import Bind  # noqa: E402
@@ -426,26 +427,13 @@ def main() -> int:
     return 0
 
 
-def _lanes_text(seen: list[LaneFigures]) -> str:
-    """Streams completed / cut and probes failed / sent, summed over a client's runs."""
-    streams = [f.streams for f in seen if f.streams is not None]
-    probes = [f.probe for f in seen if f.probe is not None]
-    parts = []
-    if streams:
-        parts.append(f"{sum(s.completed for s in streams)}/{sum(s.cut for s in streams)}")
-    if probes:
-        parts.append(f"{sum(p.failed for p in probes)}/{sum(p.sent for p in probes)}")
-    return ", ".join(parts) or "-"
-
-
 def print_lanes(rows: list[tuple[Server, Samples, Samples]], lanes: Lanes) -> None:
     """What the lanes saw beside each client: the same lanes, so the two runs had the same
     traffic beside the requests."""
     print(f"\nThe lanes beside each client ({lanes.describe()}), summed over the rounds")
-    print(f"{'server':<24} {'beside wrk':>28} {'beside ours':>28}")
     for server, wrk, ours in rows:
-        print(f"{server.name:<24} {_lanes_text(wrk.lanes):>28} {_lanes_text(ours.lanes):>28}")
-    print("streams completed/cut, probes failed/sent")
+        print(f"{server.name}: beside wrk {'; '.join(lanes_over_runs(wrk.lanes)) or '-'}")
+        print(f"{server.name}: beside ours {'; '.join(lanes_over_runs(ours.lanes)) or '-'}")
 
 
 def _med(values: list[float] | list[int], digits: int = 1) -> str:

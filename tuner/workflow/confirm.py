@@ -519,6 +519,11 @@ def settle(
         why = "its median was the better one, but their pairs had not decided"
     else:
         why = _fairness_rounds_text(suspect, *before, again, entries)
+    return _after_more_rounds(again, of, why)
+
+
+def _after_more_rounds(again: Verdict, of: str, why: str) -> Verdict:
+    """The verdict decided again, saying which configs had the extra rounds and why."""
     return replace(
         again, summary=again.summary + f" (after {EXTRA_ROUNDS} more rounds of {of}: {why})"
     )
@@ -584,10 +589,7 @@ def _settle_equals(
     if again is None:
         return None
     labels = ", ".join(entry.candidate.label for entry in call.entries)
-    return replace(
-        again,
-        summary=again.summary + f" (after {EXTRA_ROUNDS} more rounds of {labels}: {call.why})",
-    )
+    return _after_more_rounds(again, labels, call.why)
 
 
 def _median_gap(entry: Confirmed, top: Confirmed, objective: Objective) -> float:
