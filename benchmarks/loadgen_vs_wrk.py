@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import resource
 import statistics
 import subprocess
@@ -36,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import pcap_latency  # noqa: E402  (beside this file)
 from lanes_alone import lanes_alone  # noqa: E402  (beside this file)
+from wrk import parse_report, wrk_command  # noqa: E402  (beside this file)
 
 from tuner.apps import check_app_imports, parse_app  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
@@ -158,14 +158,6 @@ def start_server(server: Server, cpu: int, log_dir: Path) -> ServerProcess:
     )
 
 
-_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
-
-
-def _ms(text: str) -> float:
-    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-    return float(number) * _UNITS[unit]
-
-
 @contextlib.contextmanager
 def wire(port: int, args: argparse.Namespace, out: Samples) -> Iterator[list[float]]:
     """Capture the run's packets, if asked; the yielded list gets the measurement window
@@ -238,9 +230,8 @@ def lanes_beside_wrk(port: int, args: argparse.Namespace, out: Samples) -> Itera
 
 
 def run_wrk(port: int, path: str, args: argparse.Namespace, out: Samples) -> None:
-    cmd = ["taskset", "-c", str(args.load_cpu), "wrk", "-t1", f"-c{args.connections}"]
-    cmd += [f"-d{args.duration}s", f"--timeout={TIMEOUT_S}s", "--latency"]
-    cmd += [f"http://{HOST}:{port}{path}"]
+    url = f"http://{HOST}:{port}{path}"
+    cmd = wrk_command(url, args.connections, args.duration, (args.load_cpu,), TIMEOUT_S)
     with wire(port, args, out), lanes_beside_wrk(port, args, out):
         # Inside the capture: tcpdump, reaped after it, is not in these children's usage.
         before = resource.getrusage(resource.RUSAGE_CHILDREN)  # taskset execs wrk
@@ -248,17 +239,16 @@ def run_wrk(port: int, path: str, args: argparse.Namespace, out: Samples) -> Non
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 30)
         wall = time.monotonic() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    text = run.stdout
-    out.rps.append(float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)))  # type: ignore[union-attr]
+    figures = parse_report(run.stdout)
+    out.rps.append(figures.rps)
     user_pct = 100 * (after.ru_utime - before.ru_utime) / wall
     kernel_pct = 100 * (after.ru_stime - before.ru_stime) / wall
     out.cpu.append(user_pct + kernel_pct)
     out.add_cost(out.rps[-1], user_pct, kernel_pct)
-    out.p50.append(_ms(re.search(r"\s50%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
-    out.p90.append(_ms(re.search(r"\s90%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
-    out.p99.append(_ms(re.search(r"\s99%\s+(\S+)", text).group(1)))  # type: ignore[union-attr]
-    errors = re.search(r"connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
-    out.errors.append(sum(int(n) for n in errors.groups()) if errors else 0)
+    out.p50.append(figures.p50_ms)
+    out.p90.append(figures.p90_ms)
+    out.p99.append(figures.p99_ms)
+    out.errors.append(figures.errors)
 
 
 def run_ours(port: int, path: str, args: argparse.Namespace, out: Samples) -> None:

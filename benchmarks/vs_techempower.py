@@ -13,6 +13,11 @@ nothing else on the machine meanwhile. Method and results: docs/pages/techempowe
     python benchmarks/vs_techempower.py --dry-run                 # the plan, nothing run
     python benchmarks/vs_techempower.py --cases fastapi-uvicorn:db,granian-wsgi --trials 30
     python benchmarks/vs_techempower.py --db-url postgresql://... # a database of your own
+    python benchmarks/vs_techempower.py --cases granian-asgi:json,uwsgi-gevent:json --wrk
+
+With `--wrk`, the first case of each test type is measured again with wrk, entry and pick in
+the same number of interleaved rounds, and its ratios are printed beside ours: the cross-check
+that the ratios are the servers', not our load generator's.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,11 +43,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.loadplan import path_load  # noqa: E402
 from benchmarks.techempower_entries import ENTRY_NAMES, TESTS, Entry, parse_cases  # noqa: E402
+from benchmarks.wrk import WrkFigures, parse_report, wrk_command  # noqa: E402
 from tuner import interrupts  # noqa: E402
 from tuner.apps import AppRef, parse_app  # noqa: E402
 from tuner.errors import TrialError, TunerError  # noqa: E402
 from tuner.machine.cpus import available_cpus, default_split  # noqa: E402
-from tuner.measure.runner import BenchPlan, run_bench  # noqa: E402
+from tuner.measure.runner import BenchPlan, run_bench, start_server  # noqa: E402
 from tuner.metrics.measurement import Measurement  # noqa: E402
 from tuner.servers import ServerAdapter  # noqa: E402
 from tuner.servers.appenv import adapter_for_app  # noqa: E402
@@ -51,6 +57,7 @@ from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
 
 POSTGRES = ROOT / "scripts" / "postgres"
 ENTRY, TUNER = "entry", "tuner"
+WRK_TIMEOUT_S = 10  # as our load generator's per-request timeout
 
 
 def app_of(entry: Entry) -> AppRef:
@@ -96,6 +103,9 @@ def print_plan(cases: list[tuple[Entry, str]], args: argparse.Namespace) -> None
         f"{args.warmup:g} s warm-up, {args.connections} connections), then entry and pick in "
         f"{args.rounds} interleaved rounds"
     )
+    if args.wrk:
+        names = ", ".join(sorted(f"{name}:{test}" for name, test in wrk_cases(cases)))
+        print(f"wrk cross-check: {names} driven by wrk too, entry and pick in as many rounds")
     tests_of: dict[str, list[str]] = {}
     for entry, test in cases:  # one block per entry, its test types listed in it
         tests_of.setdefault(entry.name, []).append(test)
@@ -166,7 +176,9 @@ def the_pick(outcome: dict) -> dict:
     return next(c for c in outcome["confirmation"] if c["label"] == winner)
 
 
-def run_case(entry: Entry, test: str, url: str, args: argparse.Namespace, workdir: Path) -> dict:
+def run_case(
+    entry: Entry, test: str, url: str, args: argparse.Namespace, workdir: Path, with_wrk: bool
+) -> dict:
     app = app_of(entry)
     adapter = adapter_for_app(entry.server, app, None)
     server_cpus, load_cpus = default_split()
@@ -176,10 +188,10 @@ def run_case(entry: Entry, test: str, url: str, args: argparse.Namespace, workdi
     pick = the_pick(outcome)
     runs = 0
 
-    def measure(candidate: Candidate, _round: int) -> Measurement:
+    def plan_for(candidate: Candidate) -> BenchPlan:
         nonlocal runs
         runs += 1
-        plan = BenchPlan(
+        return BenchPlan(
             adapter=adapter,
             app=app,
             settings=adapter.resolve(candidate.settings),
@@ -188,20 +200,69 @@ def run_case(entry: Entry, test: str, url: str, args: argparse.Namespace, workdi
             ready_path=path,
             log_path=workdir / f"{entry.name}-{test}" / f"{runs}.log",
         )
-        return run_bench(plan).measurement
+
+    def measure(candidate: Candidate, _round: int) -> Measurement:
+        return run_bench(plan_for(candidate)).measurement
 
     entry_values = entry.translated(len(server_cpus))
+    both = [
+        Candidate(ENTRY, None, dict(entry_values)),
+        Candidate(TUNER, pick.get("trial"), dict(pick["settings"])),
+    ]
     with _database_env(url):
-        confirmed = confirm(
-            [
-                Candidate(ENTRY, None, dict(entry_values)),
-                Candidate(TUNER, pick.get("trial"), dict(pick["settings"])),
-            ],
-            args.rounds,
-            measure,
+        confirmed = confirm(both, args.rounds, measure)
+        by_wrk = (
+            wrk_rounds(both, args, lambda c: with_wrk_run(plan_for(c), args)) if with_wrk else None
         )
     by_label = {c.candidate.label: c for c in confirmed}
-    return row(entry, test, by_label[ENTRY], by_label[TUNER], outcome)
+    found = row(entry, test, by_label[ENTRY], by_label[TUNER], outcome)
+    if by_wrk is not None:
+        found["wrk"] = by_wrk
+    return found
+
+
+def with_wrk_run(plan: BenchPlan, args: argparse.Namespace) -> WrkFigures:
+    """One run of `plan`'s server driven by wrk: a warm-up run, then the measured one."""
+    with start_server(plan) as server:
+        url = f"http://{server.host}:{server.port}{plan.ready_path}"
+        cpus = plan.load.load_cpus
+        for seconds in (args.warmup, args.duration):  # wrk has no warm-up of its own
+            command = wrk_command(url, args.connections, seconds, cpus, WRK_TIMEOUT_S)
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=seconds + 60, check=False
+            )
+            if done.returncode != 0:
+                raise TrialError(f"wrk failed: {(done.stderr or done.stdout).strip()[:200]}")
+    return parse_report(done.stdout)
+
+
+def wrk_rounds(
+    both: list[Candidate], args: argparse.Namespace, run: Callable[[Candidate], WrkFigures]
+) -> dict:
+    """Entry and pick driven by wrk in `args.rounds` rounds, the order reversed every other
+    round (as confirm's): each one's req/s and p99, and tuner / entry within each round."""
+    figures: dict[str, list[WrkFigures]] = {ENTRY: [], TUNER: []}
+    for index in range(args.rounds):
+        for candidate in both if index % 2 == 0 else both[::-1]:
+            figures[candidate.label].append(run(candidate))
+    mine, theirs = figures[TUNER], figures[ENTRY]
+    return {
+        "entry_rps": _ratio([f.rps for f in theirs]),
+        "tuner_rps": _ratio([f.rps for f in mine]),
+        "rps_ratio": _ratio([m.rps / t.rps for m, t in zip(mine, theirs, strict=True) if t.rps]),
+        "p99_ratio": _ratio(
+            [m.p99_ms / t.p99_ms for m, t in zip(mine, theirs, strict=True) if t.p99_ms]
+        ),
+        "errors": {ENTRY: sum(f.errors for f in theirs), TUNER: sum(f.errors for f in mine)},
+    }
+
+
+def wrk_cases(cases: list[tuple[Entry, str]]) -> set[tuple[str, str]]:
+    """The first case of each test type: the one `--wrk` measures again with wrk."""
+    first: dict[str, str] = {}
+    for entry, test in cases:
+        first.setdefault(test, entry.name)
+    return {(name, test) for test, name in first.items()}
 
 
 @contextlib.contextmanager
@@ -282,6 +343,14 @@ def print_table(rows: list[dict]) -> None:
         )
     for r in rows:
         print(f"{r['case']}: tuner {r['tuner_settings']}; study: {r['verdict']}")
+    checked = [r for r in rows if r.get("wrk")]
+    if checked:
+        print("\nwrk cross-check: the same two configs driven by wrk, in as many rounds")
+        heads = ("x req/s ours", "x req/s wrk", "x p99 ours", "x p99 wrk")
+        print(f"{'case':28} " + " ".join(f"{head:>18}" for head in heads))
+    for r in checked:
+        ratios = (r["rps_ratio"], r["wrk"]["rps_ratio"], r["p99_ratio"], r["wrk"]["p99_ratio"])
+        print(f"{r['case']:28} " + " ".join(f"{_shown(x, 'x'):>18}" for x in ratios))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -300,6 +369,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--db-url", help="a PostgreSQL with TechEmpower's tables (default: own)")
     parser.add_argument("--db-max-connections", type=int, default=100)
     parser.add_argument("--out", type=Path, help="write the rows here (JSON)")
+    parser.add_argument(
+        "--wrk", action="store_true", help="measure the first case of each test type with wrk too"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     args = parser.parse_args(argv)
     for name in ("trials", "rounds", "connections"):
@@ -321,11 +393,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     server_cpus, load_cpus = default_split()
     rows = []
+    checked = wrk_cases(args.case_list) if args.wrk else set()
     with database(args) as url, tempfile.TemporaryDirectory(prefix="te-") as workdir:
         for entry, test in args.case_list:
             print(f"== {entry.name}:{test}", file=sys.stderr)
+            with_wrk = (entry.name, test) in checked
             try:
-                rows.append(run_case(entry, test, url, args, Path(workdir)))
+                rows.append(run_case(entry, test, url, args, Path(workdir), with_wrk))
             except TunerError as exc:  # one case failed: say why, go on with the rest
                 interrupts.raise_if_requested()
                 print(f"  {entry.name}:{test} failed: {str(exc).splitlines()[0]}", file=sys.stderr)

@@ -4,6 +4,8 @@ valid for its server, the cases parsed, and the plan a dry run prints. No server
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from benchmarks.techempower_entries import (
@@ -17,8 +19,10 @@ from benchmarks.techempower_entries import (
     entry_named,
     parse_cases,
 )
-from benchmarks.vs_techempower import app_of, main
+from benchmarks.vs_techempower import ENTRY, TUNER, app_of, main, wrk_cases, wrk_rounds
+from benchmarks.wrk import WrkFigures
 from tuner.servers.appenv import adapter_for_app
+from tuner.workflow.confirm import Candidate
 
 
 @pytest.mark.parametrize(
@@ -118,3 +122,28 @@ def test_the_dry_run_prints_the_plan_and_runs_nothing(capsys: pytest.CaptureFixt
     assert "--no-access-log" in out  # the translated line as the runner starts it
     assert "== uwsgi-gevent on uwsgi" in out and "--gevent 1000" in out
     assert "not set:" in out and "Connection: keep-alive" in out
+
+
+def test_wrk_checks_the_first_case_of_each_test_type() -> None:
+    cases = parse_cases("granian-asgi:json,uwsgi-gevent:json,uwsgi-gevent:db,granian-wsgi:db")
+    assert wrk_cases(cases) == {("granian-asgi", "json"), ("uwsgi-gevent", "db")}
+
+
+def test_wrk_rounds_alternate_the_order_and_ratio_within_each_round() -> None:
+    entry, tuned = Candidate(ENTRY, None, {}), Candidate(TUNER, 3, {})
+    order: list[str] = []
+    # The entry's rounds: 100, 200, 400 req/s; the pick's: 110, 180, 440 (x1.1, x0.9, x1.1).
+    rates = {ENTRY: iter([100.0, 200.0, 400.0]), TUNER: iter([110.0, 180.0, 440.0])}
+
+    def run(candidate: Candidate) -> WrkFigures:
+        order.append(candidate.label)
+        rps = next(rates[candidate.label])
+        return WrkFigures(rps=rps, p50_ms=1.0, p90_ms=2.0, p99_ms=1000 / rps, errors=1)
+
+    args = argparse.Namespace(rounds=3)
+    found = wrk_rounds([entry, tuned], args, run)
+    assert order == [ENTRY, TUNER, TUNER, ENTRY, ENTRY, TUNER]
+    assert found["rps_ratio"] == pytest.approx([0.9, 1.1, 1.1])
+    assert found["p99_ratio"] == pytest.approx([1 / 1.1, 1 / 1.1, 1 / 0.9])
+    assert found["entry_rps"] == [100.0, 200.0, 400.0]
+    assert found["errors"] == {ENTRY: 3, TUNER: 3}

@@ -78,7 +78,7 @@ def run_bench(
     plan.adapter.check_installed()
     plan.log_path.parent.mkdir(parents=True, exist_ok=True)
     phase("starting")
-    with _start_server(plan) as server, _start_front(plan, server) as front:
+    with start_server(plan) as server, _start_front(plan, server) as front:
         phase("measuring")
         # The tuner's own thread (and the memory sampler it starts) stays off the server's
         # CPUs while measuring; memory is sampled over warm-up and measurement.
@@ -177,7 +177,7 @@ def limits_context(limits: Limits, usage: Usage | None) -> dict[str, Any]:
     return measured
 
 
-def _start_server(plan: BenchPlan) -> ServerProcess:
+def start_server(plan: BenchPlan) -> ServerProcess:
     """Start the server on a free port, on another one if a process took it meanwhile (the
     port is free when chosen, but anyone may bind it before the server does)."""
     for attempt in range(PORT_ATTEMPTS):
