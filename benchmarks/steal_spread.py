@@ -12,19 +12,29 @@ cleaner of the two kept, as `tune`'s confirmation rounds do (tuner.workflow.repe
 spread of the first runs (without the repeat) and of the kept ones (with it) is printed side by
 side, from the same runs.
 
+With `--neighbour P`, a busy stretch made on purpose: in a share P of the repeats (drawn with
+`--seed`), a process spinning on the server's CPUs at the benchmark's own priority runs beside
+the first run only, as a neighbour that comes and goes would. A quiet machine shows what the
+repeat does where it has nothing to do; this shows what it does where it has.
+
     python benchmarks/steal_spread.py --repeats 20
     python benchmarks/steal_spread.py --repeats 20 --repeat-lossy
+    python benchmarks/steal_spread.py --repeats 10 --repeat-lossy --neighbour 0.3
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
+import random
 import statistics
+import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,7 +131,16 @@ def main() -> int:
     parser.add_argument(
         "--repeat-lossy", action="store_true", help="measure a run that lost its CPUs again"
     )
+    parser.add_argument(
+        "--neighbour",
+        type=float,
+        default=0.0,
+        help="share of repeats whose first run has a busy process on the server's CPUs",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="draws the repeats with a neighbour")
     args = parser.parse_args()
+    if not 0 <= args.neighbour <= 1:
+        parser.error(f"--neighbour {args.neighbour:g}: expected a share from 0 to 1")
     wanted = args.cases.split(",")
     cases = [c for c in CASES if c.name in wanted]
     server_cpus, load_cpus = default_split()
@@ -131,6 +150,8 @@ def main() -> int:
     # --repeat-lossy: per case, each repeat's first run's req/s, the kept run's, and whether
     # the first was measured again.
     kept: dict[str, list[tuple[float, float, bool]]] = {c.name: [] for c in cases}
+    draw = random.Random(args.seed)
+    busy = [draw.random() < args.neighbour for _ in range(args.repeats)]
     with tempfile.TemporaryDirectory(prefix="steal-") as workdir:
         for repeat in range(args.repeats):
             for case in cases:
@@ -146,7 +167,8 @@ def main() -> int:
                     log_path=Path(workdir) / f"{case.name}-{repeat}.log",
                 )
                 name = f"{case.name} #{repeat + 1}"
-                attempts, attempt = _recorded(plan, name)
+                neighbour = server_cpus if busy[repeat] else ()
+                attempts, attempt = _recorded(plan, name, neighbour)
                 if args.repeat_lossy:
                     chosen, again = measured_cleanly(attempt, repeat)
                     if again is not None:
@@ -163,8 +185,10 @@ def main() -> int:
                 lost = losses(measured)
                 runs[case.name].append((measured.median_rps, lost))
                 shown = ", ".join(f"{n} {v:.1%}" for n, v in zip(LOSSES, lost, strict=True))
+                beside = "; a neighbour on the server's CPUs" if neighbour else ""
                 print(
-                    f"  {case.name} #{repeat + 1}: {measured.median_rps:,.0f} req/s; {shown}",
+                    f"  {case.name} #{repeat + 1}: {measured.median_rps:,.0f} req/s; {shown}"
+                    + beside,
                     file=sys.stderr,
                 )
     if args.json:
@@ -173,6 +197,11 @@ def main() -> int:
         f"\n{args.repeats} repeats per case, interleaved; {args.duration:g} s after "
         f"{args.warmup:g} s warm-up, {args.connections} connections; server CPUs "
         f"{list(server_cpus)}, load CPUs {list(load_cpus)}"
+        + (
+            f"; a neighbour beside the first run of {sum(busy)} of {args.repeats} repeats"
+            if args.neighbour
+            else ""
+        )
     )
     print(
         f"{'case':16} {'runs':>4} {'median':>8} {'max/min':>8} {'sd log':>7}  "
@@ -211,17 +240,35 @@ def _measure(plan: BenchPlan, name: str) -> Measurement | None:
 
 
 def _recorded(
-    plan: BenchPlan, name: str
+    plan: BenchPlan, name: str, neighbour: tuple[int, ...] = ()
 ) -> tuple[list[Measurement | None], Callable[[], Measurement | None]]:
     """A measuring attempt, and what each call of it measured (the first: the run as it was
-    before any repeat)."""
+    before any repeat, with a process spinning on the `neighbour` CPUs if any)."""
     attempts: list[Measurement | None] = []
 
     def attempt() -> Measurement | None:
-        attempts.append(_measure(plan, name))
+        beside = spinning(neighbour) if neighbour and not attempts else contextlib.nullcontext()
+        with beside:
+            attempts.append(_measure(plan, name))
         return attempts[-1]
 
     return attempts, attempt
+
+
+@contextlib.contextmanager
+def spinning(cpus: tuple[int, ...]) -> Iterator[None]:
+    """One busy process per CPU of `cpus`, pinned there, at this process's priority."""
+    code = "import os; os.sched_setaffinity(0, {int(os.environ['CPU'])})\nwhile True: pass"
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "CPU": str(cpu)})
+        for cpu in cpus
+    ]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 def print_repeats(cases: list[Case], kept: dict[str, list[tuple[float, float, bool]]]) -> None:
