@@ -405,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {entry.name}:{test} failed: {str(exc).splitlines()[0]}", file=sys.stderr)
                 continue
             print_table(rows[-1:])
+            if args.out:  # after each case: a long run stopped early keeps what it measured
+                args.out.write_text(json.dumps(rows, indent=2))
     print(
         f"\n{len(server_cpus)} server CPU(s); {args.trials} trials per study; entry and pick in "
         f"{args.rounds} interleaved rounds of {args.duration:g} s after {args.warmup:g} s "
@@ -413,8 +415,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(placement(args.db_url, server_cpus, load_cpus))
     print_table(rows)
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=2))
     return 0
 
 
