@@ -148,15 +148,18 @@ def database(args: argparse.Namespace) -> Iterator[str]:
         subprocess.run([sys.executable, str(POSTGRES), "stop", "--dir", str(folder)], check=False)
 
 
-def tune(entry: Entry, test: str, url: str, args: argparse.Namespace, workdir: Path) -> dict:
-    """`tuner tune --json` on the entry's app, server and test path; its outcome."""
+def tune(
+    entry: Entry, test: str, url: str, args: argparse.Namespace, workdir: Path, filename: str
+) -> dict:
+    """`tuner tune --json` on the entry's app, server and test path, its file written under
+    `filename` (the server's own name for it: hypercorn reads only a `.py`); its outcome."""
     study = f"{entry.name}-{test}-{time.strftime('%H%M%S')}"
     tuned = subprocess.run(
         [sys.executable, "-m", "tuner", "tune", entry.app, "--server", entry.server,
          "--path", TESTS[test], "--trials", str(args.trials), "--duration", str(args.duration),
          "--warmup", str(args.warmup), "--connections", str(args.connections),
          "--storage", f"sqlite:///{workdir}/studies.db", "--study-name", study,
-         "--out", str(workdir / study / "pick"), "--json"],
+         "--out", str(workdir / study / filename), "--json"],
         cwd=ROOT / entry.folder,
         env={**os.environ, "TUNER_DB_DSN": url, "DATABASE_URL": url, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -184,7 +187,7 @@ def run_case(
     server_cpus, load_cpus = default_split()
     path = TESTS[test]
     load = path_load(path, args, load_cpus)
-    outcome = tune(entry, test, url, args, workdir)
+    outcome = tune(entry, test, url, args, workdir, adapter.artifact_filename)
     pick = the_pick(outcome)
     runs = 0
 
