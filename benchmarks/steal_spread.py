@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -256,15 +257,18 @@ def _recorded(
 
 
 @contextlib.contextmanager
-def spinning(cpus: tuple[int, ...]) -> Iterator[None]:
-    """One busy process per CPU of `cpus`, pinned there, at this process's priority."""
-    code = "import os; os.sched_setaffinity(0, {int(os.environ['CPU'])})\nwhile True: pass"
+def spinning(cpus: tuple[int, ...]) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """One busy process per CPU of `cpus`, pinned there before it runs, at this process's
+    priority; killed when the block ends."""
     spinners = [
-        subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "CPU": str(cpu)})
+        subprocess.Popen(
+            [sys.executable, "-c", "while True: pass"],
+            preexec_fn=functools.partial(os.sched_setaffinity, 0, {cpu}),  # noqa: PLW1509
+        )
         for cpu in cpus
     ]
     try:
-        yield
+        yield spinners
     finally:
         for spinner in spinners:
             spinner.kill()

@@ -12,14 +12,12 @@ from tests.conftest import SERVER_CPU
 
 
 def test_the_neighbour_spins_pinned_on_the_cpus_named_and_is_gone_after() -> None:
-    with spinning((SERVER_CPU,)):
+    with spinning((SERVER_CPU,)) as (started,):
         (spinner,) = psutil.Process().children()
+        assert spinner.pid == started.pid
+        # Pinned before it runs; then it spins: the kernel's count of its CPU time grows.
+        assert spinner.cpu_affinity() == [SERVER_CPU]
         deadline = time.monotonic() + 60
-        # It pins itself first thing (once its interpreter is up), then spins: the kernel's
-        # count of its CPU time keeps growing while it is pinned.
-        while spinner.cpu_affinity() != [SERVER_CPU]:
-            assert time.monotonic() < deadline, spinner.cpu_affinity()
-            time.sleep(0.01)
         pinned = sum(spinner.cpu_times()[:2])
         while sum(spinner.cpu_times()[:2]) - pinned < 0.05:
             assert time.monotonic() < deadline

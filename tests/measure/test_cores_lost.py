@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
+from benchmarks.steal_spread import spinning
 from tests.conftest import HOST, ROOT, SERVER_CPU
 from tuner.apps import parse_app
 from tuner.loadgen import LoadSpec
@@ -54,18 +53,13 @@ def _measure(gunicorn: ServerAdapter, log: Path, workers: int = 1) -> Measuremen
 
 @contextlib.contextmanager
 def spinning_on_the_server_cpu() -> Iterator[psutil.Process]:
-    """A process spinning on the server's CPU until the block ends."""
-    code = f"import os\nos.sched_setaffinity(0, {{{SERVER_CPU}}})\nwhile True: pass\n"
-    spinning = subprocess.Popen([sys.executable, "-c", code])  # noqa: S603
-    process = psutil.Process(spinning.pid)
-    try:
+    """A process spinning on the server's CPU until the block ends (the benchmarks' own)."""
+    with spinning((SERVER_CPU,)) as (spinner,):
+        process = psutil.Process(spinner.pid)
         # Started and pinned: it has spent CPU time on that CPU (a real condition, not a sleep).
         while process.cpu_times().user < 0.2 or process.cpu_affinity() != [SERVER_CPU]:
             process.cpu_percent(interval=0.05)
         yield process
-    finally:
-        spinning.kill()
-        spinning.wait()
 
 
 @pytest.fixture
