@@ -57,7 +57,6 @@ from tuner.workflow.confirm import Candidate, Confirmed, confirm  # noqa: E402
 
 POSTGRES = ROOT / "scripts" / "postgres"
 ENTRY, TUNER = "entry", "tuner"
-WRK_TIMEOUT_S = 10  # as our load generator's per-request timeout
 
 
 def app_of(entry: Entry) -> AppRef:
@@ -230,7 +229,7 @@ def with_wrk_run(plan: BenchPlan, args: argparse.Namespace) -> WrkFigures:
         url = f"http://{server.host}:{server.port}{plan.ready_path}"
         cpus = plan.load.load_cpus
         for seconds in (args.warmup, args.duration):  # wrk has no warm-up of its own
-            command = wrk_command(url, args.connections, seconds, cpus, WRK_TIMEOUT_S)
+            command = wrk_command(url, args.connections, seconds, cpus, plan.load.timeout_s)
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=seconds + 60, check=False
             )
