@@ -84,6 +84,18 @@ def clearly_better(
     return candidate.high < reference.low
 
 
+def clearly_lower(
+    candidate: Spread, reference: Spread, *, by: float = 0.0, alpha: Level = ALPHA
+) -> bool:
+    """True when `candidate` is lower than `reference` beyond the noise of their pairs and its
+    median lower by at least the share `by` of the reference's: a difference the rounds can see
+    and that is large enough to spend a change on (a tenth of a megabyte is beyond the noise of
+    PSS, and buys nothing)."""
+    if not clearly_better(candidate, reference, higher_is_better=False, alpha=alpha):
+        return False
+    return candidate.median <= reference.median * (1 - by)
+
+
 def pair_alpha(level: Level, candidate: Spread, reference: Spread) -> float:
     """The level two spreads are judged at: `level`, or the level of the look their common
     rounds make."""

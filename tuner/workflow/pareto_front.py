@@ -19,7 +19,7 @@ from typing import Any
 
 from tuner.errors import ConfigError
 from tuner.metrics.paired import ALPHA, Level
-from tuner.metrics.stats import Spread, clearly_better, pair_alpha
+from tuner.metrics.stats import Spread, clearly_lower, pair_alpha
 from tuner.search.objectives import (
     MULTI,
     P99,
@@ -60,11 +60,9 @@ def covers(keeper: Confirmed, other: Confirmed, alpha: Level = ALPHA) -> bool:
             continue
         if theirs is None:
             return False
-        if not clearly_better(mine, theirs, higher_is_better=False, alpha=alpha):
-            continue
-        if headline is PSS and mine.median > theirs.median * (1 - MATERIAL_MEMORY):
-            continue  # cheaper beyond the noise, by too little to count
-        return False
+        by = MATERIAL_MEMORY if headline is PSS else 0.0
+        if clearly_lower(mine, theirs, by=by, alpha=alpha):
+            return False
     return True
 
 

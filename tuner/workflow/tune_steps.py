@@ -42,6 +42,7 @@ from tuner.workflow.front_close import settle_front
 from tuner.workflow.front_inputs import OfferedRate, check_reachable, with_offered_rate
 from tuner.workflow.lane_evidence import lane_decisions
 from tuner.workflow.logcost import logging_costs
+from tuner.workflow.lower_tail import lower_tail, tail_trial
 from tuner.workflow.measurer import measurer
 from tuner.workflow.pareto_front import ConfirmedFront
 from tuner.workflow.proven_file import (
@@ -302,9 +303,9 @@ def conclude(
         verdict = decided.verdict if decided else None
         front = decided.front if decided else None
     else:
-        verdict = settle(
-            confirmed, setup.objective, setup.slo, setup.adapter.resolve({}), more=more
-        )
+        defaults = setup.adapter.resolve({})
+        verdict = settle(confirmed, setup.objective, setup.slo, defaults, more=more)
+        verdict = lower_tail(verdict, confirmed, setup.objective, setup.slo, defaults)
     noise = noise_summary(study.attrs().cpu_probe_ms or [], confirmed)
     load_cpus = setup.load.load_cpus
     bound = client_bound_line(confirmed, len(load_cpus), spare_cpus(setup.server_cpus, load_cpus))
@@ -445,6 +446,7 @@ def pick_candidates(
             break
         if new(candidate := Candidate(record.label, record.number, record.settings)):
             picked.append(candidate)
+    tail = [c for c in _tail_candidate(setup, records, ranked, chosen + picked) if new(c)]
     retry = [c for c in _nearly_fair_retry(setup, records, picked) if new(c)]
     top = picked[:1]
     variants = [
@@ -454,7 +456,21 @@ def pick_candidates(
         + _lean_variant(setup, top)
         if new(v)
     ]
-    return chosen + picked + retry + variants
+    return chosen + picked + tail + retry + variants
+
+
+def _tail_candidate(
+    setup: StudySetup,
+    records: Sequence[TrialRecord],
+    ranked: Sequence[TrialRecord],
+    chosen: Sequence[Candidate],
+) -> list[Candidate]:
+    """The trial as fast as the best within one run's noise with the lowest p99, when the
+    configs chosen so far all have a far higher one (tuner.workflow.lower_tail)."""
+    by_number = {r.number: r for r in records if r.measured}
+    confirmed = [by_number[c.trial_number] for c in chosen if c.trial_number in by_number]
+    trial = tail_trial(setup.objective, ranked, confirmed, _figures)
+    return [Candidate(trial.label, trial.number, trial.settings)] if trial else []
 
 
 def _nearly_fair_retry(

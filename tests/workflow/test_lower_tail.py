@@ -1,0 +1,72 @@
+"""The lower tail among equals: when the default would be written, a config that ties with it
+on req/s and is lower on p99 beyond the noise and by a tenth is written instead; less than that,
+or at a real memory cost, the default stays. Pure logic, no servers."""
+
+from __future__ import annotations
+
+from tests.support.measurements import measurement
+from tuner.search.objectives import LATENCY, THROUGHPUT, Slo
+from tuner.search.records import BASELINE_DEFAULT
+from tuner.workflow.confirm import Candidate, Confirmed, decide
+from tuner.workflow.lower_tail import lower_tail
+
+DEFAULTS = {"blocking_threads": 8}
+RPS = [2570, 2690, 1930, 2600, 2450]
+ROUNDS = range(5)
+
+
+def entry(label: str, rps: list[float], p99: list[float], pss: float = 40.0, **settings: int):
+    runs = [measurement(r, p99=p, pss=pss) for r, p in zip(rps, p99, strict=True)]
+    return Confirmed(Candidate(label, None, {**DEFAULTS, **settings}), runs, rounds=list(ROUNDS))
+
+
+def default() -> Confirmed:
+    return entry(BASELINE_DEFAULT, RPS, [269, 228, 298, 250, 280])
+
+
+def test_a_config_as_fast_with_a_far_lower_tail_replaces_the_default():
+    one = entry("trial 6", [2540, 2730, 2950, 2500, 2400], [34, 29, 57, 31, 33], blocking_threads=1)
+    confirmed = [default(), one]
+    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner is verdict.default  # by req/s alone
+    after = lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS)
+    assert after is not None and after.winner is one
+    assert not after.beats_default  # not on the objective's own figure
+    assert after.tied_with == (BASELINE_DEFAULT,)
+    assert "trial 6 ties with the default on req/s and its p99 is lower beyond the noise" in (
+        after.summary
+    )
+
+
+def test_a_tail_lower_by_less_than_a_tenth_leaves_the_default():
+    # Lower in every round, so beyond the noise, but by 5%: no reason for a change.
+    slightly = entry("trial 6", RPS, [256, 217, 283, 238, 266], blocking_threads=1)
+    confirmed = [default(), slightly]
+    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
+    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS) is verdict
+
+
+def test_a_lower_tail_that_costs_memory_leaves_the_default():
+    heavy = entry("trial 6", RPS, [34, 29, 57, 31, 33], pss=60.0, blocking_threads=1)
+    confirmed = [default(), heavy]
+    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
+    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS) is verdict
+
+
+def test_a_config_faster_on_the_objective_is_not_an_equal():
+    faster = entry("trial 6", [r * 1.5 for r in RPS], [34, 29, 57, 31, 33], blocking_threads=1)
+    slower = entry("trial 7", [r * 0.6 for r in RPS], [20, 19, 22, 21, 20], blocking_threads=2)
+    confirmed = [default(), faster, slower]
+    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner is faster  # beats the default on req/s
+    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS) is verdict
+    without = [default(), slower]
+    kept = decide(without, THROUGHPUT, Slo(), DEFAULTS)
+    assert lower_tail(kept, without, THROUGHPUT, Slo(), DEFAULTS) is kept  # slower: no equal
+
+
+def test_an_objective_on_p99_already_weighs_the_tail():
+    one = entry("trial 6", RPS, [34, 29, 57, 31, 33], blocking_threads=1)
+    confirmed = [default(), one]
+    verdict = decide(confirmed, LATENCY, Slo(), DEFAULTS)
+    assert lower_tail(verdict, confirmed, LATENCY, Slo(), DEFAULTS) is verdict

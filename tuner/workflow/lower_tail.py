@@ -1,0 +1,137 @@
+"""A config as fast as the default within the noise, with a tail clearly lower: written instead.
+
+A throughput objective ranks by req/s alone, so two things hid a far lower p99. The shortlist
+re-measures the trials best on req/s, so a trial as fast within one run's noise with a much
+lower tail was never measured again; and when nothing beat the default on req/s the default was
+written, though among configs the noise cannot separate the cheaper one is preferred (memory,
+then p99, then fewer changes: tuner.workflow.equals). TechEmpower's granian WSGI entry runs one
+blocking thread where granian's default runs many; on its `/db` test both served the same req/s
+and the default's p99 was several times the entry's, as requests queued behind the threads for
+the pool's connections.
+
+So the shortlist also takes the lowest-p99 trial among those within one run's noise of the best
+req/s (`tail_trial`), and a verdict that writes the default writes instead the config that ties
+with it on the objective and is lower on p99 beyond the noise and by `MATERIAL_TAIL`, memory not
+materially worse (`lower_tail`). Pure logic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from tuner.metrics.stats import clearly_lower
+from tuner.search.objectives import P99, PSS, Figures, Headline, Objective, Slo
+from tuner.search.pruning import MIN_MARGIN
+from tuner.search.records import BASELINE_DEFAULT
+from tuner.workflow.confirm import Confirmed, Verdict
+from tuner.workflow.equals import settings_changed, ties_with
+
+# How much lower a p99 median must be to replace the default: less is no reason for a change.
+MATERIAL_TAIL = 0.10
+# Memory a lower tail may not cost: more than this share of the default's PSS, beyond the noise.
+MATERIAL_MEMORY = 0.01
+
+T = TypeVar("T")
+
+
+def wants_tail(objective: Objective) -> bool:
+    """Objectives that rank without p99 (throughput): the ones whose pick can hide a tail."""
+    return not objective.trade_off and P99 not in objective.headlines
+
+
+def tail_trial(
+    objective: Objective,
+    measured: Sequence[T],
+    confirmed: Sequence[T],
+    figures: Callable[[T], Figures],
+) -> T | None:
+    """Among `measured` (one run each, usable), the lowest-p99 one whose objective figure is
+    within one run's noise (`pruning.MIN_MARGIN`) of the best, when its p99 is lower than every
+    `confirmed` one's by more than that noise too: worth measuring again beside them."""
+    if not wants_tail(objective) or not measured:
+        return None
+    first = objective.headlines[0]
+    best = first.value(figures(objective.rank(measured, figures)[0]))
+    if math.isnan(best):  # nothing measured on the objective's figure
+        return None
+
+    def close(item: T) -> bool:
+        value = first.value(figures(item))
+        gap = (best - value) if first.higher_is_better else (value - best)
+        return gap <= abs(best) * MIN_MARGIN
+
+    near = [item for item in measured if close(item) and not math.isnan(figures(item).p99_ms)]
+    if not near:
+        return None
+    lowest = min(near, key=lambda item: figures(item).p99_ms)
+    known = [p99 for item in confirmed if not math.isnan(p99 := figures(item).p99_ms)]
+    if known and figures(lowest).p99_ms >= min(known) * (1 - MIN_MARGIN):
+        return None
+    return lowest
+
+
+def lower_tail(
+    verdict: Verdict | None,
+    confirmed: Sequence[Confirmed],
+    objective: Objective,
+    slo: Slo,
+    defaults: Mapping[str, Any],
+) -> Verdict | None:
+    """`verdict`, or, when it writes the default, the config that ties with the default on the
+    objective's figures (their pairs undecided) and beats it on p99 beyond the noise and by
+    `MATERIAL_TAIL`, its PSS not materially higher (the lowest p99 median of such configs)."""
+    if verdict is None or verdict.default is None or verdict.winner is not verdict.default:
+        return verdict
+    default = verdict.default
+    if not wants_tail(objective) or default.spread(P99) is None:
+        return verdict
+    lower = [
+        entry
+        for entry in confirmed
+        if entry is not default
+        and entry.candidate.label != BASELINE_DEFAULT
+        and entry.usable(slo)
+        and ties_with(default, entry, objective)
+        and _lower_tail(entry, default)
+        and not _costs_memory(entry, default)
+    ]
+    if not lower:
+        return verdict
+    chosen = min(
+        lower,
+        key=lambda e: (
+            _median(e, P99),
+            settings_changed(e.candidate.settings, defaults),
+        ),
+    )
+    mine, theirs = chosen.spread(P99), default.spread(P99)
+    assert mine is not None and theirs is not None
+    label = chosen.candidate.label
+    summary = (
+        f"{verdict.summary}; but {label} ties with the default on "
+        f"{'/'.join(h.short for h in objective.headlines)} and its p99 is lower beyond the noise "
+        f"({mine.median:,.1f} vs {theirs.median:,.1f} ms, x{mine.median / theirs.median:.2f}), "
+        f"so {label} is written: among configs the noise cannot separate, the lower tail"
+    )
+    return replace(verdict, winner=chosen, summary=summary, tied_with=(BASELINE_DEFAULT,))
+
+
+def _lower_tail(entry: Confirmed, default: Confirmed) -> bool:
+    mine, theirs = entry.spread(P99), default.spread(P99)
+    return mine is not None and theirs is not None and clearly_lower(mine, theirs, by=MATERIAL_TAIL)
+
+
+def _costs_memory(entry: Confirmed, default: Confirmed) -> bool:
+    """True when `entry` holds materially more memory than the default, beyond the noise."""
+    mine, theirs = entry.spread(PSS), default.spread(PSS)
+    if mine is None or theirs is None:
+        return False
+    return clearly_lower(theirs, mine, by=MATERIAL_MEMORY)
+
+
+def _median(entry: Confirmed, headline: Headline) -> float:
+    spread = entry.spread(headline)
+    return spread.median if spread is not None else float("inf")
