@@ -1,13 +1,14 @@
 """The lower tail among equals: when the default would be written, a config that ties with it
-on req/s and is lower on p99 beyond the noise and by a tenth is written instead; less than that,
-or at a real memory cost, the default stays. Pure logic, no servers."""
+on req/s and is lower on p99 beyond the noise and by a tenth, and still so after 4 more rounds of
+the two, is written instead; less than that, or at a real memory cost, the default stays. Pure
+logic, no servers."""
 
 from __future__ import annotations
 
 from tests.support.measurements import measurement
 from tuner.search.objectives import LATENCY, THROUGHPUT, Slo
 from tuner.search.records import BASELINE_DEFAULT
-from tuner.workflow.confirm import Candidate, Confirmed, decide
+from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, decide
 from tuner.workflow.lower_tail import lower_tail
 
 DEFAULTS = {"blocking_threads": 8}
@@ -20,6 +21,24 @@ def entry(label: str, rps: list[float], p99: list[float], pss: float = 40.0, **s
     return Confirmed(Candidate(label, None, {**DEFAULTS, **settings}), runs, rounds=list(ROUNDS))
 
 
+def more_of(p99: dict[str, list[float]], asked: list[list[str]]):
+    """`more` as `lower_tail` calls it: each config's next rounds, at req/s as before."""
+
+    def more(entries) -> None:
+        asked.append([e.candidate.label for e in entries])
+        for e in entries:
+            start = max(e.rounds) + 1
+            for index, value in enumerate(p99[e.candidate.label]):
+                e.runs.append(measurement(RPS[index], p99=value, pss=40.0))
+                e.rounds.append(start + index)
+
+    return more
+
+
+def nothing(entries) -> None:
+    raise AssertionError("no config should be measured again")
+
+
 def default() -> Confirmed:
     return entry(BASELINE_DEFAULT, RPS, [269, 228, 298, 250, 280])
 
@@ -29,11 +48,30 @@ def test_a_config_as_fast_with_a_far_lower_tail_replaces_the_default():
     confirmed = [default(), one]
     verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
     assert verdict is not None and verdict.winner is verdict.default  # by req/s alone
-    after = lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS)
+    asked: list[list[str]] = []
+    more = more_of({"default": [240, 260, 255, 270], "trial 6": [30, 41, 28, 35]}, asked)
+    after = lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS, more)
+    assert asked == [["default", "trial 6"]]
     assert after is not None and after.winner is one
     assert not after.beats_default  # not on the objective's own figure
     assert after.tied_with == (BASELINE_DEFAULT,)
     assert "trial 6 ties with the default on req/s and its p99 is lower beyond the noise" in (
+        after.summary
+    )
+    assert f"after {EXTRA_ROUNDS} more rounds of trial 6 and the default" in after.summary
+
+
+def test_a_lower_tail_that_does_not_hold_over_more_rounds_leaves_the_default():
+    # Five lucky rounds: over four more its p99 is the default's.
+    lucky = entry("trial 6", RPS, [200, 180, 230, 190, 210], blocking_threads=1)
+    confirmed = [default(), lucky]
+    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
+    asked: list[list[str]] = []
+    more = more_of({"default": [240, 260, 255, 270], "trial 6": [250, 270, 240, 280]}, asked)
+    after = lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS, more)
+    assert asked == [["default", "trial 6"]]
+    assert after is not None and after.winner is after.default
+    assert "trial 6's lower p99 did not hold beyond the noise, so the default stays" in (
         after.summary
     )
 
@@ -43,14 +81,14 @@ def test_a_tail_lower_by_less_than_a_tenth_leaves_the_default():
     slightly = entry("trial 6", RPS, [256, 217, 283, 238, 266], blocking_threads=1)
     confirmed = [default(), slightly]
     verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
-    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS) is verdict
+    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS, nothing) is verdict
 
 
 def test_a_lower_tail_that_costs_memory_leaves_the_default():
     heavy = entry("trial 6", RPS, [34, 29, 57, 31, 33], pss=60.0, blocking_threads=1)
     confirmed = [default(), heavy]
     verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
-    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS) is verdict
+    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS, nothing) is verdict
 
 
 def test_a_config_faster_on_the_objective_is_not_an_equal():
@@ -59,14 +97,16 @@ def test_a_config_faster_on_the_objective_is_not_an_equal():
     confirmed = [default(), faster, slower]
     verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
     assert verdict is not None and verdict.winner is faster  # beats the default on req/s
-    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS) is verdict
+    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS, nothing) is verdict
     without = [default(), slower]
     kept = decide(without, THROUGHPUT, Slo(), DEFAULTS)
-    assert lower_tail(kept, without, THROUGHPUT, Slo(), DEFAULTS) is kept  # slower: no equal
+    assert (
+        lower_tail(kept, without, THROUGHPUT, Slo(), DEFAULTS, nothing) is kept
+    )  # slower: no equal
 
 
 def test_an_objective_on_p99_already_weighs_the_tail():
     one = entry("trial 6", RPS, [34, 29, 57, 31, 33], blocking_threads=1)
     confirmed = [default(), one]
     verdict = decide(confirmed, LATENCY, Slo(), DEFAULTS)
-    assert lower_tail(verdict, confirmed, LATENCY, Slo(), DEFAULTS) is verdict
+    assert lower_tail(verdict, confirmed, LATENCY, Slo(), DEFAULTS, nothing) is verdict

@@ -12,7 +12,7 @@ the pool's connections.
 So the shortlist also takes the lowest-p99 trial among those within one run's noise of the best
 req/s (`tail_trial`), and a verdict that writes the default writes instead the config that ties
 with it on the objective and is lower on p99 beyond the noise and by `MATERIAL_TAIL`, memory not
-materially worse (`lower_tail`). Pure logic.
+materially worse, and still so after more rounds of the two (`lower_tail`). Pure logic.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from tuner.metrics.paired import FIRST_LOOK_ALPHA, second_look_alpha
 from tuner.metrics.stats import clearly_lower
 from tuner.search.objectives import P99, PSS, Figures, Headline, Objective, Slo
 from tuner.search.pruning import MIN_MARGIN
 from tuner.search.records import BASELINE_DEFAULT
-from tuner.workflow.confirm import Confirmed, Verdict
+from tuner.workflow.confirm import EXTRA_ROUNDS, Confirmed, Verdict
 from tuner.workflow.equals import settings_changed, ties_with
 
 # How much lower a p99 median must be to replace the default: less is no reason for a change.
@@ -79,49 +80,81 @@ def lower_tail(
     objective: Objective,
     slo: Slo,
     defaults: Mapping[str, Any],
+    more: Callable[[Sequence[Confirmed]], None],
 ) -> Verdict | None:
     """`verdict`, or, when it writes the default, the config that ties with the default on the
     objective's figures (their pairs undecided) and beats it on p99 beyond the noise and by
-    `MATERIAL_TAIL`, its PSS not materially higher (the lowest p99 median of such configs)."""
+    `MATERIAL_TAIL`, its PSS not materially higher (the lowest p99 median of such configs).
+
+    Several configs stand beside the default, and one of them wins its five p99 pairs by luck
+    more often than one config does; so such a config is written only after `more` measured it
+    and the default `EXTRA_ROUNDS` more, and the lower tail held over all their rounds at the
+    second look's level (tuner.metrics.paired)."""
     if verdict is None or verdict.default is None or verdict.winner is not verdict.default:
         return verdict
     default = verdict.default
     if not wants_tail(objective) or default.spread(P99) is None:
         return verdict
-    lower = [
-        entry
-        for entry in confirmed
-        if entry is not default
-        and entry.candidate.label != BASELINE_DEFAULT
-        and entry.usable(slo)
-        and ties_with(default, entry, objective)
-        and _lower_tail(entry, default)
-        and not _costs_memory(entry, default)
-    ]
-    if not lower:
+    first = _lowest_tail(default, confirmed, objective, slo, defaults, FIRST_LOOK_ALPHA)
+    if first is None:
         return verdict
-    chosen = min(
-        lower,
-        key=lambda e: (
-            _median(e, P99),
-            settings_changed(e.candidate.settings, defaults),
-        ),
-    )
-    mine, theirs = chosen.spread(P99), default.spread(P99)
+    label = first.candidate.label
+    first_look = min(len(default.runs), len(first.runs))
+    more([default, first])
+    held = _lowest_tail(default, [first], objective, slo, defaults, second_look_alpha(first_look))
+    rounds = f"after {EXTRA_ROUNDS} more rounds of {label} and the default"
+    if held is None:
+        return replace(
+            verdict,
+            summary=f"{verdict.summary} ({rounds}: {label}'s lower p99 did not hold beyond the "
+            "noise, so the default stays)",
+        )
+    mine, theirs = held.spread(P99), default.spread(P99)
     assert mine is not None and theirs is not None
-    label = chosen.candidate.label
     summary = (
         f"{verdict.summary}; but {label} ties with the default on "
         f"{'/'.join(h.short for h in objective.headlines)} and its p99 is lower beyond the noise "
-        f"({mine.median:,.1f} vs {theirs.median:,.1f} ms, x{mine.median / theirs.median:.2f}), "
-        f"so {label} is written: among configs the noise cannot separate, the lower tail"
+        f"({mine.median:,.1f} vs {theirs.median:,.1f} ms, x{mine.median / theirs.median:.2f}, "
+        f"{rounds}), so {label} is written: among configs the noise cannot separate, the "
+        "lower tail"
     )
-    return replace(verdict, winner=chosen, summary=summary, tied_with=(BASELINE_DEFAULT,))
+    return replace(verdict, winner=held, summary=summary, tied_with=(BASELINE_DEFAULT,))
 
 
-def _lower_tail(entry: Confirmed, default: Confirmed) -> bool:
+def _lowest_tail(
+    default: Confirmed,
+    entries: Sequence[Confirmed],
+    objective: Objective,
+    slo: Slo,
+    defaults: Mapping[str, Any],
+    alpha: float,
+) -> Confirmed | None:
+    """Of `entries`, the configs that tie with `default` on the objective and are lower on p99
+    beyond the noise (at `alpha`) and materially, memory not materially more: the lowest p99
+    median (then the fewest changes); None when there is none."""
+    lower = [
+        entry
+        for entry in entries
+        if entry is not default
+        and entry.candidate.label != BASELINE_DEFAULT
+        and entry.usable(slo)
+        and ties_with(default, entry, objective, alpha)
+        and _lower_tail(entry, default, alpha)
+        and not _costs_memory(entry, default)
+    ]
+    if not lower:
+        return None
+    return min(
+        lower,
+        key=lambda e: (_median(e, P99), settings_changed(e.candidate.settings, defaults)),
+    )
+
+
+def _lower_tail(entry: Confirmed, default: Confirmed, alpha: float) -> bool:
     mine, theirs = entry.spread(P99), default.spread(P99)
-    return mine is not None and theirs is not None and clearly_lower(mine, theirs, by=MATERIAL_TAIL)
+    if mine is None or theirs is None:
+        return False
+    return clearly_lower(mine, theirs, by=MATERIAL_TAIL, alpha=alpha)
 
 
 def _costs_memory(entry: Confirmed, default: Confirmed) -> bool:

@@ -305,7 +305,7 @@ def conclude(
     else:
         defaults = setup.adapter.resolve({})
         verdict = settle(confirmed, setup.objective, setup.slo, defaults, more=more)
-        verdict = lower_tail(verdict, confirmed, setup.objective, setup.slo, defaults)
+        verdict = lower_tail(verdict, confirmed, setup.objective, setup.slo, defaults, more)
     noise = noise_summary(study.attrs().cpu_probe_ms or [], confirmed)
     load_cpus = setup.load.load_cpus
     bound = client_bound_line(confirmed, len(load_cpus), spare_cpus(setup.server_cpus, load_cpus))
