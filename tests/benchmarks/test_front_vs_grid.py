@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.front_vs_grid import main, plan_pair
+from benchmarks.front_vs_grid import dominated_both_looks, main, plan_pair
+from tests.support.measurements import measurement
+from tuner.workflow.confirm import Candidate, Confirmed
 
 
 def test_gunicorn_grid_is_every_worker_count_sync_and_by_each_thread_doubling() -> None:
@@ -37,3 +39,64 @@ def test_unknown_apps_and_servers_are_refused_by_name(capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit):
         main(["--dry-run", "--apps", "fib,nope"])
     assert "--apps nope: expected some of fib, iowait, db" in capsys.readouterr().err
+
+
+def _point(label: str, p99: list[float], pss: float) -> Confirmed:
+    runs = [measurement(100.0, p99=value, pss=pss) for value in p99]
+    return Confirmed(Candidate(label, None, {}), runs, rounds=list(range(len(p99))))
+
+
+def _more(extra: dict[str, list[float]], asked: list[list[str]]):
+    def more(entries) -> None:
+        asked.append(sorted(e.candidate.label for e in entries))
+        for e in entries:
+            pss = e.runs[0].pss_mean_mb
+            start = max(e.rounds) + 1
+            for index, value in enumerate(extra[e.candidate.label]):
+                e.runs.append(measurement(100.0, p99=value, pss=pss))
+                e.rounds.append(start + index)
+
+    return more
+
+
+def test_a_point_dominated_at_the_first_look_only_is_not_called_dominated() -> None:
+    # As cheap, and slower in each of the five rounds; over four more, as fast.
+    tuner = [_point("tuner 1", [1.6, 1.7, 1.5, 1.8, 1.6], pss=40.0)]
+    grid = [_point("grid 1", [0.9, 1.0, 0.8, 1.1, 0.9], pss=40.0)]
+    asked: list[list[str]] = []
+    more = _more({"tuner 1": [1.0, 0.9, 1.1, 0.8], "grid 1": [1.2, 1.1, 1.0, 1.3]}, asked)
+    assert dominated_both_looks(tuner, grid, more) == ([], [])
+    assert asked == [["grid 1", "tuner 1"]]
+
+
+def test_a_point_dominated_at_both_looks_is_named_and_so_is_a_grid_point() -> None:
+    tuner = [
+        _point("tuner 1", [1.6, 1.7, 1.5, 1.8, 1.6], pss=40.0),
+        _point("tuner 2", [0.5, 0.6, 0.5, 0.6, 0.5], pss=80.0),
+    ]
+    grid = [
+        _point("grid 1", [0.9, 1.0, 0.8, 1.1, 0.9], pss=40.0),
+        _point("grid 2", [0.9, 1.0, 0.8, 1.1, 0.9], pss=80.0),  # tuner 2 as cheap and faster
+    ]
+    more = _more(
+        {
+            "tuner 1": [1.7, 1.6, 1.8, 1.5],
+            "tuner 2": [0.6, 0.5, 0.5, 0.6],
+            "grid 1": [1.0, 0.9, 1.1, 0.8],
+            "grid 2": [1.0, 0.9, 1.1, 0.8],
+        },
+        [],
+    )
+    dominated, grid_dominated = dominated_both_looks(tuner, grid, more)
+    assert dominated == ["tuner 1 by grid 1"]
+    assert grid_dominated == ["grid 2 by tuner 2"]
+
+
+def test_nothing_is_measured_again_when_no_point_is_dominated() -> None:
+    tuner = [_point("tuner 1", [0.9, 1.0, 0.8, 1.1, 0.9], pss=40.0)]
+    grid = [_point("grid 1", [1.0, 0.9, 1.1, 0.8, 1.0], pss=40.0)]
+
+    def more(entries) -> None:
+        raise AssertionError("measured again for nothing")
+
+    assert dominated_both_looks(tuner, grid, more) == ([], [])
