@@ -128,3 +128,28 @@ def test_the_call_holds_at_most_its_share_of_configs_widest_gaps_first():
         "trial 10",
         "trial 11",
     ]
+
+
+def paired(label: str, rps: list[float], pss: list[float], **settings: int) -> Confirmed:
+    runs = [measurement(r, p99=10.0, pss=m) for r, m in zip(rps, pss, strict=True)]
+    return Confirmed(Candidate(label, None, {**DEFAULTS, **settings}), runs, rounds=[0, 1, 2, 3, 4])
+
+
+def test_a_tenth_of_a_megabyte_beyond_the_noise_does_not_pick_among_equals():
+    # Equal on req/s; trial 9 is 0.1 MB lighter in every round: beyond PSS's noise, and nothing
+    # anyone sizes a box by, so the fewer changes decide (trial 5 changes one setting).
+    confirmed = [
+        paired("default", [100, 104, 98, 101, 103], [33.0] * 5),
+        paired("trial 5", [200, 190, 210, 205, 195], [48.4, 48.5, 48.4, 48.5, 48.4], workers=2),
+        paired("trial 9", [198, 195, 205, 200, 199], [48.3, 48.4, 48.3, 48.4, 48.3], workers=2,
+               threads=2),
+    ]  # fmt: skip
+    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner.candidate.label == "trial 5"
+    lighter = [
+        paired("default", [100, 104, 98, 101, 103], [33.0] * 5),
+        paired("trial 5", [200, 190, 210, 205, 195], [48.4] * 5, workers=2),
+        paired("trial 9", [198, 195, 205, 200, 199], [40.0] * 5, workers=2, threads=2),
+    ]
+    verdict = decide(lighter, THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner.candidate.label == "trial 9"  # 17% lighter

@@ -3,9 +3,9 @@
 A difference inside the measured noise is no difference. When the interleaved rounds cannot
 tell the best median from another config on the objective's figures, the file should not
 spend memory, tail latency or changes for nothing. So among the configs that tie with the best,
-the written one is: the least memory, then the lower p99 (each only where the interleaved
-runs separate them, every run of one below every run of the other), then the fewest settings
-changed from the server's default, then the best median. Pure logic.
+the written one is: the least memory, then the lower p99 (each only where the pairs of the
+interleaved rounds separate them, memory only by a hundredth or more: tuner.metrics.material),
+then the fewest settings changed from the server's default, then the best median. Pure logic.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from tuner.metrics.material import MATERIAL_MEMORY
 from tuner.metrics.paired import ALPHA, Level
-from tuner.metrics.stats import Spread, clearly_better
+from tuner.metrics.stats import Spread, clearly_better, clearly_lower
 from tuner.search.objectives import P99, PSS, Headline, Objective
 
 
@@ -89,7 +90,9 @@ def _keep_not_clearly_worse(
     if len(measured) < len(pool):  # a figure missing: nothing to compare on this one
         return pool, ""
     low = min((s for _, s in measured), key=lambda s: s.median)
-    kept = [c for c, s in measured if not clearly_better(low, s, higher_is_better=False)]
+    # A tenth of a MB is beyond PSS's noise and buys nothing: memory counts from a hundredth.
+    by = MATERIAL_MEMORY if headline is PSS else 0.0
+    kept = [c for c, s in measured if not clearly_lower(low, s, by=by)]
     if best in pool and best not in kept:
         mine = best.spread(headline)
         assert mine is not None

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from tuner.metrics.material import MATERIAL_MEMORY, MATERIAL_TAIL
 from tuner.metrics.paired import FIRST_LOOK_ALPHA, second_look_alpha
 from tuner.metrics.stats import clearly_lower
 from tuner.search.objectives import P99, PSS, Figures, Headline, Objective, Slo
@@ -29,11 +30,6 @@ from tuner.search.pruning import MIN_MARGIN
 from tuner.search.records import BASELINE_DEFAULT
 from tuner.workflow.confirm import EXTRA_ROUNDS, Confirmed, Verdict
 from tuner.workflow.equals import settings_changed, ties_with
-
-# How much lower a p99 median must be to replace the default: less is no reason for a change.
-MATERIAL_TAIL = 0.10
-# Memory a lower tail may not cost: more than this share of the default's PSS, beyond the noise.
-MATERIAL_MEMORY = 0.01
 
 T = TypeVar("T")
 

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tuner.errors import ConfigError
+from tuner.metrics.material import MATERIAL_MEMORY
 from tuner.metrics.paired import ALPHA, Level
 from tuner.metrics.stats import Spread, clearly_lower, pair_alpha
 from tuner.search.objectives import (
@@ -42,12 +43,6 @@ class FrontPoint:
 
     entry: Confirmed
     merged: list[Confirmed] = field(default_factory=list)
-
-
-# Less memory than this share of a point's median is no saving to trade latency for: PSS is
-# steady enough from round to round that its pairs separate a tenth of a MB, which no one sizes
-# a box by (and which let a config 2x slower at p99 stand for the default).
-MATERIAL_MEMORY = 0.01
 
 
 def covers(keeper: Confirmed, other: Confirmed, alpha: Level = ALPHA) -> bool:
