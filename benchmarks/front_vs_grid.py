@@ -505,16 +505,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {pair.app_name} on {pair.server}", file=sys.stderr)
             rows.append(run_pair(pair, args, workdir))
             print_table(rows[-1:])
+            if args.out:  # after each pair: a long run stopped keeps what it measured
+                args.out.write_text(json.dumps(rows, indent=2, default=str))
     print(
         f"\n{args.trials} trials per study; grids once each, fronts confirmed and then side by "
         f"side in {args.rounds} interleaved rounds of {args.duration:g} s after "
         f"{args.warmup:g} s warm-up, {args.connections} connections, open loop at the rate; "
         f"HV ratio: hypervolume tuner / grid over the side-by-side medians (target >= "
-        f"{TARGET:g}); dominated: tuner points a grid point beats beyond the noise"
+        f"{TARGET:g}); dominated: tuner points a grid point beats beyond the noise at both looks; "
+        "grid dom.: grid points a tuner point beats so"
     )
     print_table(rows)
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=2, default=str))
     return 0
 
 
