@@ -141,9 +141,11 @@ def test_a_confirmation_run_beside_a_neighbour_is_measured_again_and_the_clean_o
             1,
             measure,
         )
-    # Measured again at once, in its place; the other config, measured after, once.
-    assert calls == [("one", 0), ("one", 0), ("two", 0)]
-    assert not two.repeats and len(two.runs) == 1
+    # Measured again at once, in its place; then the other config, its one run kept (measured
+    # again only if something else on a busy machine took its CPU too: not this test's doing).
+    assert calls[:3] == [("one", 0), ("one", 0), ("two", 0)], calls
+    assert calls[3:] in ([], [("two", 0)]), calls
+    assert len(two.runs) == 1 and len(two.repeats) == len(calls) - 3
     assert len(one.runs) == 1 and one.rounds == [0] and len(one.repeats) == 1
     repeat = one.repeats[0]
     assert repeat.first.where == "server" and repeat.first.other >= 0.25, repeat
