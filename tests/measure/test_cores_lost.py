@@ -21,7 +21,7 @@ from tuner.loadgen import LoadSpec
 from tuner.loadgen.engine import keep_workers
 from tuner.loadgen.spec import Workload
 from tuner.measure.runner import BenchPlan, run_bench
-from tuner.metrics.lossy import LOSSY
+from tuner.metrics.lossy import LOSSY, worst_loss
 from tuner.metrics.measurement import Measurement
 from tuner.servers.base import ServerAdapter
 from tuner.workflow.confirm import Candidate, confirm
@@ -30,7 +30,9 @@ OTHER_CPUS = sorted(os.sched_getaffinity(0) - {SERVER_CPU})
 LOAD_CPUS = (OTHER_CPUS[0],) if OTHER_CPUS else (SERVER_CPU,)
 
 
-def _measure(gunicorn: ServerAdapter, log: Path, workers: int = 1) -> Measurement:
+def _measure(
+    gunicorn: ServerAdapter, log: Path, workers: int = 1, app: str = "apps/hello.py"
+) -> Measurement:
     load = LoadSpec(
         host=HOST,
         port=1,
@@ -42,7 +44,7 @@ def _measure(gunicorn: ServerAdapter, log: Path, workers: int = 1) -> Measuremen
     )
     plan = BenchPlan(
         adapter=gunicorn,
-        app=parse_app("apps/hello.py", cwd=ROOT),
+        app=parse_app(app, cwd=ROOT),
         settings=gunicorn.resolve({"workers": workers}),
         load=load,
         server_cpus=(SERVER_CPU,),
@@ -155,3 +157,23 @@ def test_a_confirmation_run_beside_a_neighbour_is_measured_again_and_the_clean_o
     kept = one.runs[0].cores
     assert kept is not None and kept.server.other == repeat.second.other
     assert repeat.text().startswith("repeated: server CPUs lost ")
+
+
+def test_a_server_asleep_on_io_beside_a_neighbour_lost_nothing_it_needed(
+    gunicorn: ServerAdapter, hog: psutil.Process, tmp_path: Path
+) -> None:
+    # One sync worker waiting 50 ms per request: the neighbour has the CPU nearly all the time,
+    # and the server, woken ahead of it, waits for a CPU at most at each wake-up.
+    asleep = _measure(gunicorn, tmp_path / "iowait.log", app="apps/iowait.py")
+    assert asleep.cores is not None and asleep.cores.server.waited is not None
+    assert asleep.cores.server.other >= 0.25, asleep.cores.describe()
+    server = asleep.cores.server
+    assert server.waited < LOSSY, asleep.cores.describe()  # the counters alone said lossy
+    loss = worst_loss(asleep)
+    assert loss is not None and not loss.lossy, loss
+    # Beside the same neighbour, a CPU-bound server waits about the neighbour's share.
+    hungry = _measure(gunicorn, tmp_path / "hello.log")
+    assert hungry.cores is not None and hungry.cores.server.waited is not None
+    assert hungry.cores.server.waited >= 0.25, hungry.cores.describe()
+    hungry_loss = worst_loss(hungry)
+    assert hungry_loss is not None and hungry_loss.lossy, hungry_loss

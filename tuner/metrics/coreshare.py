@@ -21,19 +21,29 @@ class CoreShare:
     cpus: int  # how many CPUs the set has
     stolen: float
     other: float
+    # The server's set only: the share of the set's time the server's threads sat runnable
+    # waiting for a CPU (tuner.metrics.runqueue); None where not read (the load's set, a kernel
+    # without schedstat, a measurement stored before it was kept).
+    waited: float | None = None
 
     def describe(self) -> str:
-        return f"{self.stolen:.0%} stolen, {self.other:.0%} other processes"
+        text = f"{self.stolen:.0%} stolen, {self.other:.0%} other processes"
+        return text + (f", the server waited {self.waited:.0%}" if self.waited is not None else "")
 
     def to_json(self) -> dict[str, float]:
-        return {"cpus": self.cpus, "stolen": round(self.stolen, 4), "other": round(self.other, 4)}
+        data = {"cpus": self.cpus, "stolen": round(self.stolen, 4), "other": round(self.other, 4)}
+        if self.waited is not None:
+            data["waited"] = round(self.waited, 4)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CoreShare:
+        waited = data.get("waited")
         return cls(
             int(data.get("cpus") or 0),
             float(data.get("stolen") or 0.0),
             float(data.get("other") or 0.0),
+            float(waited) if isinstance(waited, int | float) else None,
         )
 
 

@@ -35,10 +35,17 @@ class Loss:
     stolen: float
     other: float
     limit: float
+    # The server's set: the share its threads waited for a CPU (None: not read, or the load's).
+    waited: float | None = None
 
     @property
     def share(self) -> float:
-        return self.stolen + self.other
+        """What the set lost that the config needed: steal, and other processes' time up to
+        what the server waited for a CPU (beside a busy neighbour, a server asleep on I/O is
+        woken ahead of it and loses nothing; a CPU-bound one waits about the neighbour's
+        share)."""
+        other = self.other if self.waited is None else min(self.other, self.waited)
+        return self.stolen + other
 
     @property
     def lossy(self) -> bool:
@@ -50,25 +57,34 @@ class Loss:
         return self.share / self.limit
 
     def text(self) -> str:
-        """In words: "server CPUs lost 18% to steal"."""
+        """In words: "server CPUs lost 18% to steal"; "..., the server waiting 2% of it" when
+        the server waited for less than the other processes took."""
         causes = causes_text(self.stolen, self.other) or f"{self.share:.0%}"
-        return f"{self.where} CPUs lost {causes}"
+        said = f"{self.where} CPUs lost {causes}"
+        if self.waited is not None and self.waited < self.other:
+            said += f" (the server waited for a CPU {self.waited:.0%} of the time)"
+        return said
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "where": self.where,
             "stolen": round(self.stolen, 4),
             "other": round(self.other, 4),
             "limit": self.limit,
         }
+        if self.waited is not None:
+            data["waited"] = round(self.waited, 4)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Loss:
+        waited = data.get("waited")
         return cls(
             str(data.get("where") or "server"),
             float(data.get("stolen") or 0.0),
             float(data.get("other") or 0.0),
             float(data.get("limit") or LOSSY),
+            float(waited) if isinstance(waited, int | float) else None,
         )
 
 
@@ -83,7 +99,7 @@ def worst_loss(run: Measurement) -> Loss | None:
         ("load", run.cores.load, load_limit),
     ]
     losses = [
-        Loss(where, share.stolen, share.other, limit)
+        Loss(where, share.stolen, share.other, limit, share.waited)
         for where, share, limit in sets
         if share is not None
     ]
