@@ -8,7 +8,7 @@ from __future__ import annotations
 from tests.support.measurements import measurement
 from tuner.search.objectives import LATENCY, THROUGHPUT, Slo
 from tuner.search.records import BASELINE_DEFAULT
-from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, decide
+from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, decide, extra_rounds
 from tuner.workflow.lower_tail import lower_tail
 
 DEFAULTS = {"blocking_threads": 8}
@@ -110,3 +110,14 @@ def test_an_objective_on_p99_already_weighs_the_tail():
     confirmed = [default(), one]
     verdict = decide(confirmed, LATENCY, Slo(), DEFAULTS)
     assert lower_tail(verdict, confirmed, LATENCY, Slo(), DEFAULTS, nothing) is verdict
+
+
+def test_more_rounds_asked_twice_take_new_round_indexes():
+    # A close call gave the default and the best median rounds 5-8; the lower tail's rounds
+    # of the default come after them, never at 5-8 again.
+    close = default()
+    close.runs += [measurement(2500, p99=260.0, pss=40.0) for _ in range(4)]
+    close.rounds += [5, 6, 7, 8]
+    tail = entry("trial 6", RPS, [34, 29, 57, 31, 33], blocking_threads=1)
+    assert list(extra_rounds([close, tail], 5)) == [9, 10, 11, 12]
+    assert list(extra_rounds([tail], 5)) == [5, 6, 7, 8]

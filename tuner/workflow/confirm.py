@@ -352,6 +352,15 @@ def more_rounds(
                 on_run(entry.candidate, round_index, run, repeat)
 
 
+def extra_rounds(entries: Sequence[Confirmed], first: int) -> range:
+    """The indexes of `EXTRA_ROUNDS` more rounds of `entries`: from `first` (the confirmation's
+    round count), or after the last round any of them was measured in, if later. A verdict
+    can ask for more rounds twice (a close call, then the lower tail: the default both times),
+    and a round index must pair each config's runs of one stretch of time, never two."""
+    start = max([first, *(index + 1 for entry in entries for index in entry.run_rounds())])
+    return range(start, start + EXTRA_ROUNDS)
+
+
 def _attempt(entry: Confirmed, round_index: int, measure: Measure) -> Measurement | None:
     """One run of `entry`'s config; None when it failed (why is added to its failures)."""
     interrupts.raise_if_requested()  # a stop signal whose exception was lost

@@ -26,11 +26,11 @@ from tuner.settings import Value
 from tuner.workflow import race_rule
 from tuner.workflow.apprequirements import AppRequirements
 from tuner.workflow.confirm import (
-    EXTRA_ROUNDS,
     Candidate,
     Confirmed,
     OnRun,
     confirm,
+    extra_rounds,
     more_rounds,
 )
 from tuner.workflow.measurer import measurer
@@ -472,9 +472,7 @@ def run_final(
             lane.study,
             lane.records(),
             mine,
-            more=lambda pair: more_rounds(
-                pair, range(rounds, rounds + EXTRA_ROUNDS), measure, named
-            ),
+            more=lambda pair: more_rounds(pair, extra_rounds(pair, rounds), measure, named),
             file=WinnerFile(
                 lane.setup.file_in(out),
                 options.app_requirements.get(lane.server),

@@ -28,11 +28,11 @@ from tuner.search.study import StudyListener, StudySetup, open_study, run_search
 from tuner.servers import SERVERS, get_adapter
 from tuner.settings import Value
 from tuner.workflow.confirm import (
-    EXTRA_ROUNDS,
     Candidate,
     Confirmed,
     Verdict,
     confirm,
+    extra_rounds,
     more_rounds,
     settle,
 )
@@ -259,7 +259,7 @@ def _confirmed_point(
     confirmed: list[Confirmed] = confirm(candidates, rounds, measure)
 
     def more(entries: Sequence[Confirmed]) -> None:
-        more_rounds(entries, range(rounds, rounds + EXTRA_ROUNDS), measure)
+        more_rounds(entries, extra_rounds(entries, rounds), measure)
 
     verdict = settle(confirmed, sized.objective, sized.slo, candidates[0].settings, more)
     point = decided_point(sized, cpus, verdict)

@@ -28,13 +28,13 @@ from tuner.search.study_handle import StudyHandle
 from tuner.settings import Value
 from tuner.workflow.apprequirements import AppRequirements, Installed, missing_module_hint
 from tuner.workflow.confirm import (
-    EXTRA_ROUNDS,
     Candidate,
     Confirmed,
     OnRun,
     Verdict,
     client_bound_line,
     confirm,
+    extra_rounds,
     more_rounds,
     settle,
 )
@@ -252,9 +252,7 @@ def tune(
         study,
         records,
         confirmed,
-        more=lambda pair: more_rounds(
-            pair, range(rounds, rounds + EXTRA_ROUNDS), measure, on_confirm_run
-        ),
+        more=lambda pair: more_rounds(pair, extra_rounds(pair, rounds), measure, on_confirm_run),
         file=WinnerFile(out_path, app_requirements, run.check_clean_venv, sizing_for),
         rate=rate,
     )
