@@ -6,12 +6,12 @@ logic, no servers."""
 from __future__ import annotations
 
 from tests.support.measurements import measurement
-from tuner.search.objectives import LATENCY, THROUGHPUT, Slo
+from tuner.search.objectives import LATENCY, THROUGHPUT, Objective, Slo
 from tuner.search.records import BASELINE_DEFAULT
 from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, decide, extra_rounds
 from tuner.workflow.lower_tail import lower_tail
 
-DEFAULTS = {"blocking_threads": 8}
+DEFAULTS = {"threads": 8}
 RPS = [2570, 2690, 1930, 2600, 2450]
 ROUNDS = range(5)
 
@@ -44,7 +44,7 @@ def default() -> Confirmed:
 
 
 def test_a_config_as_fast_with_a_far_lower_tail_replaces_the_default():
-    one = entry("trial 6", [2540, 2730, 2950, 2500, 2400], [34, 29, 57, 31, 33], blocking_threads=1)
+    one = entry("trial 6", [2540, 2730, 2950, 2500, 2400], [34, 29, 57, 31, 33], threads=1)
     confirmed = [default(), one]
     verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
     assert verdict is not None and verdict.winner is verdict.default  # by req/s alone
@@ -63,7 +63,7 @@ def test_a_config_as_fast_with_a_far_lower_tail_replaces_the_default():
 
 def test_a_lower_tail_that_does_not_hold_over_more_rounds_leaves_the_default():
     # Five lucky rounds: over four more its p99 is the default's.
-    lucky = entry("trial 6", RPS, [200, 180, 230, 190, 210], blocking_threads=1)
+    lucky = entry("trial 6", RPS, [200, 180, 230, 190, 210], threads=1)
     confirmed = [default(), lucky]
     verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
     asked: list[list[str]] = []
@@ -76,40 +76,32 @@ def test_a_lower_tail_that_does_not_hold_over_more_rounds_leaves_the_default():
     )
 
 
+def unchanged(objective: Objective, *others: Confirmed) -> bool:
+    """Whether the verdict over the default and `others` comes out of `lower_tail` as it went
+    in, nothing measured again."""
+    confirmed = [default(), *others]
+    verdict = decide(confirmed, objective, Slo(), DEFAULTS)
+    return lower_tail(verdict, confirmed, objective, Slo(), DEFAULTS, nothing) is verdict
+
+
 def test_a_tail_lower_by_less_than_a_tenth_leaves_the_default():
     # Lower in every round, so beyond the noise, but by 5%: no reason for a change.
-    slightly = entry("trial 6", RPS, [256, 217, 283, 238, 266], blocking_threads=1)
-    confirmed = [default(), slightly]
-    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
-    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS, nothing) is verdict
+    assert unchanged(THROUGHPUT, entry("trial 6", RPS, [256, 217, 283, 238, 266], threads=1))
 
 
 def test_a_lower_tail_that_costs_memory_leaves_the_default():
-    heavy = entry("trial 6", RPS, [34, 29, 57, 31, 33], pss=60.0, blocking_threads=1)
-    confirmed = [default(), heavy]
-    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
-    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS, nothing) is verdict
+    assert unchanged(THROUGHPUT, entry("trial 6", RPS, [34, 29, 57, 31, 33], pss=60.0, threads=1))
 
 
-def test_a_config_faster_on_the_objective_is_not_an_equal():
-    faster = entry("trial 6", [r * 1.5 for r in RPS], [34, 29, 57, 31, 33], blocking_threads=1)
-    slower = entry("trial 7", [r * 0.6 for r in RPS], [20, 19, 22, 21, 20], blocking_threads=2)
-    confirmed = [default(), faster, slower]
-    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
-    assert verdict is not None and verdict.winner is faster  # beats the default on req/s
-    assert lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS, nothing) is verdict
-    without = [default(), slower]
-    kept = decide(without, THROUGHPUT, Slo(), DEFAULTS)
-    assert (
-        lower_tail(kept, without, THROUGHPUT, Slo(), DEFAULTS, nothing) is kept
-    )  # slower: no equal
+def test_a_config_faster_or_slower_on_the_objective_is_not_an_equal():
+    faster = entry("trial 6", [r * 1.5 for r in RPS], [34, 29, 57, 31, 33], threads=1)
+    slower = entry("trial 7", [r * 0.6 for r in RPS], [20, 19, 22, 21, 20], threads=2)
+    assert unchanged(THROUGHPUT, faster, slower)  # the faster beats the default on req/s
+    assert unchanged(THROUGHPUT, slower)
 
 
 def test_an_objective_on_p99_already_weighs_the_tail():
-    one = entry("trial 6", RPS, [34, 29, 57, 31, 33], blocking_threads=1)
-    confirmed = [default(), one]
-    verdict = decide(confirmed, LATENCY, Slo(), DEFAULTS)
-    assert lower_tail(verdict, confirmed, LATENCY, Slo(), DEFAULTS, nothing) is verdict
+    assert unchanged(LATENCY, entry("trial 6", RPS, [34, 29, 57, 31, 33], threads=1))
 
 
 def test_more_rounds_asked_twice_take_new_round_indexes():
@@ -118,6 +110,6 @@ def test_more_rounds_asked_twice_take_new_round_indexes():
     close = default()
     close.runs += [measurement(2500, p99=260.0, pss=40.0) for _ in range(4)]
     close.rounds += [5, 6, 7, 8]
-    tail = entry("trial 6", RPS, [34, 29, 57, 31, 33], blocking_threads=1)
+    tail = entry("trial 6", RPS, [34, 29, 57, 31, 33], threads=1)
     assert list(extra_rounds([close, tail], 5)) == [9, 10, 11, 12]
     assert list(extra_rounds([tail], 5)) == [5, 6, 7, 8]
