@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tuner.metrics.coreshare import CoresGot, CoreShare
+from tuner.metrics.cpu import TreeCpuClock
 from tuner.metrics.lossy import LOSSY, Loss
-from tuner.metrics.runqueue import RunQueueClock, waits_ns
+from tuner.metrics.runqueue import waited_seconds, waits_ns
 
 
 def _task(proc: Path, pid: int, tid: int, run_ns: int, wait_ns: int) -> None:
@@ -31,23 +32,23 @@ def test_each_threads_wait_is_read_and_a_tree_without_schedstat_reads_none(
     assert waits_ns([13], tmp_path) is None
 
 
-def test_the_clock_counts_what_the_tree_waited_between_entry_and_exit(tmp_path: Path) -> None:
+def test_the_wait_between_two_readings_counts_threads_started_meanwhile(tmp_path: Path) -> None:
     _task(tmp_path, 10, 10, 0, 1_000_000_000)
-    pids = [10]
-    with RunQueueClock(lambda: pids, tmp_path) as clock:
-        _task(tmp_path, 10, 10, 0, 1_250_000_000)  # 0.25 s more
-        _task(tmp_path, 10, 11, 0, 500_000_000)  # a thread started meanwhile: all of it
-        _task(tmp_path, 20, 20, 0, 100_000_000)  # a worker forked meanwhile
-        pids.append(20)
-    assert clock.seconds == pytest.approx(0.85)
+    before = waits_ns([10], tmp_path)
+    _task(tmp_path, 10, 10, 0, 1_250_000_000)  # 0.25 s more
+    _task(tmp_path, 10, 11, 0, 500_000_000)  # a thread started meanwhile: all of it
+    _task(tmp_path, 20, 20, 0, 100_000_000)  # a worker forked meanwhile
+    after = waits_ns([10, 20], tmp_path)
+    assert waited_seconds(before, after) == pytest.approx(0.85)
+    assert waited_seconds(None, after) is None
 
 
-def test_the_real_schedstat_of_this_process_reads(tmp_path: Path) -> None:
+def test_the_tree_clock_reads_the_real_schedstat_of_this_process() -> None:
     if not Path(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/schedstat").exists():
         pytest.fail("this kernel keeps no schedstat: the loss rule falls back to the counters")
-    with RunQueueClock(lambda: [os.getpid()]) as clock:
+    with TreeCpuClock(lambda: [os.getpid()], 1.0) as clock:
         sum(range(200_000))
-    assert clock.seconds is not None and clock.seconds >= 0.0
+    assert clock.waited_seconds is not None and clock.waited_seconds >= 0.0
 
 
 def test_other_processes_count_only_up_to_what_the_server_waited() -> None:

@@ -30,7 +30,6 @@ from tuner.metrics.lanes import ServerCause, StreamFigures
 from tuner.metrics.loops import LoopSampler, cmdline
 from tuner.metrics.measurement import Measurement, Memory
 from tuner.metrics.memory import MemorySampler
-from tuner.metrics.runqueue import RunQueueClock
 from tuner.procs.process import LOOPBACK, ServerProcess, free_port, key_line
 from tuner.servers.base import Bind, ServerAdapter
 from tuner.settings import Value
@@ -91,7 +90,6 @@ def run_bench(
             pinned(plan.load.load_cpus),
             MemorySampler(server.pids, front_pids_fn=front.pids if front else None) as memory,
             TreeCpuClock(lambda: server.pids() + (front.pids() if front else []), cpus) as cpu,
-            RunQueueClock(lambda: server.pids() + (front.pids() if front else [])) as waited,
             CoresClock(plan.server_cpus, plan.load.load_cpus) as cores,
             _watch_loops(plan, server) as loops,
         ):
@@ -125,7 +123,7 @@ def run_bench(
             server_log=load_sign_lines(plan.log_path, load_signs),
             streams=_said_why(load.streams, plan, window),
             server_cpu=cpu.result(),
-            cores=cores.result(cpu.cpu_seconds, waited.seconds),
+            cores=cores.result(cpu.cpu_seconds, cpu.waited_seconds),
             **_blocked(load, loops),
         ),
         settings=dict(plan.settings),

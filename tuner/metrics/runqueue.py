@@ -11,17 +11,18 @@ each other, so it is a bound, not the share itself).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
+from typing import TypeAlias
 
 PROC = Path("/proc")
+# Each thread's run-queue wait in ns, by (pid, tid).
+Waits: TypeAlias = dict[tuple[int, int], int]
 
 
-def waits_ns(pids: list[int], proc: Path = PROC) -> dict[tuple[int, int], int] | None:
+def waits_ns(pids: list[int], proc: Path = PROC) -> Waits | None:
     """Each thread's run-queue wait so far, by (pid, tid); None when the kernel keeps no
     schedstat (no `/proc/<pid>/task/<tid>/schedstat` for any of `pids`)."""
-    found: dict[tuple[int, int], int] = {}
+    found: Waits = {}
     readable = False
     for pid in pids:
         try:
@@ -39,39 +40,9 @@ def waits_ns(pids: list[int], proc: Path = PROC) -> dict[tuple[int, int], int] |
     return found if readable else None
 
 
-class RunQueueClock:
-    """Snapshots the tree's threads' run-queue waits on entry and exit; `seconds` is what they
-    waited between (a thread started meanwhile counts from its start; one that ended, not)."""
-
-    def __init__(self, pids_fn: Callable[[], list[int]], proc: Path = PROC) -> None:
-        self._pids_fn = pids_fn
-        self._proc = proc
-        self._start: dict[tuple[int, int], int] | None = None
-        self._end: dict[tuple[int, int], int] | None = None
-
-    def _read(self) -> dict[tuple[int, int], int] | None:
-        try:
-            pids = self._pids_fn()
-        except Exception:  # noqa: BLE001 - a server that just died has no tree to read
-            return None
-        return waits_ns(pids, self._proc)
-
-    def __enter__(self) -> RunQueueClock:
-        self._start = self._read()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._end = self._read()
-
-    @property
-    def seconds(self) -> float | None:
-        """The tree's threads' run-queue wait between entry and exit; None when unread."""
-        if self._start is None or self._end is None:
-            return None
-        waited = sum(max(0, ns - self._start.get(task, 0)) for task, ns in self._end.items())
-        return waited / 1e9
+def waited_seconds(start: Waits | None, end: Waits | None) -> float | None:
+    """What the threads waited between two readings (a thread started meanwhile counts from its
+    start; one that ended, not); None when either reading failed."""
+    if start is None or end is None:
+        return None
+    return sum(max(0, ns - start.get(task, 0)) for task, ns in end.items()) / 1e9
