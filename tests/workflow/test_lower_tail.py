@@ -55,9 +55,11 @@ def test_a_config_as_fast_with_a_far_lower_tail_replaces_the_default():
     assert after is not None and after.winner is one
     assert not after.beats_default  # not on the objective's own figure
     assert after.tied_with == (BASELINE_DEFAULT,)
-    assert "trial 6 ties with the default on req/s and its p99 is lower beyond the noise" in (
-        after.summary
+    assert after.summary.startswith(
+        "trial 6 is written instead of the default: it ties with the default on req/s and its "
+        "p99 is lower beyond the noise"
     )
+    assert f"the lower tail. On req/s: {verdict.summary}" in after.summary
     assert f"after {EXTRA_ROUNDS} more rounds of trial 6 and the default" in after.summary
 
 

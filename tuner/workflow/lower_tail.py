@@ -107,12 +107,12 @@ def lower_tail(
         )
     mine, theirs = held.spread(P99), default.spread(P99)
     assert mine is not None and theirs is not None
+    figures = "/".join(h.short for h in objective.headlines)
     summary = (
-        f"{verdict.summary}; but {label} ties with the default on "
-        f"{'/'.join(h.short for h in objective.headlines)} and its p99 is lower beyond the noise "
-        f"({mine.median:,.1f} vs {theirs.median:,.1f} ms, x{mine.median / theirs.median:.2f}, "
-        f"{rounds}), so {label} is written: among configs the noise cannot separate, the "
-        "lower tail"
+        f"{label} is written instead of the default: it ties with the default on {figures} "
+        f"and its p99 is lower beyond the noise ({mine.median:,.1f} vs {theirs.median:,.1f} ms, "
+        f"x{mine.median / theirs.median:.2f}, {rounds}); among configs the noise cannot "
+        f"separate, the lower tail. On {figures}: {verdict.summary}"
     )
     return replace(verdict, winner=held, summary=summary, tied_with=(BASELINE_DEFAULT,))
 
