@@ -76,15 +76,15 @@ class CoresClock:
             return CoresGot(self._share(self._server_cpus, ours) or server, None)
         return CoresGot(server, self._share(self._load_cpus, max(0.0, ours - server_seconds)))
 
+    def _deltas(self, cpus: Sequence[int]) -> list[CpuTicks]:
+        """Each of `cpus`' counters over the run (a CPU unread at either end is left out)."""
+        return [self._end[c] - self._start[c] for c in cpus if c in self._start and c in self._end]
+
     def _total_s(self, cpus: Sequence[int]) -> float:
-        deltas = [
-            self._end[c] - self._start[c] for c in cpus if c in self._start and c in self._end
-        ]
-        return sum(d.total for d in deltas) / _TICKS_PER_S
+        return sum(d.total for d in self._deltas(cpus)) / _TICKS_PER_S
 
     def _share(self, cpus: Sequence[int], own_seconds: float) -> CoreShare | None:
-        seen = [c for c in cpus if c in self._start and c in self._end]
-        deltas = [self._end[c] - self._start[c] for c in seen]
+        deltas = self._deltas(cpus)
         total = sum(d.total for d in deltas)
         if not deltas or total <= 0:
             return None

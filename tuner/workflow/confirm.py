@@ -86,6 +86,11 @@ class Confirmed:
         good = [headline.value(Figures.of(run)) for run in self.runs]
         return Spread.of(good, self.run_rounds()) if good else None
 
+    def median(self, headline: Headline) -> float:
+        """The median of one figure over the runs; infinite without a run (sorts last)."""
+        spread = self.spread(headline)
+        return spread.median if spread is not None else math.inf
+
     @property
     def rps(self) -> Spread | None:
         return self.spread(RPS)

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from tuner.metrics.material import MATERIAL_MEMORY, MATERIAL_TAIL
 from tuner.metrics.paired import FIRST_LOOK_ALPHA, second_look_alpha
 from tuner.metrics.stats import clearly_lower
-from tuner.search.objectives import P99, PSS, Figures, Headline, Objective, Slo
+from tuner.search.objectives import P99, PSS, Figures, Objective, Slo
 from tuner.search.pruning import MIN_MARGIN
 from tuner.search.records import BASELINE_DEFAULT
 from tuner.workflow.confirm import EXTRA_ROUNDS, Confirmed, Verdict
@@ -131,8 +131,7 @@ def _lowest_tail(
     lower = [
         entry
         for entry in entries
-        if entry is not default
-        and entry.candidate.label != BASELINE_DEFAULT
+        if entry.candidate.label != BASELINE_DEFAULT
         and entry.usable(slo)
         and ties_with(default, entry, objective, alpha)
         and _lower_tail(entry, default, alpha)
@@ -142,7 +141,7 @@ def _lowest_tail(
         return None
     return min(
         lower,
-        key=lambda e: (_median(e, P99), settings_changed(e.candidate.settings, defaults)),
+        key=lambda e: (e.median(P99), settings_changed(e.candidate.settings, defaults)),
     )
 
 
@@ -159,8 +158,3 @@ def _costs_memory(entry: Confirmed, default: Confirmed) -> bool:
     if mine is None or theirs is None:
         return False
     return clearly_lower(theirs, mine, by=MATERIAL_MEMORY)
-
-
-def _median(entry: Confirmed, headline: Headline) -> float:
-    spread = entry.spread(headline)
-    return spread.median if spread is not None else float("inf")

@@ -25,7 +25,6 @@ from tuner.search.objectives import (
     MULTI,
     P99,
     PSS,
-    Headline,
     Slo,
     Versus,
     pick_pareto_point,
@@ -71,7 +70,7 @@ def merge_front(entries: Sequence[Confirmed], alpha: Level = ALPHA) -> list[Fron
     noise. Then a kept point that a later one covers, without covering it back (as cheap
     within the noise and clearly faster), joins that one. What remains are points each
     clearly faster or clearly cheaper than every other."""
-    order = sorted(entries, key=lambda e: (_median(e, PSS), _median(e, P99)))
+    order = sorted(entries, key=lambda e: (e.median(PSS), e.median(P99)))
     kept: list[FrontPoint] = []
     for entry in order:
         home = next((point for point in kept if covers(point.entry, entry, alpha)), None)
@@ -114,11 +113,6 @@ def _default_stands(point: FrontPoint, alpha: Level) -> None:
     point.merged.remove(default)
     point.merged.insert(0, point.entry)
     point.entry = default
-
-
-def _median(entry: Confirmed, headline: Headline) -> float:
-    spread = entry.spread(headline)
-    return spread.median if spread is not None else float("inf")
 
 
 @dataclass(frozen=True)
