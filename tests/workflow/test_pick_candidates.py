@@ -238,3 +238,42 @@ def test_no_tail_trial_when_the_shortlist_already_holds_a_low_tail(tmp_path: Pat
     assert 6 not in [c.trial_number for c in picked]
     latency = pick_candidates(_setup(tmp_path, "latency"), records, top_k=1, pareto=[])
     assert [c.trial_number for c in latency[2:3]] == [6]  # ranked on p99 already
+
+
+def _uwsgi_setup(tmp_path: Path, objective: str) -> StudySetup:
+    args = build_parser().parse_args(
+        ["tune", str(REPO / "apps/hello.py"), "--server", "uwsgi", "--objective", objective]
+        + ["--rate", "500", "--storage", f"sqlite:///{tmp_path}/s.db"]
+    )
+    return build_setup(TuneOptions.from_args(args))
+
+
+def test_each_front_point_is_also_measured_with_its_threads_at_the_default(
+    tmp_path: Path,
+) -> None:
+    # uWSGI on fib: the study's front kept 2 processes x 8 threads, where 2 processes alone
+    # were as fast for less memory and never measured beside it.
+    records = [
+        TrialRecord(2, "COMPLETE", {"processes": 2, "threads": 8}, measurement(900, p99=2.0)),
+        TrialRecord(3, "COMPLETE", {"processes": 4, "threads": 4}, measurement(900, p99=1.5)),
+        TrialRecord(4, "COMPLETE", {"processes": 5}, measurement(900, p99=1.0)),
+    ]
+    setup = _uwsgi_setup(tmp_path, "multi")
+    picked = pick_candidates(setup, records, top_k=3, pareto=[2, 3, 4])
+    resolved = [setup.adapter.resolve(c.settings) for c in picked]
+    threads = [(r["processes"], r["threads"]) for r in resolved]
+    assert (2, 8) in threads and (2, 1) in threads
+    assert (4, 4) in threads and (4, 1) in threads
+    variants = [c.trial_number for c in picked if c.label.endswith("threads at default")]
+    assert sorted(variants) == [2, 3]  # trial 4's threads are the default's already
+
+
+def test_no_threads_variant_outside_the_front(tmp_path: Path) -> None:
+    records = [
+        TrialRecord(2, "COMPLETE", {"processes": 2, "threads": 8}, measurement(900, p99=2.0)),
+        TrialRecord(3, "COMPLETE", {"processes": 4, "threads": 4}, measurement(800, p99=1.5)),
+    ]
+    setup = _uwsgi_setup(tmp_path, "throughput")
+    picked = pick_candidates(setup, records, top_k=2, pareto=[])
+    resolved = [setup.adapter.resolve(c.settings) for c in picked]
+    assert (4, 1) not in [(r["processes"], r["threads"]) for r in resolved]

@@ -416,7 +416,7 @@ def pick_candidates(
     `FRONT_POINTS` of the Pareto front, spread along it), the server's baselines, a nearly
     fair trial that ranks above them (see `_nearly_fair_retry`), variants of the top one (its
     logging both ways, its other settings at the default) and the default with its
-    per-request log off."""
+    per-request log off; for a front, each point with its threads at the default too."""
     usable = [r for r in records if r.measured and r.feasible and not r.baseline]
     front = set(pareto)
     ranked = setup.objective.shortlist(usable, _figures, lambda r: r.number in front)
@@ -452,6 +452,7 @@ def pick_candidates(
         for v in _default_logging_variant(setup, top)
         + _quiet_logging_variant(setup, top + [b for b in baselines if b.label == BASELINE_DEFAULT])
         + _lean_variant(setup, top)
+        + (_default_threads_variant(setup, picked) if setup.objective.trade_off else [])
         if new(v)
     ]
     return chosen + picked + tail + retry + variants
@@ -570,6 +571,33 @@ def _lean_variant(setup: StudySetup, top: Sequence[Candidate]) -> list[Candidate
         if lean != current:
             label = f"{candidate.label}, other settings at default"
             variants.append(Candidate(label, candidate.trial_number, lean))
+    return variants
+
+
+def _default_threads_variant(setup: StudySetup, points: Sequence[Candidate]) -> list[Candidate]:
+    """Each front point with its threads per process at the server's default, where the search
+    changed them. Every thread holds a stack and buffers, so on the memory axis a point's
+    threads cost what its p99 may not repay; the search samples thread counts with everything
+    else, and its front can keep a many-thread config whose processes alone are as fast for
+    less (uWSGI on fib: 2 processes x 8 threads beside 2 processes). Measured in the same
+    rounds, the two merge when the noise cannot separate their p99, and the cheaper stands."""
+    adapter = setup.adapter
+    threads = adapter.process_model.threads
+    if threads is None:
+        return []
+    default = adapter.resolve({})[threads]
+    variants = []
+    for candidate in points:
+        current = adapter.resolve(candidate.settings)
+        if current[threads] == default:
+            continue
+        try:
+            fewer = adapter.resolve({**current, threads: default})
+        except ConfigError:  # the concurrency model needs threads (gthread, blocking pools)
+            continue
+        if fewer != current:
+            label = f"{candidate.label}, {threads} at default"
+            variants.append(Candidate(label, candidate.trial_number, fewer))
     return variants
 
 
