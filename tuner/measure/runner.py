@@ -123,7 +123,7 @@ def run_bench(
             server_log=load_sign_lines(plan.log_path, load_signs),
             streams=_said_why(load.streams, plan, window),
             server_cpu=cpu.result(),
-            cores=cores.result(cpu.cpu_seconds, cpu.waited_seconds),
+            cores=cores.result(cpu.cpu_seconds, cpu.waited),
             **_blocked(load, loops),
         ),
         settings=dict(plan.settings),

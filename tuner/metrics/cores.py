@@ -9,8 +9,8 @@ our own processes' CPU time (the server tree; the tuner and its load generator),
 - other: the share busy with processes that are neither the server's nor ours (process time
   on the set minus what our own processes used; interrupt time, which the kernel charges to no
   process and where most loopback packet work lands, is left out of both);
-- waited (the server's set): the share the server's threads sat runnable waiting for a CPU,
-  which bounds what the other processes took from the server itself.
+- waited (the server's set): the share of the run the server's busy threads sat runnable
+  waiting for a CPU, which bounds what the other processes took from the server itself.
 """
 
 from __future__ import annotations
@@ -58,19 +58,15 @@ class CoresClock:
     ) -> None:
         self._end, self._own_end = self._snapshot()
 
-    def result(
-        self, server_seconds: float, server_waited_s: float | None = None
-    ) -> CoresGot | None:
+    def result(self, server_seconds: float, server_waited: float | None = None) -> CoresGot | None:
         """None where the kernel's counters could not be read (no `/proc/stat`).
-        `server_waited_s`: the server tree's run-queue wait over the same run
-        (tuner.metrics.runqueue), kept as a share of the server set's time."""
+        `server_waited`: the share of the run the server's busy threads waited for a CPU
+        (tuner.metrics.runqueue), kept with the server set's share."""
         server = self._share(self._server_cpus, server_seconds)
         if server is None:
             return None
-        if server_waited_s is not None:
-            total_s = self._total_s(self._server_cpus)
-            if total_s > 0:
-                server = replace(server, waited=min(1.0, server_waited_s / total_s))
+        if server_waited is not None:
+            server = replace(server, waited=server_waited)
         ours = max(0.0, self._own_end - self._own_start)  # the server's included
         if not self._load_cpus:  # one set holds the server and us
             return CoresGot(self._share(self._server_cpus, ours) or server, None)
@@ -79,9 +75,6 @@ class CoresClock:
     def _deltas(self, cpus: Sequence[int]) -> list[CpuTicks]:
         """Each of `cpus`' counters over the run (a CPU unread at either end is left out)."""
         return [self._end[c] - self._start[c] for c in cpus if c in self._start and c in self._end]
-
-    def _total_s(self, cpus: Sequence[int]) -> float:
-        return sum(d.total for d in self._deltas(cpus)) / _TICKS_PER_S
 
     def _share(self, cpus: Sequence[int], own_seconds: float) -> CoreShare | None:
         deltas = self._deltas(cpus)

@@ -21,7 +21,7 @@ class CoreShare:
     cpus: int  # how many CPUs the set has
     stolen: float
     other: float
-    # The server's set only: the share of the set's time the server's threads sat runnable
+    # The server's set only: the share of the run the server's busy threads sat runnable
     # waiting for a CPU (tuner.metrics.runqueue); None where not read (the load's set, a kernel
     # without schedstat, a measurement stored before it was kept).
     waited: float | None = None

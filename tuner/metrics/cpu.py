@@ -9,7 +9,7 @@ Counted as user + system time, of every process in the tree plus what its reaped
 (`children_user`/`children_system`): a worker that exits and is reaped during the run moves its
 time into its parent's children counters, so the difference of two snapshots still counts it
 once. Only a child that exits unreaped between the snapshots is missed; servers reap promptly.
-The same snapshots read how long the tree's threads waited for a CPU (tuner.metrics.runqueue).
+The same snapshots read how long the tree's busy threads waited for a CPU (tuner.metrics.runqueue).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from types import TracebackType
 import psutil
 
 from tuner.metrics.measurement import ServerCpu
-from tuner.metrics.runqueue import Waits, waited_seconds, waits_ns
+from tuner.metrics.runqueue import ThreadTimes, thread_times, waited_share
 
 
 class TreeCpuClock:
@@ -32,15 +32,15 @@ class TreeCpuClock:
         self._of_cpus = of_cpus
         self._start = self._end = 0.0
         self._t0 = self._t1 = 0.0
-        self._waits_start: Waits | None = None
-        self._waits_end: Waits | None = None
+        self._threads_start: ThreadTimes | None = None
+        self._threads_end: ThreadTimes | None = None
 
-    def _snapshot(self) -> tuple[float, Waits | None]:
+    def _snapshot(self) -> tuple[float, ThreadTimes | None]:
         try:
             pids = self._pids_fn()
         except Exception:  # noqa: BLE001 - a server that just died has no tree to read
             return 0.0, None
-        return self._cpu_seconds(pids), waits_ns(pids)
+        return self._cpu_seconds(pids), thread_times(pids)
 
     @staticmethod
     def _cpu_seconds(pids: list[int]) -> float:
@@ -54,7 +54,7 @@ class TreeCpuClock:
         return total
 
     def __enter__(self) -> TreeCpuClock:
-        (self._start, self._waits_start), self._t0 = self._snapshot(), time.monotonic()
+        (self._start, self._threads_start), self._t0 = self._snapshot(), time.monotonic()
         return self
 
     def __exit__(
@@ -63,7 +63,7 @@ class TreeCpuClock:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        (self._end, self._waits_end), self._t1 = self._snapshot(), time.monotonic()
+        (self._end, self._threads_end), self._t1 = self._snapshot(), time.monotonic()
 
     @property
     def cpu_seconds(self) -> float:
@@ -71,9 +71,10 @@ class TreeCpuClock:
         return max(0.0, self._end - self._start)
 
     @property
-    def waited_seconds(self) -> float | None:
-        """Run-queue wait of the tree's threads between entry and exit; None where unread."""
-        return waited_seconds(self._waits_start, self._waits_end)
+    def waited(self) -> float | None:
+        """The share of the time between entry and exit that the tree's busy threads waited
+        for a CPU (tuner.metrics.runqueue.waited_share); None where unread."""
+        return waited_share(self._threads_start, self._threads_end, self._t1 - self._t0)
 
     def result(self) -> ServerCpu:
         wall = self._t1 - self._t0
