@@ -108,7 +108,7 @@ def run_case(name: str, case: Case, args: argparse.Namespace, workdir: Path) -> 
         )
         return run_bench(plan).measurement
 
-    repeats = []
+    repeats: list[dict[str, Any]] = []
     started = time.monotonic()
     for repeat in range(args.repeats):
         # The candidate first in odd repeats: a place in the round is no advantage.
