@@ -7,7 +7,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from tuner.search.pruning import MIN_MARGIN, NoiseAwarePruner, study_noise
+from tuner.search.pruning import MIN_MARGIN, NoiseAwarePruner, measured_noise, study_noise
+from tuner.search.study_handle import StudyHandle
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -89,3 +90,15 @@ def test_lower_is_better_prunes_the_slow_side() -> None:
     assert call.prune and call.best == 9.0
     call, _ = _call([_finished(w) for w in latency], running=[11, 11], direction="minimize")
     assert not call.prune
+
+
+def test_the_studys_noise_is_what_the_pruner_weighs_and_the_handle_reads() -> None:
+    noisy = [[600, 1400, 1000, 900], [700, 1500, 1100, 1000], [800, 1600, 1200, 1100]]
+    call, _ = _call([_finished(w) for w in noisy], running=[500, 520])
+    study = optuna.create_study(direction="maximize")
+    study.add_trials([_finished(w) for w in noisy])
+    assert measured_noise(study) == pytest.approx(call.margin)
+    assert StudyHandle(study).noise() == pytest.approx(800 / 1050)
+    quiet = optuna.create_study(direction="maximize")
+    quiet.add_trials([_finished(w) for w in STEADY])
+    assert StudyHandle(quiet).noise() == MIN_MARGIN

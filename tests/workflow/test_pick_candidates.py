@@ -277,3 +277,16 @@ def test_no_threads_variant_outside_the_front(tmp_path: Path) -> None:
     picked = pick_candidates(setup, records, top_k=2, pareto=[])
     resolved = [setup.adapter.resolve(c.settings) for c in picked]
     assert (4, 1) not in [(r["processes"], r["threads"]) for r in resolved]
+
+
+def test_the_tail_trial_is_sought_within_the_studys_measured_noise(tmp_path: Path) -> None:
+    records = [
+        _trial(2, rps=2700, p99=260.0),
+        _trial(5, rps=2650, p99=250.0),
+        _trial(6, rps=1800, p99=20.0),  # 33% behind: past the floor, inside a 40% noise
+    ]
+    setup = _setup(tmp_path, "throughput")
+    floor = pick_candidates(setup, records, top_k=2, pareto=[])
+    assert 6 not in [c.trial_number for c in floor]
+    noisy = pick_candidates(setup, records, top_k=2, pareto=[], noise=0.40)
+    assert [c.trial_number for c in noisy[2:5]] == [2, 5, 6]

@@ -52,11 +52,7 @@ class NoiseAwarePruner(optuna.pruners.BasePruner):
     def judge(self, study: optuna.Study, windows: Mapping[int, float]) -> PruneCall:
         """Whether a trial whose windows so far are `windows` (index -> value) is behind."""
         steps = sorted(windows)
-        contenders = [
-            t
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if objectives.satisfied(t.constraints.values()) and t.intermediate_values
-        ]
+        contenders = _contenders(study)
         margin = study_noise(contenders, StudyAttrs.read(study.user_attrs).cpu_probe_ms or [])
         if len(steps) < WARMUP_WINDOWS or len(contenders) < MIN_CONTENDERS:
             return PruneCall(False, margin)
@@ -69,6 +65,20 @@ class NoiseAwarePruner(optuna.pruners.BasePruner):
         best = max(known) if maximize else min(known)
         behind = mine < best * (1 - margin) if maximize else mine > best * (1 + margin)
         return PruneCall(behind, margin, mine, best)
+
+
+def _contenders(study: optuna.Study) -> list[FrozenTrial]:
+    """The complete trials within the SLOs that recorded their windows."""
+    return [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if objectives.satisfied(t.constraints.values()) and t.intermediate_values
+    ]
+
+
+def measured_noise(study: optuna.Study) -> float:
+    """The study's noise as its pruner weighs it now (`study_noise` over its contenders)."""
+    return study_noise(_contenders(study), StudyAttrs.read(study.user_attrs).cpu_probe_ms or [])
 
 
 def study_noise(trials: Sequence[FrozenTrial], probes: Sequence[Sequence[float]]) -> float:

@@ -20,6 +20,7 @@ from tuner.errors import ConfigError, InvalidMeasurement
 from tuner.metrics.measurement import Measurement
 from tuner.search import objectives
 from tuner.search.attrs import StudyAttrs, TrialAttrs
+from tuner.search.pruning import measured_noise
 from tuner.search.records import TrialRecord, TrialStatus
 from tuner.search.storage import fail_stale_trials, quiet_optuna, storage
 from tuner.search.storage_url import redact
@@ -56,6 +57,11 @@ class StudyHandle:
         small --trials): those are the plan, not results."""
         records = [to_record(t) for t in self.optuna_study.get_trials(deepcopy=False)]
         return [r for r in records if queued or r.state is not TrialStatus.WAITING]
+
+    def noise(self) -> float:
+        """How much one run of a config can be off, as the study measured it (never less than
+        the pruner's floor: tuner.search.pruning)."""
+        return measured_noise(self.optuna_study)
 
     def attrs(self) -> StudyAttrs:
         """What the study keeps, as stored now (trials add CPU probes as they run)."""

@@ -9,10 +9,11 @@ blocking thread where granian's default runs many; on its `/db` test both served
 and the default's p99 was several times the entry's, as requests queued behind the threads for
 the pool's connections.
 
-So the shortlist also takes the lowest-p99 trial among those within one run's noise of the best
-req/s (`tail_trial`), and a verdict that writes the default writes instead the config that ties
-with it on the objective and is lower on p99 beyond the noise and by `MATERIAL_TAIL`, memory not
-materially worse, and still so after more rounds of the two (`lower_tail`). Pure logic.
+So the shortlist also takes the lowest-p99 trial among those within one run's noise (the
+study's, as its pruner measures it) of the best req/s (`tail_trial`), and a verdict that
+writes the default writes instead the config that ties with it on the objective and is lower
+on p99 beyond the noise and by `MATERIAL_TAIL`, memory not materially worse, and still so after
+more rounds of the two (`lower_tail`). Pure logic.
 """
 
 from __future__ import annotations
@@ -44,12 +45,15 @@ def tail_trial(
     measured: Sequence[T],
     confirmed: Sequence[T],
     figures: Callable[[T], Figures],
+    noise: float = MIN_MARGIN,
 ) -> T | None:
     """Among `measured` (one run each, usable), the lowest-p99 one whose objective figure is
-    within one run's noise (`pruning.MIN_MARGIN`) of the best, when its p99 is lower than every
-    `confirmed` one's by more than that noise too: worth measuring again beside them."""
+    within one run's `noise` (the study's measured noise; never under `pruning.MIN_MARGIN`)
+    of the best, when its p99 is lower than every `confirmed` one's by more than that noise
+    too: worth measuring again beside them."""
     if not wants_tail(objective) or not measured:
         return None
+    margin = max(MIN_MARGIN, noise)
     first = objective.headlines[0]
     best = first.value(figures(objective.rank(measured, figures)[0]))
     if math.isnan(best):  # nothing measured on the objective's figure
@@ -58,14 +62,14 @@ def tail_trial(
     def close(item: T) -> bool:
         value = first.value(figures(item))
         gap = (best - value) if first.higher_is_better else (value - best)
-        return gap <= abs(best) * MIN_MARGIN
+        return gap <= abs(best) * margin
 
     near = [item for item in measured if close(item) and not math.isnan(figures(item).p99_ms)]
     if not near:
         return None
     lowest = min(near, key=lambda item: figures(item).p99_ms)
     known = [p99 for item in confirmed if not math.isnan(p99 := figures(item).p99_ms)]
-    if known and figures(lowest).p99_ms >= min(known) * (1 - MIN_MARGIN):
+    if known and figures(lowest).p99_ms >= min(known) * (1 - margin):
         return None
     return lowest
 

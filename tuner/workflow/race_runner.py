@@ -437,7 +437,11 @@ def run_final(
     for lane in result.lanes:
         if lane.server in result.finalists and lane.study is not None:
             picks = pick_candidates(
-                lane.setup, lane.records(), options.top_k, pareto=lane.study.pareto_numbers()
+                lane.setup,
+                lane.records(),
+                options.top_k,
+                pareto=lane.study.pareto_numbers(),
+                noise=lane.study.noise(),
             )
             if lane.server in result.lean:
                 best = lane.best()

@@ -21,6 +21,7 @@ from tuner.metrics.coreshare import losses_text
 from tuner.metrics.stats import Spread
 from tuner.search import objectives
 from tuner.search.objectives import Figures
+from tuner.search.pruning import MIN_MARGIN
 from tuner.search.records import BASELINE_DEFAULT, TrialRecord, TrialStatus
 from tuner.search.shapes import searched_text
 from tuner.search.study import StudyListener, StudySetup, open_study, run_search
@@ -230,7 +231,9 @@ def tune(
     records = study.records(queued=False)
     if rate is not None:  # a rate none carried, a memory limit none fits: said now, exit 2
         check_reachable(setup.slo, [(r.label, r.figures) for r in records if r.measured], rate.rps)
-    candidates = pick_candidates(setup, records, run.top_k, pareto=study.pareto_numbers())
+    candidates = pick_candidates(
+        setup, records, run.top_k, pareto=study.pareto_numbers(), noise=study.noise()
+    )
     measure = measurer(setup)
     rounds = run.confirm_rounds
     confirmed = confirm(candidates, rounds, measure, on_confirm_run)
@@ -410,7 +413,11 @@ def prove_default_clean(setup: StudySetup, app_requirements: AppRequirements | N
 
 
 def pick_candidates(
-    setup: StudySetup, records: Sequence[TrialRecord], top_k: int, pareto: Sequence[int]
+    setup: StudySetup,
+    records: Sequence[TrialRecord],
+    top_k: int,
+    pareto: Sequence[int],
+    noise: float = MIN_MARGIN,
 ) -> list[Candidate]:
     """The best `top_k` usable trials (as the objective shortlists them: for `multi`, up to
     `FRONT_POINTS` of the Pareto front, spread along it), the server's baselines, a nearly
@@ -444,7 +451,7 @@ def pick_candidates(
             break
         if new(candidate := Candidate(record.label, record.number, record.settings)):
             picked.append(candidate)
-    tail = [c for c in _tail_candidate(setup, records, ranked, chosen + picked) if new(c)]
+    tail = [c for c in _tail_candidate(setup, records, ranked, chosen + picked, noise) if new(c)]
     retry = [c for c in _nearly_fair_retry(setup, records, picked) if new(c)]
     top = picked[:1]
     variants = [
@@ -463,12 +470,13 @@ def _tail_candidate(
     records: Sequence[TrialRecord],
     ranked: Sequence[TrialRecord],
     chosen: Sequence[Candidate],
+    noise: float,
 ) -> list[Candidate]:
-    """The trial as fast as the best within one run's noise with the lowest p99, when the
+    """The trial as fast as the best within one run's `noise` with the lowest p99, when the
     configs chosen so far all have a far higher one (tuner.workflow.lower_tail)."""
     by_number = {r.number: r for r in records if r.measured}
     confirmed = [by_number[c.trial_number] for c in chosen if c.trial_number in by_number]
-    trial = tail_trial(setup.objective, ranked, confirmed, _figures)
+    trial = tail_trial(setup.objective, ranked, confirmed, _figures, noise)
     return [Candidate(trial.label, trial.number, trial.settings)] if trial else []
 
 
