@@ -9,7 +9,7 @@ from tests.support.measurements import measurement
 from tuner.search.objectives import LATENCY, THROUGHPUT, Objective, Slo
 from tuner.search.records import BASELINE_DEFAULT
 from tuner.workflow.confirm import EXTRA_ROUNDS, Candidate, Confirmed, decide, extra_rounds
-from tuner.workflow.lower_tail import lower_tail
+from tuner.workflow.lower_tail import lower_tail, settle_with_tail
 
 DEFAULTS = {"threads": 8}
 RPS = [2570, 2690, 1930, 2600, 2450]
@@ -115,3 +115,13 @@ def test_more_rounds_asked_twice_take_new_round_indexes():
     tail = entry("trial 6", RPS, [34, 29, 57, 31, 33], threads=1)
     assert list(extra_rounds([close, tail], 5)) == [9, 10, 11, 12]
     assert list(extra_rounds([tail], 5)) == [5, 6, 7, 8]
+
+
+def test_each_size_and_tune_settle_with_the_tail_as_one_step():
+    # tune and every --for-cpus size decide through settle_with_tail: settle, then the tail.
+    one = entry("trial 6", [2540, 2730, 2950, 2500, 2400], [34, 29, 57, 31, 33], threads=1)
+    asked: list[list[str]] = []
+    more = more_of({"default": [240, 260, 255, 270], "trial 6": [30, 41, 28, 35]}, asked)
+    after = settle_with_tail([default(), one], THROUGHPUT, Slo(), DEFAULTS, more)
+    assert after is not None and after.winner is one
+    assert asked[-1] == ["default", "trial 6"]

@@ -29,7 +29,7 @@ from tuner.metrics.stats import clearly_lower
 from tuner.search.objectives import P99, PSS, Figures, Objective, Slo
 from tuner.search.pruning import MIN_MARGIN
 from tuner.search.records import BASELINE_DEFAULT
-from tuner.workflow.confirm import EXTRA_ROUNDS, Confirmed, Verdict
+from tuner.workflow.confirm import EXTRA_ROUNDS, Confirmed, Verdict, settle
 from tuner.workflow.equals import settings_changed, ties_with
 
 T = TypeVar("T")
@@ -72,6 +72,19 @@ def tail_trial(
     if known and figures(lowest).p99_ms >= min(known) * (1 - margin):
         return None
     return lowest
+
+
+def settle_with_tail(
+    confirmed: Sequence[Confirmed],
+    objective: Objective,
+    slo: Slo,
+    defaults: Mapping[str, Any],
+    more: Callable[[Sequence[Confirmed]], None],
+) -> Verdict | None:
+    """The verdict of one set of interleaved rounds, as `tune` and each `--for-cpus` size
+    decide it: `settle` (its close calls measured again), then the lower tail among equals."""
+    verdict = settle(confirmed, objective, slo, defaults, more)
+    return lower_tail(verdict, confirmed, objective, slo, defaults, more)
 
 
 def lower_tail(

@@ -10,7 +10,8 @@ other size costs `size_trials` trials instead of a whole study. Its point is dec
 reference's winner is: the counts scaled from the reference (the study's first trial) and its
 best other counts are measured again in interleaved rounds, and another count is kept only
 where it beats the scaled one beyond the noise, by the pairs of those rounds
-(tuner.workflow.confirm.settle; among equals, the cheapest).
+(tuner.workflow.confirm.settle; among equals, the cheapest, or counts as fast with a far lower
+tail: tuner.workflow.lower_tail).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from tuner.workflow.confirm import (
     confirm,
     extra_rounds,
     more_rounds,
-    settle,
 )
+from tuner.workflow.lower_tail import settle_with_tail
 from tuner.workflow.measurer import measurer
 
 # Of each other size's study, how many of its best counts (other than the scaled ones) are
@@ -253,7 +254,7 @@ def _confirmed_point(
 ) -> SizePoint:
     """One size's point: its candidates measured again in `rounds` interleaved rounds at its
     CPU limit, decided by the pairs as `tune` decides its winner (a close call gets
-    EXTRA_ROUNDS more, once)."""
+    EXTRA_ROUNDS more, once; counts as fast with a far lower tail win among equals)."""
     measure = measurer(sized)
     candidates = size_candidates(sized, cpus, records, scaled)
     confirmed: list[Confirmed] = confirm(candidates, rounds, measure)
@@ -261,7 +262,7 @@ def _confirmed_point(
     def more(entries: Sequence[Confirmed]) -> None:
         more_rounds(entries, extra_rounds(entries, rounds), measure)
 
-    verdict = settle(confirmed, sized.objective, sized.slo, candidates[0].settings, more)
+    verdict = settle_with_tail(confirmed, sized.objective, sized.slo, candidates[0].settings, more)
     point = decided_point(sized, cpus, verdict)
     listener.on_start(f"size {cpus:g} CPUs: {point.decided}")
     return point

@@ -37,13 +37,12 @@ from tuner.workflow.confirm import (
     confirm,
     extra_rounds,
     more_rounds,
-    settle,
 )
 from tuner.workflow.front_close import settle_front
 from tuner.workflow.front_inputs import OfferedRate, check_reachable, with_offered_rate
 from tuner.workflow.lane_evidence import lane_decisions
 from tuner.workflow.logcost import logging_costs
-from tuner.workflow.lower_tail import lower_tail, tail_trial
+from tuner.workflow.lower_tail import settle_with_tail, tail_trial
 from tuner.workflow.measurer import measurer
 from tuner.workflow.pareto_front import ConfirmedFront
 from tuner.workflow.proven_file import (
@@ -305,8 +304,7 @@ def conclude(
         front = decided.front if decided else None
     else:
         defaults = setup.adapter.resolve({})
-        verdict = settle(confirmed, setup.objective, setup.slo, defaults, more=more)
-        verdict = lower_tail(verdict, confirmed, setup.objective, setup.slo, defaults, more)
+        verdict = settle_with_tail(confirmed, setup.objective, setup.slo, defaults, more)
     noise = noise_summary(study.attrs().cpu_probe_ms or [], confirmed)
     load_cpus = setup.load.load_cpus
     bound = client_bound_line(confirmed, len(load_cpus), spare_cpus(setup.server_cpus, load_cpus))
