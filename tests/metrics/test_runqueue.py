@@ -77,24 +77,24 @@ def test_the_tree_clock_reads_the_real_schedstat_of_this_process() -> None:
 def test_other_processes_count_only_up_to_what_the_server_waited() -> None:
     # A full spinner beside a server asleep on I/O: it ran 80% of the CPU, the server waited
     # for a CPU 2% of the time: nothing the server needed was taken.
-    asleep = Loss("server", 0.0, 0.80, LOSSY, waited=0.02)
+    asleep = Loss("server", CoreShare(1, 0.0, 0.80, waited=0.02), LOSSY)
     assert asleep.share == pytest.approx(0.02) and not asleep.lossy
     assert "(the server waited for a CPU 2% of the time)" in asleep.text()
     # The same spinner beside a CPU-bound server: it waited about the spinner's share.
-    hungry = Loss("server", 0.05, 0.45, LOSSY, waited=0.48)
+    hungry = Loss("server", CoreShare(1, 0.05, 0.45, waited=0.48), LOSSY)
     assert hungry.share == pytest.approx(0.50) and hungry.lossy
     assert "waited" not in hungry.text()
     # Steal counts whole: the guest's scheduler does not see it as a wait.
-    stolen = Loss("server", 0.15, 0.0, LOSSY, waited=0.0)
+    stolen = Loss("server", CoreShare(1, 0.15, 0.0, waited=0.0), LOSSY)
     assert stolen.lossy
     # Not read (an older measurement, no schedstat): the counters alone, as before.
-    assert Loss("server", 0.0, 0.80, LOSSY).lossy
+    assert Loss("server", CoreShare(1, 0.0, 0.80), LOSSY).lossy
 
 
 def test_the_wait_is_kept_in_the_json_and_read_back() -> None:
     got = CoresGot(CoreShare(1, 0.01, 0.6, waited=0.03), CoreShare(1, 0.0, 0.0))
     assert CoresGot.from_json(got.to_json()) == got
     assert "the server waited 3%" in got.describe()
-    loss = Loss("server", 0.0, 0.6, LOSSY, waited=0.03)
+    loss = Loss("server", CoreShare(1, 0.0, 0.6, waited=0.03), LOSSY)
     assert Loss.from_json(loss.to_json()) == loss
     assert Loss.from_json({"where": "server", "other": 0.6}).waited is None

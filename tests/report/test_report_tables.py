@@ -226,7 +226,12 @@ def test_compare_table_puts_each_servers_default_and_tuned_side_by_side() -> Non
 
 
 def test_compare_table_names_the_runs_measured_twice_once_per_config() -> None:
-    stolen = Repeat(2, Loss("server", 0.18, 0.0, LOSSY), Loss("server", 0.01, 0.0, LOSSY), False)
+    stolen = Repeat(
+        2,
+        Loss("server", CoreShare(1, 0.18, 0.0), LOSSY),
+        Loss("server", CoreShare(1, 0.01, 0.0), LOSSY),
+        False,
+    )
     default = replace(UWSGI.default, label="uwsgi default", runs=3, repeats=(stolen,))
     # The tuned config is the default itself: its runs are the default's, said once.
     uwsgi = replace(UWSGI, default=default, tuned=default)

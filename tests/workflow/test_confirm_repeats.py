@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.measurements import cores, measurement
 from tuner.errors import ServerStartError
+from tuner.metrics.coreshare import CoreShare
 from tuner.metrics.lossy import LOAD_LOSSY, LOSSY, Loss, worst_loss
 from tuner.metrics.measurement import Measurement
 from tuner.report.study_view import confirm_run_text
@@ -57,8 +58,10 @@ def test_a_run_that_lost_too_much_is_measured_again_in_its_place_and_the_clean_o
     assert [run.median_rps for run in b.runs] == [100, 120, 100]
     assert b.rounds == [0, 1, 2]  # one run per round: the pairs are as before
     assert b.rps is not None and 80 not in b.rps.samples
-    clean_loss = Loss("server", 0.01, 0.0, LOSSY)  # the repeat's worst CPU set
-    assert b.repeats == [Repeat(1, Loss("server", 0.18, 0.0, LOSSY), clean_loss, False)]
+    clean_loss = Loss("server", CoreShare(1, 0.01, 0.0), LOSSY)  # the repeat's worst CPU set
+    assert b.repeats == [
+        Repeat(1, Loss("server", CoreShare(1, 0.18, 0.0), LOSSY), clean_loss, False)
+    ]
     assert not a.repeats and len(a.runs) == 3
     # on_run is told once per round and config: the run kept, and why it was measured twice.
     told = [(label, r, run.median_rps if run else None, rep) for label, r, run, rep in script.told]
@@ -119,7 +122,7 @@ def test_the_load_cpus_count_when_large_or_when_the_load_was_the_limit():
     assert (loss := worst_loss(free)) is not None and not loss.lossy
     assert (loss := worst_loss(bound)) is not None and loss.lossy and loss.where == "load"
     assert (loss := worst_loss(crowded)) is not None and loss.lossy
-    assert loss == Loss("load", 0.3, 0.3, LOAD_LOSSY)
+    assert loss == Loss("load", CoreShare(1, 0.3, 0.3), LOAD_LOSSY)
     assert loss.text() == "load CPUs lost 30% to steal and 30% to other processes"
     # The set that lost most against its own line is the one named: 8% of the server CPUs
     # (0.8 of its line) weighs more than 35% of a free load's (0.7 of its line).
@@ -158,8 +161,8 @@ def test_the_record_and_the_texts_say_which_runs_were_repeated_and_why():
     stored = b.summary().to_json()
     assert stored["repeats"][0] == {
         "round": 0,
-        "first": {"where": "server", "stolen": 0.18, "other": 0.0, "limit": LOSSY},
-        "repeat": {"where": "server", "stolen": 0.01, "other": 0.0, "limit": LOSSY},
+        "first": {"where": "server", "cpus": 1, "stolen": 0.18, "other": 0.0, "limit": LOSSY},
+        "repeat": {"where": "server", "cpus": 1, "stolen": 0.01, "other": 0.0, "limit": LOSSY},
         "kept": "repeat",
     }
     again = ConfirmedSummary.from_json(stored)

@@ -29,20 +29,32 @@ LOAD_LOSSY = 0.5
 
 @dataclass(frozen=True)
 class Loss:
-    """What one CPU set of a run lost, against the share at which a run counts as lossy."""
+    """What one CPU set of a run lost (`got`), against the share at which a run counts as
+    lossy."""
 
     where: str  # "server" or "load"
-    stolen: float
-    other: float
+    got: CoreShare
     limit: float
-    # The server's set: the share its threads waited for a CPU (None: not read, or the load's).
-    waited: float | None = None
+
+    @property
+    def stolen(self) -> float:
+        return self.got.stolen
+
+    @property
+    def other(self) -> float:
+        return self.got.other
+
+    @property
+    def waited(self) -> float | None:
+        """The server's set: the share its busy threads waited for a CPU (None: not read, or
+        the load's)."""
+        return self.got.waited
 
     @property
     def share(self) -> float:
         """What the set lost that the config needed: steal, and other processes' time up to
         what the server waited for a CPU (beside a busy neighbour, a server asleep on I/O is
-        woken ahead of it and loses nothing; a CPU-bound one waits about the neighbour's
+        woken ahead of it and loses little; a CPU-bound one waits about the neighbour's
         share)."""
         other = self.other if self.waited is None else min(self.other, self.waited)
         return self.stolen + other
@@ -66,25 +78,14 @@ class Loss:
         return said
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "where": self.where,
-            "stolen": round(self.stolen, 4),
-            "other": round(self.other, 4),
-            "limit": self.limit,
-        }
-        if self.waited is not None:
-            data["waited"] = round(self.waited, 4)
-        return data
+        return {"where": self.where, **self.got.to_json(), "limit": self.limit}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Loss:
-        waited = data.get("waited")
         return cls(
             str(data.get("where") or "server"),
-            float(data.get("stolen") or 0.0),
-            float(data.get("other") or 0.0),
+            CoreShare.from_json(data),
             float(data.get("limit") or LOSSY),
-            float(waited) if isinstance(waited, int | float) else None,
         )
 
 
@@ -98,9 +99,5 @@ def worst_loss(run: Measurement) -> Loss | None:
         ("server", run.cores.server, LOSSY),
         ("load", run.cores.load, load_limit),
     ]
-    losses = [
-        Loss(where, share.stolen, share.other, limit, share.waited)
-        for where, share, limit in sets
-        if share is not None
-    ]
+    losses = [Loss(where, share, limit) for where, share, limit in sets if share is not None]
     return max(losses, key=lambda loss: loss.severity)
