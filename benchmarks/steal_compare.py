@@ -23,12 +23,11 @@ import contextlib
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.steal_spread import spinning  # noqa: E402
-from benchmarks.verdict_counts import compare_row  # noqa: E402
+from benchmarks.verdict_counts import compare_row, run_json  # noqa: E402
 from tuner import interrupts  # noqa: E402
 from tuner.machine.cpus import default_split  # noqa: E402
 from tuner.workflow.confirm import ConfirmedSummary  # noqa: E402
@@ -74,19 +73,6 @@ def neighbour(share: float, burst_s: float, seed: int, cpus: tuple[int, ...]) ->
     finally:
         stop.set()
         thread.join()
-
-
-def run_compare(code: str, argv: Sequence[str], timeout_s: float) -> dict[str, Any]:
-    command = [sys.executable, "-c", code, *argv, "--json"]
-    done = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
-    )
-    try:
-        parsed: dict[str, Any] = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit {done.returncode}: {tail}"}
-    return parsed
 
 
 def judged(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -156,7 +142,7 @@ def main() -> int:
                 print(f"pair {pair + 1}, {arm}: tuner {' '.join(argv)}", file=sys.stderr)
                 started = time.monotonic()
                 with neighbour(args.neighbour, args.burst, args.seed + pair, server_cpus):
-                    result = run_compare(ARMS[arm], argv, args.budget * 60 * 2 + 600)
+                    result = run_json(argv, args.budget * 60 * 2 + 600, python=("-c", ARMS[arm]))
                 row: dict[str, Any] = {"pair": pair, "arm": arm}
                 row["wall_s"] = time.monotonic() - started
                 row |= judged(result)

@@ -120,9 +120,13 @@ def compare_row(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _run(argv: Sequence[str], timeout_s: float) -> dict[str, Any]:
-    command = [sys.executable, "-m", "tuner", *argv, "--json"]
-    print("$ " + " ".join(command[2:]), file=sys.stderr, flush=True)
+def run_json(
+    argv: Sequence[str], timeout_s: float, python: Sequence[str] = ("-m", "tuner")
+) -> dict[str, Any]:
+    """`tuner ARGV --json` (through `python`'s arguments: `-m tuner`, or `-c` and a line that
+    runs it), its JSON; {"error": ...} with its last line when it printed none."""
+    command = [sys.executable, *python, *argv, "--json"]
+    print("$ tuner " + " ".join(argv), file=sys.stderr, flush=True)
     done = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
     )
@@ -141,7 +145,7 @@ def _judged(
 ) -> dict[str, Any]:
     """One run of the command, judged by both rules, with its time and its whole JSON."""
     started = time.monotonic()
-    result = _run(argv, timeout_s)
+    result = run_json(argv, timeout_s)
     row = {"error": result["error"]} if "error" in result else judge(result)
     print(json.dumps(row), file=sys.stderr, flush=True)
     return {**row, "wall_s": time.monotonic() - started, "raw": result}
