@@ -11,5 +11,6 @@ from __future__ import annotations
 # Memory (PSS): a hundredth of the reference's; under it no one sizes a box by the saving (it
 # let a config 2x slower at p99 stand for the default on a front).
 MATERIAL_MEMORY = 0.01
-# p99: a tenth of the reference's, when it is to replace a config that is as fast.
+# p99: a tenth of the reference's, when it is to replace a config that is as fast, or to stand
+# as a point of its own on a latency-memory front.
 MATERIAL_TAIL = 0.10

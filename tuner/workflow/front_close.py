@@ -17,7 +17,13 @@ from tuner.metrics.paired import FIRST_LOOK_ALPHA, Looks
 from tuner.metrics.stats import clearly_better
 from tuner.search.objectives import P99, PSS, Headline, Slo
 from tuner.workflow.confirm import EXTRA_ROUNDS, Confirmed
-from tuner.workflow.pareto_front import FrontPoint, FrontVerdict, decide_front, versus_default
+from tuner.workflow.pareto_front import (
+    FrontPoint,
+    FrontVerdict,
+    decide_front,
+    material,
+    versus_default,
+)
 
 # A config merged into a point is worth more rounds when its median is better than the point's
 # by more than this share on p99 or PSS: a smaller gap would rarely decide in four more rounds,
@@ -128,7 +134,8 @@ def _gap(member: Confirmed, keeper: Confirmed, headline: Headline) -> float:
     if clearly_better(mine, theirs, higher_is_better=False, alpha=FIRST_LOOK_ALPHA):
         return 0.0
     gap = 1.0 - mine.median / theirs.median
-    return gap if gap > MERGE_GAP else 0.0
+    # A gap the merge would not count even if the pairs decided it is not worth the rounds.
+    return gap if gap > max(MERGE_GAP, material(headline)) else 0.0
 
 
 def chosen_calls(calls: Sequence[CloseCall]) -> list[CloseCall]:
