@@ -21,6 +21,7 @@ from tuner.report import tables
 from tuner.report.bench_view import result_table
 from tuner.report.compare_page import best_line, ceiling_line, compare_chart, compare_table
 from tuner.report.data import StoredResult, StudyData, contenders
+from tuner.report.study_view import record_line
 from tuner.search.attrs import StudyAttrs
 from tuner.search.records import TrialRecord
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary
@@ -634,3 +635,12 @@ def test_a_sized_compare_shows_each_servers_rule_and_keeps_it_in_its_json() -> N
     assert made[0].notes == rule.describe_lines()
     assert SizingRule.from_dict(sized.to_json()["sizing"]) == rule
     assert UWSGI.to_json()["sizing"] is None
+
+
+def test_a_trial_line_names_its_state_once() -> None:
+    pruned = TrialRecord(
+        4, "PRUNED", {"workers": 2}, measurement(10), fail_reason="pruned: median 2,204.1 req/s"
+    )
+    assert record_line(pruned, {}).startswith("trial 4: pruned: median 2,204.1 req/s  ")
+    failed = TrialRecord(5, "FAIL", {"workers": 3}, None, fail_reason="server crashed")
+    assert record_line(failed, {}).startswith("trial 5: fail server crashed  ")

@@ -49,7 +49,10 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
             f"{label}: {record.rps:,.0f} req/s  p99 {record.p99_ms:.2f} ms  "
             f"PSS {record.pss_mb:.0f} MB  {what}" + (f"  ({', '.join(flags)})" if flags else "")
         )
-    return f"{label}: {record.state.lower()} {record.fail_reason}  {what}"
+    state, reason = record.state.lower(), record.fail_reason or ""
+    # A pruned trial's reason names its state already ("pruned: median ..."): said once.
+    said = reason if reason.startswith(f"{state}:") else f"{state} {reason}".rstrip()
+    return f"{label}: {said}  {what}"
 
 
 def confirm_run_text(run: Measurement | None, repeat: Repeat | None) -> str:
