@@ -53,7 +53,7 @@ class NoiseAwarePruner(optuna.pruners.BasePruner):
         """Whether a trial whose windows so far are `windows` (index -> value) is behind."""
         steps = sorted(windows)
         contenders = _contenders(study)
-        margin = study_noise(contenders, StudyAttrs.read(study.user_attrs).cpu_probe_ms or [])
+        margin = _noise_over(study, contenders)
         if len(steps) < WARMUP_WINDOWS or len(contenders) < MIN_CONTENDERS:
             return PruneCall(False, margin)
         mine = statistics.median(windows[s] for s in steps)
@@ -78,7 +78,11 @@ def _contenders(study: optuna.Study) -> list[FrozenTrial]:
 
 def measured_noise(study: optuna.Study) -> float:
     """The study's noise as its pruner weighs it now (`study_noise` over its contenders)."""
-    return study_noise(_contenders(study), StudyAttrs.read(study.user_attrs).cpu_probe_ms or [])
+    return _noise_over(study, _contenders(study))
+
+
+def _noise_over(study: optuna.Study, contenders: Sequence[FrozenTrial]) -> float:
+    return study_noise(contenders, StudyAttrs.read(study.user_attrs).cpu_probe_ms or [])
 
 
 def study_noise(trials: Sequence[FrozenTrial], probes: Sequence[Sequence[float]]) -> float:

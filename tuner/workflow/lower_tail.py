@@ -48,12 +48,11 @@ def tail_trial(
     noise: float = MIN_MARGIN,
 ) -> T | None:
     """Among `measured` (one run each, usable), the lowest-p99 one whose objective figure is
-    within one run's `noise` (the study's measured noise; never under `pruning.MIN_MARGIN`)
-    of the best, when its p99 is lower than every `confirmed` one's by more than that noise
-    too: worth measuring again beside them."""
+    within one run's `noise` (the study's measured noise, which `pruning` never puts under its
+    floor `MIN_MARGIN`) of the best, when its p99 is lower than every `confirmed` one's by
+    more than that noise too: worth measuring again beside them."""
     if not wants_tail(objective) or not measured:
         return None
-    margin = max(MIN_MARGIN, noise)
     first = objective.headlines[0]
     best = first.value(figures(objective.rank(measured, figures)[0]))
     if math.isnan(best):  # nothing measured on the objective's figure
@@ -62,14 +61,14 @@ def tail_trial(
     def close(item: T) -> bool:
         value = first.value(figures(item))
         gap = (best - value) if first.higher_is_better else (value - best)
-        return gap <= abs(best) * margin
+        return gap <= abs(best) * noise
 
     near = [item for item in measured if close(item) and not math.isnan(figures(item).p99_ms)]
     if not near:
         return None
     lowest = min(near, key=lambda item: figures(item).p99_ms)
     known = [p99 for item in confirmed if not math.isnan(p99 := figures(item).p99_ms)]
-    if known and figures(lowest).p99_ms >= min(known) * (1 - margin):
+    if known and figures(lowest).p99_ms >= min(known) * (1 - noise):
         return None
     return lowest
 
