@@ -268,6 +268,26 @@ def test_each_front_point_is_also_measured_with_its_threads_at_the_default(
     assert sorted(variants) == [2, 3]  # trial 4's threads are the default's already
 
 
+def test_each_front_point_is_also_measured_with_only_its_concurrency_changed(
+    tmp_path: Path,
+) -> None:
+    # granian on the DB app: the front's point set four settings that did nothing beside its
+    # thread count, and the grid's point was that thread count alone; only the single pick's
+    # top config had its lean variant measured.
+    records = [
+        TrialRecord(2, "COMPLETE", {"processes": 2, "thunder-lock": True}, measurement(900, 2.0)),
+        TrialRecord(3, "COMPLETE", {"processes": 4, "listen": 1024}, measurement(900, p99=1.5)),
+        TrialRecord(4, "COMPLETE", {"processes": 5}, measurement(900, p99=1.0)),
+    ]
+    setup = _uwsgi_setup(tmp_path, "multi")
+    defaults = setup.adapter.resolve({})
+    picked = pick_candidates(setup, records, top_k=3, pareto=[2, 3, 4])
+    lean = {c.trial_number: c for c in picked if c.label.endswith("other settings at default")}
+    assert sorted(lean) == [2, 3]  # trial 4 changes only its processes
+    for number, processes in ((2, 2), (3, 4)):
+        assert setup.adapter.resolve(lean[number].settings) == {**defaults, "processes": processes}
+
+
 def test_no_threads_variant_outside_the_front(tmp_path: Path) -> None:
     records = [
         TrialRecord(2, "COMPLETE", {"processes": 2, "threads": 8}, measurement(900, p99=2.0)),

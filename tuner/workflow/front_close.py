@@ -10,8 +10,9 @@ the front is decided again over all the runs, each pair at the level of its own 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tuner.metrics.paired import FIRST_LOOK_ALPHA, Looks
 from tuner.metrics.stats import clearly_better
@@ -51,20 +52,28 @@ def settle_front(
     rate_rps: float | None,
     rate_source: str,
     more: Callable[[Sequence[Confirmed]], None],
+    defaults: Mapping[str, Any] | None = None,
 ) -> FrontVerdict | None:
     """`decide_front` at the first look's level; when it leaves close calls (`close_calls`),
     `more(entries)` measures their configs `EXTRA_ROUNDS` more, once, and the front is decided
     again over all the runs, each pair at its own look's level; its summary and the stored
     front say which configs had the rounds and why."""
     first = decide_front(
-        confirmed, slo, rate_rps=rate_rps, rate_source=rate_source, alpha=FIRST_LOOK_ALPHA
+        confirmed,
+        slo,
+        rate_rps=rate_rps,
+        rate_source=rate_source,
+        alpha=FIRST_LOOK_ALPHA,
+        defaults=defaults,
     )
     calls = chosen_calls(close_calls(first, slo)) if first else []
     if first is None or not calls:
         return first
     looks = Looks(frozenset(index for entry in confirmed for index in entry.run_rounds()))
     more(close_entries(calls))
-    again = decide_front(confirmed, slo, rate_rps=rate_rps, rate_source=rate_source, alpha=looks)
+    again = decide_front(
+        confirmed, slo, rate_rps=rate_rps, rate_source=rate_source, alpha=looks, defaults=defaults
+    )
     if again is None:
         return None
     said = f"after {EXTRA_ROUNDS} more rounds of " + "; of ".join(call.why for call in calls)

@@ -5,12 +5,15 @@ A `multi` study keeps a Pareto front of single trials, and one trial is one nois
 point can be on the front by luck. Its points are re-measured with the baselines in the
 interleaved rounds the single pick's candidates get (tuner.workflow.confirm); then a point
 that is neither clearly faster (p99) nor clearly cheaper (PSS) than another is no point of its
-own, and joins the cheapest such one (`merge_front`). What is shown, stored and written is the
-confirmed front with each point's ranges (`ConfirmedFront`). Pure logic (a header's date aside).
+own, and joins the cheapest such one (`merge_front`), which is written as the config with the
+fewest settings changed from the server's default among those the noise cannot separate from
+it either way. What is shown, stored and written is the confirmed front with each point's
+ranges (`ConfirmedFront`). Pure logic (a header's date aside).
 """
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ from tuner.search.objectives import (
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE
 from tuner.search.storage_url import DEFAULT_STORAGE, redact
 from tuner.workflow.confirm import Confirmed, ConfirmedSummary, Verdict
+from tuner.workflow.equals import settings_changed
 
 
 @dataclass
@@ -67,16 +71,21 @@ def covers(keeper: Confirmed, other: Confirmed, alpha: Level = ALPHA) -> bool:
     return True
 
 
-def merge_front(entries: Sequence[Confirmed], alpha: Level = ALPHA) -> list[FrontPoint]:
+def merge_front(
+    entries: Sequence[Confirmed],
+    alpha: Level = ALPHA,
+    defaults: Mapping[str, Any] | None = None,
+) -> list[FrontPoint]:
     """The confirmed front of `entries` (each measured in the same rounds), cheapest first.
 
     Walked from the least memory up (medians; ties: the lower p99), a config that a point
     already kept covers (`covers`) joins the cheapest such point: when they cover each other
-    the noise cannot separate them and the cheaper stands for both (the default, when it is
-    one of them: `_default_stands`); when only the point covers it, it is dominated beyond the
+    the noise cannot separate them; when only the point covers it, it is dominated beyond the
     noise. Then a kept point that a later one covers, without covering it back (as cheap
     within the noise and clearly faster), joins that one. What remains are points each
-    clearly faster or clearly cheaper than every other."""
+    clearly faster or clearly cheaper than every other; each is written as the config with
+    the fewest changes from the server's `defaults` among those it cannot be told from
+    (`_fewest_changes_stand`)."""
     order = sorted(entries, key=lambda e: (e.median(PSS), e.median(P99)))
     kept: list[FrontPoint] = []
     for entry in order:
@@ -105,21 +114,39 @@ def merge_front(entries: Sequence[Confirmed], alpha: Level = ALPHA) -> list[Fron
                 changed = True
                 break
     for point in kept:
-        _default_stands(point, alpha)
+        _fewest_changes_stand(point, alpha, defaults)
     return kept
 
 
-def _default_stands(point: FrontPoint, alpha: Level) -> None:
-    """The default stands for a point it was merged into when the noise cannot separate the
-    two either way: equal within the noise, the config with no changes is the cheaper one to
-    run (a cheapest median among equals is luck; written, it would change settings for
-    nothing)."""
-    default = next((m for m in point.merged if m.candidate.label == BASELINE_DEFAULT), None)
-    if default is None or not covers(default, point.entry, alpha):
+def _fewest_changes_stand(
+    point: FrontPoint, alpha: Level, defaults: Mapping[str, Any] | None
+) -> None:
+    """Of the point and the configs merged into it that the noise cannot separate from it
+    either way, the one with the fewest settings changed from `defaults` stands for them (the
+    default itself first): equal within the noise, a change buys nothing, and a cheapest
+    median among equals is luck; written, it would change settings for nothing. A search
+    moves settings that do nothing (granian's `workers_lifetime`, its runtime mode), and the
+    point's lean variant, measured beside it, is then the one written. Without `defaults`,
+    only the default is preferred. Ties keep the cheapest median."""
+
+    def changes(entry: Confirmed) -> float:
+        if entry.candidate.label == BASELINE_DEFAULT:
+            return 0
+        if defaults is None:
+            return math.inf
+        return settings_changed(entry.candidate.settings, defaults)
+
+    equals = [
+        entry
+        for entry in point.merged
+        if covers(entry, point.entry, alpha) and covers(point.entry, entry, alpha)
+    ]
+    standing = min([point.entry, *equals], key=changes)
+    if standing is point.entry:
         return
-    point.merged.remove(default)
+    point.merged.remove(standing)
     point.merged.insert(0, point.entry)
-    point.entry = default
+    point.entry = standing
 
 
 @dataclass(frozen=True)
@@ -281,16 +308,18 @@ def decide_front(
     rate_rps: float | None,
     rate_source: str,
     alpha: Level = ALPHA,
+    defaults: Mapping[str, Any] | None = None,
 ) -> FrontVerdict | None:
     """The confirmed front of the usable configs (the rate carried, within the SLOs, fair in
     most runs), and the point written, by `pick_pareto_point`; None when no config is usable.
     The verdict says how the pick compares with the default on both figures and why it was
     picked; `beats_default` when it is better on one beyond the noise and worse on neither.
-    Pairs are judged at `alpha`, or at the level of their own look (`Looks`)."""
+    Pairs are judged at `alpha`, or at the level of their own look (`Looks`); `defaults` (the
+    server's resolved defaults) let a point be written with the fewest changes among equals."""
     usable = [entry for entry in confirmed if entry.usable(slo)]
     if not usable:
         return None
-    points = merge_front(usable, alpha)
+    points = merge_front(usable, alpha, defaults)
     chosen = pick_pareto_point([point.entry for point in points], slo, alpha=alpha)
     winner = points[chosen].entry
     by_label = {entry.candidate.label: entry for entry in confirmed}

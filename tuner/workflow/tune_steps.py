@@ -296,6 +296,7 @@ def conclude(
             rate_rps=rate.rps if rate else None,
             rate_source=rate.source if rate else "closed loop: no rate offered",
             more=more,
+            defaults=setup.adapter.resolve({}),
         )
         if decided is None:  # as after the search: a rate or a limit no config met
             figures = [(c.candidate.label, c.median_figures()) for c in confirmed if c.runs]
@@ -421,7 +422,8 @@ def pick_candidates(
     `FRONT_POINTS` of the Pareto front, spread along it), the server's baselines, a nearly
     fair trial that ranks above them (see `_nearly_fair_retry`), variants of the top one (its
     logging both ways, its other settings at the default) and the default with its
-    per-request log off; for a front, each point with its threads at the default too."""
+    per-request log off; for a front, each point with its other settings at the default and
+    with its threads at the default too."""
     usable = [r for r in records if r.measured and r.feasible and not r.baseline]
     front = set(pareto)
     ranked = setup.objective.shortlist(usable, _figures, lambda r: r.number in front)
@@ -456,7 +458,7 @@ def pick_candidates(
         v
         for v in _default_logging_variant(setup, top)
         + _quiet_logging_variant(setup, top + [b for b in baselines if b.label == BASELINE_DEFAULT])
-        + _lean_variant(setup, top)
+        + _lean_variant(setup, picked if setup.objective.trade_off else top)
         + (_default_threads_variant(setup, picked) if setup.objective.trade_off else [])
         if new(v)
     ]
@@ -545,12 +547,14 @@ def _with_logging(
 
 
 def _lean_variant(setup: StudySetup, top: Sequence[Candidate]) -> list[Candidate]:
-    """The top config with only what makes its concurrency: its process and thread counts and
-    the settings its concurrency model needs (worker class, gevent...), everything else at the
-    server's default. A search also moves settings that make no measurable difference (granian
-    picked workers_lifetime=60, cheroot expiration_interval=5); measured side by side, this
-    variant ties with the top config when they do nothing, and then the tie goes to fewer
-    changes, so the written file holds only what its figures need."""
+    """Each config of `top` (the single pick's first, or every front point) with only what
+    makes its concurrency: its process and thread counts and the settings its concurrency
+    model needs (worker class, gevent...), everything else at the server's default. A search
+    also moves settings that make no measurable difference (granian picked
+    workers_lifetime=60, cheroot expiration_interval=5); measured side by side, this variant
+    ties with the config when they do nothing, and then the tie goes to fewer changes (on a
+    front too: tuner.workflow.pareto_front), so the written file holds only what its figures
+    need."""
     adapter = setup.adapter
     defaults = adapter.resolve({})
     levers = {adapter.process_model.processes, adapter.process_model.threads} - {None}
