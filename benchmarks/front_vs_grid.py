@@ -8,8 +8,9 @@ confirmed as `tune` confirms its own (tuner.workflow.confirm, then pareto_front'
 noise); a 30-trial `tuner tune --objective multi` study at the same rate; then both confirmed
 fronts' points re-measured side by side in fresh interleaved rounds. Printed: the hypervolume
 ratio tuner / grid (reference: the worst p99 and PSS over both fronts' side-by-side medians,
-x1.1), and every tuner point a grid point dominates beyond the noise (as good on both
-figures, clearly better on one), by the rule the tool decides by: a pair that the first look
+x1.1) and its range over the rounds (each round's runs alone), and every tuner point a grid
+point dominates beyond the noise (as good on both figures, clearly better on one), by the rule
+the tool decides by: a pair that the first look
 calls dominated is measured in 4 more interleaved rounds, once, and called again over all its
 rounds at the second look's level (tuner.metrics.paired), as `tune` does with a close call; the
 grid's points are judged by the same rule against the tuner's, so the row shows both. Target:
@@ -269,7 +270,7 @@ def run_pair(pair: Pair, args: argparse.Namespace, workdir: Path) -> dict[str, A
             for n, i in enumerate(on_front, start=1)
         ]
     )
-    grid_front = _front_of(grid_confirmed, rate)
+    grid_front = _front_of(grid_confirmed, rate, adapter.resolve({}))
     grid_s = time.monotonic() - started
 
     started = time.monotonic()
@@ -305,8 +306,12 @@ def run_pair(pair: Pair, args: argparse.Namespace, workdir: Path) -> dict[str, A
     }
 
 
-def _front_of(confirmed: list[Confirmed], rate: OfferedRate) -> ConfirmedFront | None:
-    decided = decide_front(confirmed, SLO, rate_rps=rate.rps, rate_source=rate.source)
+def _front_of(
+    confirmed: list[Confirmed], rate: OfferedRate, defaults: dict[str, Any]
+) -> ConfirmedFront | None:
+    decided = decide_front(
+        confirmed, SLO, rate_rps=rate.rps, rate_source=rate.source, defaults=defaults
+    )
     return decided.front if decided else None
 
 
@@ -362,6 +367,7 @@ def compare_fronts(
         "grid_hv": grid_hv,
         "tuner_hv": tuner_hv,
         "ratio": tuner_hv / grid_hv if grid_hv else 0.0,
+        "round_ratios": round_ratios(usable, reference),
         "dominated": dominated,
         "grid_dominated": beats,
         "not_carried": [e.candidate.label for e in side["tuner"] if id(e) not in carried],
@@ -370,6 +376,31 @@ def compare_fronts(
             for name, entries in side.items()
         },
     }
+
+
+def round_ratios(usable: dict[str, list[Confirmed]], reference: tuple[float, float]) -> list[float]:
+    """The hypervolume ratio tuner / grid in each round every point was measured in, from that
+    round's run of each point and against the medians' reference: the spread a ratio of
+    medians has from round to round, to judge a shortfall by (a round whose grid front adds no
+    area is left out)."""
+    by_round: dict[str, list[dict[int, Figures]]] = {
+        name: [
+            {index: Figures.of(run) for index, run in zip(e.run_rounds(), e.runs, strict=True)}
+            for e in entries
+        ]
+        for name, entries in usable.items()
+    }
+    runs = [r for entries in by_round.values() for r in entries]
+    common = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
+    ratios = []
+    for index in common:
+        areas = {
+            name: hypervolume([(r[index].pss_mb, r[index].p99_ms) for r in entries], reference)
+            for name, entries in by_round.items()
+        }
+        if areas["grid"] > 0:
+            ratios.append(areas["tuner"] / areas["grid"])
+    return ratios
 
 
 def dominated_both_looks(
@@ -419,14 +450,16 @@ def _point(entry: Confirmed, defaults: dict[str, Any], carried: bool) -> dict[st
 def print_table(rows: Sequence[dict[str, Any]]) -> None:
     print(
         f"{'app':7} {'server':9} {'rate':>7} {'grid':>5} {'front g/t':>9} {'HV ratio':>8} "
-        f"{'met':>4} {'dominated':>9} {'grid dom.':>9} {'grid s':>7} {'tune s':>7}"
+        f"{'by round':>11} {'met':>4} {'dominated':>9} {'grid dom.':>9} {'grid s':>7} "
+        f"{'tune s':>7}"
     )
     for r in rows:
         met = "yes" if r["ratio"] >= TARGET and not r["dominated"] else "NO"
         fronts = f"{len(r['points']['grid'])}/{len(r['points']['tuner'])}"
         print(
             f"{r['app']:7} {r['server']:9} {r['rate_rps']:7g} {r['grid_configs']:5} "
-            f"{fronts:>9} {r['ratio']:8.3f} {met:>4} {len(r['dominated']):9} "
+            f"{fronts:>9} {r['ratio']:8.3f} {_span(r.get('round_ratios', [])):>11} {met:>4} "
+            f"{len(r['dominated']):9} "
             f"{len(r.get('grid_dominated', ())):9} {r['grid_s']:7.0f} {r['tune_s']:7.0f}"
         )
     for r in rows:
@@ -447,6 +480,10 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
             print(f"  dominated beyond the noise: {line}")
         for line in r.get("grid_dominated", ()):
             print(f"  a grid point dominated beyond the noise: {line}")
+
+
+def _span(ratios: Sequence[float]) -> str:
+    return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -512,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
         f"side in {args.rounds} interleaved rounds of {args.duration:g} s after "
         f"{args.warmup:g} s warm-up, {args.connections} connections, open loop at the rate; "
         f"HV ratio: hypervolume tuner / grid over the side-by-side medians (target >= "
-        f"{TARGET:g}); dominated: tuner points a grid point beats beyond the noise at both looks; "
+        f"{TARGET:g}); by round: the same ratio from each round's runs, lowest-highest; "
+        "dominated: tuner points a grid point beats beyond the noise at both looks; "
         "grid dom.: grid points a tuner point beats so"
     )
     print_table(rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.front_vs_grid import dominated_both_looks, main, plan_pair
+from benchmarks.front_vs_grid import dominated_both_looks, main, plan_pair, round_ratios
 from tests.support.measurements import measurement
 from tuner.workflow.confirm import Candidate, Confirmed
 
@@ -100,3 +100,16 @@ def test_nothing_is_measured_again_when_no_point_is_dominated() -> None:
         raise AssertionError("measured again for nothing")
 
     assert dominated_both_looks(tuner, grid, more) == ([], [])
+
+
+def test_the_ratio_is_also_taken_round_by_round_against_the_medians_reference() -> None:
+    # One point each, as heavy; the tuner's tail lower in round 0, higher in rounds 1 and 2.
+    tuner = [_point("tuner 1", [1.0, 3.0, 2.0], pss=40.0)]
+    grid = [_point("grid 1", [2.0, 2.0, 1.0], pss=40.0)]
+    reference = (44.0, 4.0)
+    ratios = round_ratios({"tuner": tuner, "grid": grid}, reference)
+    assert ratios == pytest.approx([3.0 / 2.0, 1.0 / 2.0, 2.0 / 3.0])
+    # A round one point missed is left out.
+    tuner[0].runs.pop()
+    tuner[0].rounds.pop()
+    assert len(round_ratios({"tuner": tuner, "grid": grid}, reference)) == 2
