@@ -247,8 +247,8 @@ class ConfirmedFront:
         ]
         if point.merged:
             lines.append(
-                "the noise could not separate it from (merged into it, the cheapest): "
-                + ", ".join(point.merged)
+                "the noise could not separate it from (merged into it: the cheapest, or of equals "
+                "the fewest changes from the default): " + ", ".join(point.merged)
             )
         if point.picked:
             lines.append(f"`tuner tune` wrote this point: {self.rule}")
