@@ -10,7 +10,7 @@ from typing import Any
 import psutil
 import pytest
 
-from benchmarks.steal_compare import SWITCH_OFF, judged, neighbour
+from benchmarks.steal_compare import SWITCH_OFF, judged, judged_tune, neighbour, tune_line
 from tests.conftest import SERVER_CPU
 from tests.support.measurements import measurement
 from tuner.metrics.coreshare import CoresGot, CoreShare
@@ -87,3 +87,26 @@ def test_what_the_page_names_and_the_runs_repeated_are_read() -> None:
     assert row["repeats"] == 3 and row["runs"] == 12
     assert row["finalist_range"] is not None
     assert judged({"error": "exit 2: no"}) == {"error": "exit 2: no"}
+
+
+def _entry(label: str, rps: list[float], repeated: int) -> dict[str, Any]:
+    return _server(label, rps, True, repeated)["tuned"] | {"label": label}
+
+
+def test_the_quickstarts_written_config_and_its_repeats_are_read() -> None:
+    result = {
+        "confirmation": [
+            _entry("default", [1000, 1100, 900, 1050, 950], 1),
+            _entry("trial 7", [1500, 1600, 1400, 1550, 1450], 2),
+        ],
+        "verdict": {"winner": "trial 7", "beats_default_beyond_noise": True, "summary": "x"},
+    }
+    row = judged_tune(result)
+    assert row["pairs_wrote"] == "trial 7" and not row["pairs_default"]
+    assert row["repeats"] == 3 and row["runs"] == 10
+    assert row["written_range"] == pytest.approx(200 / 1500)
+    assert row["default_range"] == pytest.approx(200 / 1000)
+    assert "wrote trial 7 (beats the default); 3 of 10 runs repeated" in tune_line(
+        "with the repeat", {**row, "wall_s": 60}
+    )
+    assert judged_tune({"error": "exit 2: no"}) == {"error": "exit 2: no"}
