@@ -98,7 +98,8 @@ def judged(result: Mapping[str, Any]) -> dict[str, Any]:
     ]
     return {
         **compare_row(result),
-        "repeats": sum(len(summary.repeats) for _finalist, summary in tuned),
+        "repeats": sum(r.made for _finalist, summary in tuned for r in summary.repeats),
+        "unrepeated": sum(not r.made for _finalist, summary in tuned for r in summary.repeats),
         "runs": sum(summary.runs for _finalist, summary in tuned),
         "finalist_range": statistics.median(ranges) if ranges else None,
     }
@@ -121,7 +122,7 @@ def judged_tune(result: Mapping[str, Any]) -> dict[str, Any]:
 
     return {
         **row,
-        "repeats": sum(len(summary.repeats) for summary in stored),
+        "repeats": sum(r.made for summary in stored for r in summary.repeats),
         "runs": sum(summary.runs for summary in stored),
         "written_range": spread_of(row["pairs_wrote"]),
         "default_range": spread_of(BASELINE_DEFAULT),
@@ -148,10 +149,12 @@ def line(arm: str, row: Mapping[str, Any]) -> str:
     ties = ", ".join(row["ties_pairs"]) or "none"
     spread = row["finalist_range"]
     ranged = f"{spread:.0%}" if spread is not None else "-"
+    left = row.get("unrepeated", 0)
+    unrepeated = f" ({left} lossy left unrepeated: the budget held no more)" if left else ""
     return (
         f"  {arm:16} fastest {row['fastest']}, tied by the pairs with {ties}; "
         f"x{row['x_second']:.2f} the next ({row['second']}); {row['repeats']} of {row['runs']} "
-        f"runs repeated; finalists' rounds range {ranged} (median); "
+        f"runs repeated{unrepeated}; finalists' rounds range {ranged} (median); "
         f"{row['wall_s'] / 60:.1f} min"
     )
 

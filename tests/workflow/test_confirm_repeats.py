@@ -15,7 +15,7 @@ from tuner.metrics.measurement import Measurement
 from tuner.report.study_view import confirm_run_text
 from tuner.search.objectives import THROUGHPUT, Slo
 from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, confirm, decide
-from tuner.workflow.repeats import Repeat
+from tuner.workflow.repeats import Repeat, RepeatAllowance
 from tuner.workflow.tune_steps import noise_summary
 
 CLEAN = cores(stolen=0.01)
@@ -164,6 +164,7 @@ def test_the_record_and_the_texts_say_which_runs_were_repeated_and_why():
         "first": {"where": "server", "cpus": 1, "stolen": 0.18, "other": 0.0, "limit": LOSSY},
         "repeat": {"where": "server", "cpus": 1, "stolen": 0.01, "other": 0.0, "limit": LOSSY},
         "kept": "repeat",
+        "made": True,
     }
     again = ConfirmedSummary.from_json(stored)
     assert again.repeats == tuple(b.repeats) and again.repeats_text() == said
@@ -202,3 +203,28 @@ def test_a_kept_repeat_that_lost_a_little_says_whose_loss_it_is() -> None:
         "120 req/s p99 10.00 ms (repeated: server CPUs lost 18% to other processes, "
         "the repeat kept: server CPUs lost 6% to other processes)"
     )
+
+
+def test_a_budgets_allowance_repeats_only_as_many_runs_as_it_holds():
+    # compare: the final rounds have time for one repeat; two runs lose too much.
+    script = Script(
+        {
+            ("A", 0): [measurement(80, cores=STOLEN), measurement(100, cores=CLEAN)],
+            ("B", 0): [measurement(70, cores=STOLEN), measurement(100, cores=CLEAN)],
+        }
+    )
+    allowance = RepeatAllowance(1)
+    candidates = [Candidate(label, None, {"label": label}) for label in "AB"]
+    a, b = confirm(candidates, 1, script.measure, script.on_run, allowance)
+    assert script.calls == [("A", 0), ("A", 0), ("B", 0)]  # B's lossy run is not measured again
+    assert [run.median_rps for run in a.runs] == [100] and a.repeats[0].made
+    assert [run.median_rps for run in b.runs] == [70]
+    assert b.repeats[0].kept_first and not b.repeats[0].made
+    assert b.repeats[0].text() == (
+        "not repeated, the budget holding no more repeats: server CPUs lost 18% to steal"
+    )
+    assert b.repeats_text() == "1 lossy run(s) of B not repeated: the budget held no more repeats"
+    assert a.repeats_text().startswith("server CPUs lost 18% to steal in 1 of 1 runs of A")
+    # Kept with the study and read back as it was.
+    summary = ConfirmedSummary.from_json(b.summary().to_json())
+    assert summary.repeats == (b.repeats[0],) and not summary.repeats[0].made

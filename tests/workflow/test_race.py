@@ -226,3 +226,19 @@ def test_the_trials_at_other_sizes_are_planned_as_final_runs_of_each_finalist() 
     assert (plain.first_rung(cost), sized.first_rung(cost)) == (4, race_rule.MIN_FIRST_RUNG)
     assert plain.rung_fits(100.0, cost, alive=3, finalists=3)
     assert not sized.rung_fits(100.0, cost, alive=3, finalists=3)
+
+
+def test_the_final_rounds_are_planned_with_the_races_share_of_repeats() -> None:
+    """Beside a busy neighbour half the race's runs lost too much and were measured again; the
+    final's runs will be too, so the plan counts them, and what the budget leaves after the
+    final's own runs is how many of its lossy runs may be measured again."""
+    plan = BudgetPlan(budget_s=14 * 60, servers=10, final_candidates=6, final_rounds=3)
+    quiet, busy = RunCost(4.0, 7.5), RunCost(4.0, 7.5, repeat_share=0.5)
+    assert busy.final_expected_s == pytest.approx(11.25)
+    assert plan.fixed_s(busy) == pytest.approx(10 * 5 * 4.0 + 75 * 11.25)
+    assert plan.first_rung(busy) == race_rule.MIN_FIRST_RUNG < plan.first_rung(quiet)
+    assert plan.rung_fits(100.0, quiet, alive=3, finalists=3)
+    assert not plan.rung_fits(100.0, busy, alive=3, finalists=3)
+    # 840 - 200 spent - 75 final runs x 7.5 s = 77.5 s: 10 repeats of 7.5 s
+    assert plan.repeats_left(200.0, busy, finalists=3, extra_candidates=6) == 10
+    assert plan.repeats_left(400.0, busy, finalists=3, extra_candidates=6) == 0  # none, not < 0

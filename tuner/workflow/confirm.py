@@ -35,7 +35,7 @@ from tuner.search.objectives import (
 )
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE
 from tuner.workflow.equals import cheapest_among_equals, settings_changed
-from tuner.workflow.repeats import Repeat, measured_cleanly, repeats_text
+from tuner.workflow.repeats import Repeat, RepeatAllowance, measured_cleanly, repeats_text
 
 # A recommended config whose p99 is this many times the default's gets a warning.
 TAIL_WARNING_FACTOR = 5.0
@@ -325,10 +325,11 @@ def confirm(
     rounds: int,
     measure: Measure,
     on_run: OnRun | None = None,
+    allowance: RepeatAllowance | None = None,
 ) -> list[Confirmed]:
     """Measure every candidate once per round, in the same order each round."""
     confirmed = [Confirmed(candidate) for candidate in candidates]
-    more_rounds(confirmed, range(rounds), measure, on_run)
+    more_rounds(confirmed, range(rounds), measure, on_run, allowance)
     return confirmed
 
 
@@ -337,16 +338,18 @@ def more_rounds(
     round_indexes: Iterable[int],
     measure: Measure,
     on_run: OnRun | None = None,
+    allowance: RepeatAllowance | None = None,
 ) -> None:
     """Measure each of `entries` once per round, adding to the runs they have; odd rounds in
     the reverse order (A B C, C B A, ...), so that a place in the round (first after a quiet
     spell, last after a busy one) favours no config in the pairs the rounds make. A run whose
     CPUs lost too much is measured again at once, in its place, and the cleaner of the two
-    kept (tuner.workflow.repeats): one run per round still, so the pairs are as before."""
+    kept (tuner.workflow.repeats): one run per round still, so the pairs are as before. With
+    an `allowance` (a budget's), only as many runs are measured again as it holds."""
     for round_index in round_indexes:
         for entry in round_order(entries, round_index):
             attempt = partial(_attempt, entry, round_index, measure)
-            run, repeat = measured_cleanly(attempt, round_index)
+            run, repeat = measured_cleanly(attempt, round_index, allowance)
             if repeat is not None:
                 entry.repeats.append(repeat)
             if run is not None:

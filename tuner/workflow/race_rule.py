@@ -201,10 +201,18 @@ def gain_over(before: float | None, after: float, *, higher_is_better: bool) -> 
 @dataclass(frozen=True)
 class RunCost:
     """Seconds one run of one config takes, start to stop: in a rung (short windows) and in
-    the final rounds (the user's windows). Estimated before the first run, then measured."""
+    the final rounds (the user's windows). Estimated before the first run, then measured;
+    with the share of the race's rounds measured twice, their CPUs having lost too much
+    (tuner.workflow.repeats): the final rounds' runs are repeated as often."""
 
     rung_s: float
     final_s: float
+    repeat_share: float = 0.0
+
+    @property
+    def final_expected_s(self) -> float:
+        """A final run's time with its share of repeats."""
+        return self.final_s * (1 + self.repeat_share)
 
 
 @dataclass(frozen=True)
@@ -233,14 +241,14 @@ class BudgetPlan:
         most that fit, down to LEAN_CANDIDATES (the servers the noise cannot separate from
         the leader are many when the app is bound by waits, not by the server)."""
         for each in range(self.final_candidates, LEAN_CANDIDATES, -1):
-            if spent_s + self.final_runs(finalists, each) * cost.final_s <= self.budget_s:
+            if spent_s + self.final_runs(finalists, each) * cost.final_expected_s <= self.budget_s:
                 return each
         return min(LEAN_CANDIDATES, self.final_candidates)
 
     def first_rung(self, cost: RunCost) -> int:
         """Trials per server in the first rung: RUNG_TRIALS, fewer (down to MIN_FIRST_RUNG)
         when the budget, less the final rounds, cannot hold them."""
-        left_s = self.budget_s - self.final_runs() * cost.final_s
+        left_s = self.budget_s - self.final_runs() * cost.final_expected_s
         fit = math.floor(left_s / (self.servers * cost.rung_s)) - RACE_ROUNDS
         return max(MIN_FIRST_RUNG, min(RUNG_TRIALS, fit))
 
@@ -251,17 +259,26 @@ class BudgetPlan:
         """Whether another rung of `alive` servers (its trials and rounds) and then the final
         rounds fit in what the budget leaves after `spent_s`: a rung that tunes the servers
         comes before more configs of the finalists beyond the top MIN_FINALISTS."""
-        final_s = self.final_runs(finalists, LEAN_CANDIDATES) * cost.final_s
+        final_s = self.final_runs(finalists, LEAN_CANDIDATES) * cost.final_expected_s
         return spent_s + self.rung_s(alive, cost) + final_s <= self.budget_s
 
     def rungs_left(self, spent_s: float, cost: RunCost, alive: int) -> int:
         """How many more rungs of `alive` servers the budget could hold (0 or more): the
         horizon of a server's optimistic bound."""
-        free_s = self.budget_s - spent_s - self.final_runs() * cost.final_s
+        free_s = self.budget_s - spent_s - self.final_runs() * cost.final_expected_s
         return max(0, math.floor(free_s / self.rung_s(max(1, alive), cost)))
+
+    def repeats_left(
+        self, spent_s: float, cost: RunCost, finalists: int, extra_candidates: int
+    ) -> int:
+        """How many lossy runs of the final rounds the budget can measure again, after
+        `spent_s` and the final's runs themselves (0 or more)."""
+        runs = self.final_runs(finalists, extra_candidates)
+        free_s = self.budget_s - spent_s - runs * cost.final_s
+        return max(0, math.floor(free_s / cost.final_s)) if cost.final_s > 0 else 0
 
     def fixed_s(self, cost: RunCost) -> float:
         """What the smallest first rung, its rounds and the final rounds take: a budget below
         it still runs them (every server gets its baselines and a start)."""
         rung = self.servers * (MIN_FIRST_RUNG + RACE_ROUNDS) * cost.rung_s
-        return rung + self.final_runs() * cost.final_s
+        return rung + self.final_runs() * cost.final_expected_s

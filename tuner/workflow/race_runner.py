@@ -35,7 +35,7 @@ from tuner.workflow.confirm import (
 )
 from tuner.workflow.measurer import measurer
 from tuner.workflow.race_rule import BudgetPlan, Call, RunCost, Standing
-from tuner.workflow.repeats import Repeat
+from tuner.workflow.repeats import Repeat, RepeatAllowance
 from tuner.workflow.sizes import measure_sizes, size_confirm_runs, size_trials
 from tuner.workflow.tune_steps import (
     SizingFor,
@@ -110,6 +110,8 @@ class RaceResult:
     # Configs each finalist beyond the top MIN_FINALISTS brings to the final rounds when the
     # budget holds fewer than all its candidates; 0 when it holds them all.
     extra_candidates: int
+    # Lossy runs of the final rounds the budget has time to measure again; None: no limit.
+    repeats_left: int | None = None
 
     @property
     def lean(self) -> list[str]:
@@ -124,6 +126,7 @@ class RaceResult:
             "noise": self.noise,
             "finalists": self.finalists,
             "stopped": {lane.server: lane.stopped for lane in self.lanes if lane.stopped},
+            "repeats_left": self.repeats_left,
         }
 
 
@@ -165,6 +168,8 @@ class _Clock:
         self.started = now()
         self.rung_runs = 0
         self.rung_spent = 0.0
+        self.round_runs = 0  # runs of the race's rounds, and how many were measured twice
+        self.round_repeats = 0
         windows = first.load.duration_s + first.load.warmup_s
         short = rung_setup(first).load
         self.short_windows = short.duration_s + short.warmup_s
@@ -178,7 +183,8 @@ class _Clock:
         overhead = OVERHEAD_ESTIMATE_S
         if self.rung_runs:
             overhead = max(0.0, self.rung_spent / self.rung_runs - self.short_windows)
-        return RunCost(self.short_windows + overhead, self.final_windows + overhead)
+        share = self.round_repeats / self.round_runs if self.round_runs else 0.0
+        return RunCost(self.short_windows + overhead, self.final_windows + overhead, share)
 
 
 @keep_workers()  # one set of load workers for every rung, round and server
@@ -243,7 +249,14 @@ def run_race(
             _rung(lane, race_rule.RUNG_TRIALS, options, clock)
     extra = plan.extra_candidates(clock.spent_s, clock.cost(), len(finalists))
     fewer = extra if extra < plan.final_candidates else 0
-    result = RaceResult(lanes, finalists, standings, noise, rungs, fewer)
+    repeats = plan.repeats_left(clock.spent_s, clock.cost(), len(finalists), extra)
+    if clock.round_repeats:
+        say(
+            f"race: {clock.round_repeats} of {clock.round_runs} runs of its rounds lost too "
+            f"much of their CPUs and were measured again; the budget holds {repeats} such "
+            "repeats in the final rounds"
+        )
+    result = RaceResult(lanes, finalists, standings, noise, rungs, fewer, repeats)
     if result.lean:
         say(
             f"race: {len(finalists)} finalists, the noise cannot separate them; so that the "
@@ -378,6 +391,8 @@ def _race_rounds(
     repeated = sum(len(entry.repeats) for entry in entries) - repeated
     clock.rung_runs += len(entries) * race_rule.RACE_ROUNDS + repeated
     clock.rung_spent += clock.now() - started
+    clock.round_runs += len(entries) * race_rule.RACE_ROUNDS
+    clock.round_repeats += repeated
     return chosen
 
 
@@ -465,7 +480,8 @@ def run_final(
             on_run(replace(candidate, label=label), round_index, run, repeat)
 
     rounds = options.final_rounds
-    confirmed = confirm(chosen, rounds, measure, named)
+    allowance = RepeatAllowance(result.repeats_left) if result.repeats_left is not None else None
+    confirmed = confirm(chosen, rounds, measure, named, allowance)
     outcomes: dict[str, TuneOutcome] = {}
     for lane in result.lanes:
         if lane.server not in result.finalists or lane.study is None:
@@ -476,7 +492,9 @@ def run_final(
             lane.study,
             lane.records(),
             mine,
-            more=lambda pair: more_rounds(pair, extra_rounds(pair, rounds), measure, named),
+            more=lambda pair: more_rounds(
+                pair, extra_rounds(pair, rounds), measure, named, allowance
+            ),
             file=WinnerFile(
                 lane.setup.file_in(out),
                 options.app_requirements.get(lane.server),

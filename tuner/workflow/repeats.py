@@ -3,7 +3,9 @@
 Repeated, not discounted: a req/s scaled up for the time the CPUs lost would be an estimate of
 what the config would have done; a repeat is a measurement. One repeat at most per run, so a
 machine that is always busy costs at most twice the rounds and the rounds still end. The
-repeat takes the run's place in its round, so the pairs of rounds are as before.
+repeat takes the run's place in its round, so the pairs of rounds are as before. Where the
+rounds are budgeted (`compare --budget`), a `RepeatAllowance` holds as many repeats as the
+budget has time for; a lossy run past it is kept, and said to be.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ class Repeat:
     # What the repeat lost; None when it failed, or recorded no loss (then it is kept).
     second: Loss | None
     kept_first: bool  # the repeat lost more, or failed: the first run was kept
+    made: bool = True  # False: the budget held no more repeats, the first run was kept
 
     def text(self) -> str:
         """For the run's line: "repeated: server CPUs lost 18% to steal"."""
+        if not self.made:
+            return f"not repeated, the budget holding no more repeats: {self.first.text()}"
         said = f"repeated: {self.first.text()}"
         if not self.kept_first:
             return said
@@ -42,6 +47,7 @@ class Repeat:
             "first": self.first.to_json(),
             "repeat": self.second.to_json() if self.second else None,
             "kept": "first" if self.kept_first else "repeat",
+            "made": self.made,
         }
 
     @classmethod
@@ -52,7 +58,22 @@ class Repeat:
             Loss.from_json(data.get("first") or {}),
             Loss.from_json(second) if isinstance(second, Mapping) else None,
             data.get("kept") == "first",
+            bool(data.get("made", True)),
         )
+
+
+class RepeatAllowance:
+    """How many lossy runs may still be measured again: the time a budget has left for them,
+    in runs. Each repeat takes one; past the last, a lossy run is kept as it is."""
+
+    def __init__(self, repeats: int) -> None:
+        self.left = max(0, repeats)
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
 
 
 def lossy_loss(run: Measurement) -> Loss | None:
@@ -73,13 +94,18 @@ def cleaner(
 
 
 def measured_cleanly(
-    attempt: Callable[[], Measurement | None], round_index: int
+    attempt: Callable[[], Measurement | None],
+    round_index: int,
+    allowance: RepeatAllowance | None = None,
 ) -> tuple[Measurement | None, Repeat | None]:
     """One run by `attempt` (None: it failed); when its CPUs lost too much, a second at once,
-    and the cleaner kept, with the record of the repeat."""
+    and the cleaner kept, with the record of the repeat (without one left in `allowance`, the
+    first kept, and the record says it was not made)."""
     run = attempt()
     if run is None or (loss := lossy_loss(run)) is None:
         return run, None
+    if allowance is not None and not allowance.take():
+        return run, Repeat(round_index, loss, None, kept_first=True, made=False)
     return cleaner(run, loss, attempt(), round_index)
 
 
@@ -87,20 +113,28 @@ def repeats_text(label: str, runs: int, repeats: Sequence[Repeat]) -> str:
     """For the study's noise line: "server CPUs lost 18% to steal in 2 of 5 runs of trial 7
     (repeated, the cleaner run kept)", each cause's most over the repeated runs; "" when none
     was."""
-    if not repeats:
-        return ""
+    unmade = [repeat for repeat in repeats if not repeat.made]
+    made = [repeat for repeat in repeats if repeat.made]
+    left = (
+        f"{len(unmade)} lossy run(s) of {label} not repeated: the budget held no more repeats"
+        if unmade
+        else ""
+    )
+    if not made:
+        return left
     said = []
     for where in ("server", "load"):
-        losses = [repeat.first for repeat in repeats if repeat.first.where == where]
+        losses = [repeat.first for repeat in made if repeat.first.where == where]
         if not losses:
             continue
         most = causes_text(max(x.stolen for x in losses), max(x.other for x in losses))
         up_to = "up to " if len(losses) > 1 else ""
         said.append(f"{where} CPUs lost {up_to}{most or 'too much'}")
-    kept_first = sum(repeat.kept_first for repeat in repeats)
+    kept_first = sum(repeat.kept_first for repeat in made)
     kept = "the cleaner run kept" + (
         f"; in {kept_first} the first, its repeat losing as much or more, or failing"
         if kept_first
         else ""
     )
-    return f"{', '.join(said)} in {len(repeats)} of {runs} runs of {label} (repeated, {kept})"
+    said_made = f"{', '.join(said)} in {len(made)} of {runs} runs of {label} (repeated, {kept})"
+    return f"{said_made}; {left}" if left else said_made
