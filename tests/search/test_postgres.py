@@ -140,12 +140,18 @@ def test_two_hosts_share_one_study(
             assert top[:1] == [best.number], (top, best.number, [(r.number, r.rps) for r in usable])
             # Beside it (--top-k 1) only a trial its one run judged unfair by a little, which
             # the confirmation judges again (tune's `_nearly_fair_retry`): on a busy machine a
-            # searched config can be that one (the soak's busy run found it so).
-            retried = [by_number[n] for n in top[1:]]
-            assert len(retried) <= 1, top
+            # searched config can be that one (the soak's busy run found it so); and the trial
+            # as fast within the study's noise with a lower p99 than the best's (tune's
+            # `_tail_candidate`, tuner.workflow.lower_tail): CI's run measured one so.
+            extras = [by_number[n] for n in top[1:]]
+            retried = [r for r in extras if not r.feasible]
+            lower_tails = [r for r in extras if r.feasible]
+            assert len(retried) <= 1 and len(lower_tails) <= 1, top
             for record in retried:
-                assert record.measurement is not None and not record.feasible, record.number
+                assert record.measurement is not None, record.number
                 assert nearly_fair(record.measurement), record.number
+            for record in lower_tails:
+                assert record.figures.p99_ms < best.figures.p99_ms, (record.number, best.number)
             picked.append(top[0])
     assert len(set(picked)) <= 1  # both saw the whole study: the same best trial
 
