@@ -175,6 +175,31 @@ def test_of_equals_the_config_with_fewest_changes_from_the_default_stands() -> N
     assert labels(merge_front([point, slow], defaults=defaults))[0][0] == "trial 12"
 
 
+def test_a_config_stands_for_a_point_only_where_no_other_point_beats_it() -> None:
+    """ "Cannot be told from" is not transitive. On the DB app on granian (front_vs_grid) the
+    default, written as a point of the front, was dominated side by side by the front's other
+    point; one way that happens: the default is equal to the cheap point within the noise
+    (0.8% more memory, 5% faster) but clearly slower than the other point and not materially
+    cheaper. Standing for the cheap point, it would be a point of the front another beats."""
+    cheap = entry("trial 5", [2.0, 2.05, 1.95, 2.0, 2.1], [65.0] * 5)
+    fast = entry("trial 9", [1.6, 1.65, 1.55, 1.6, 1.62], [66.0] * 5)
+    default = entry("default", [1.9, 1.95, 1.85, 1.92, 1.88], [65.5] * 5)
+    assert covers(cheap, default) and covers(default, cheap)
+    assert covers(fast, default) and not covers(default, fast)
+    assert labels(merge_front([cheap, default, fast])) == [
+        ("trial 5", ["default"]),
+        ("trial 9", []),
+    ]
+    # When the fast point costs materially more memory, the default is apart from it too
+    # (cheaper one way, slower the other), and it stands for the cheap point.
+    dear = entry("trial 9", [1.6, 1.65, 1.55, 1.6, 1.62], [70.0] * 5)
+    assert not covers(dear, default) and not covers(default, dear)
+    assert labels(merge_front([cheap, default, dear])) == [
+        ("default", ["trial 5"]),
+        ("trial 9", []),
+    ]
+
+
 def test_a_tenth_of_a_mb_less_is_no_saving_the_default_stands_for_the_slower_config() -> None:
     """Measured on fib (front_vs_grid): a config 0.1 MB under the default in each of 9 rounds,
     its p99 not separated from the default's by the pairs (2x the default's by medians), was

@@ -114,12 +114,16 @@ def merge_front(
                 changed = True
                 break
     for point in kept:
-        _fewest_changes_stand(point, alpha, defaults)
+        others = [other.entry for other in kept if other is not point]
+        _fewest_changes_stand(point, others, alpha, defaults)
     return kept
 
 
 def _fewest_changes_stand(
-    point: FrontPoint, alpha: Level, defaults: Mapping[str, Any] | None
+    point: FrontPoint,
+    others: Sequence[Confirmed],
+    alpha: Level,
+    defaults: Mapping[str, Any] | None,
 ) -> None:
     """Of the point and the configs merged into it that the noise cannot separate from it
     either way, the one with the fewest settings changed from `defaults` stands for them (the
@@ -127,7 +131,12 @@ def _fewest_changes_stand(
     median among equals is luck; written, it would change settings for nothing. A search
     moves settings that do nothing (granian's `workers_lifetime`, its runtime mode), and the
     point's lean variant, measured beside it, is then the one written. Without `defaults`,
-    only the default is preferred. Ties keep the cheapest median."""
+    only the default is preferred. Ties keep the cheapest median.
+
+    "Cannot be told from" is not transitive: a config equal to the point within the noise
+    can be equal to another point too, or lose to it beyond the noise. So a config stands
+    only where it stays apart from every other point of the front (`others`), as the point
+    itself is: neither covers the other."""
 
     def changes(entry: Confirmed) -> float:
         if entry.candidate.label == BASELINE_DEFAULT:
@@ -136,10 +145,15 @@ def _fewest_changes_stand(
             return math.inf
         return settings_changed(entry.candidate.settings, defaults)
 
+    def apart(entry: Confirmed) -> bool:
+        return not any(
+            covers(other, entry, alpha) or covers(entry, other, alpha) for other in others
+        )
+
     equals = [
         entry
         for entry in point.merged
-        if covers(entry, point.entry, alpha) and covers(point.entry, entry, alpha)
+        if covers(entry, point.entry, alpha) and covers(point.entry, entry, alpha) and apart(entry)
     ]
     standing = min([point.entry, *equals], key=changes)
     if standing is point.entry:
