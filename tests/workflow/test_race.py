@@ -242,3 +242,8 @@ def test_the_final_rounds_are_planned_with_the_races_share_of_repeats() -> None:
     # 840 - 200 spent - 75 final runs x 7.5 s = 77.5 s: 10 repeats of 7.5 s
     assert plan.repeats_left(200.0, busy, finalists=3, extra_candidates=6) == 10
     assert plan.repeats_left(400.0, busy, finalists=3, extra_candidates=6) == 0  # none, not < 0
+    # The share predicts 38 of the 75 lossy; the budget that holds them all, for the user:
+    # 400 spent + (75 + 38) runs x 7.5 s.
+    assert plan.expected_repeats(busy, finalists=3, extra_candidates=6) == 38
+    assert plan.budget_for_repeats(400.0, busy, 3, 6) == pytest.approx(400 + 113 * 7.5)
+    assert plan.expected_repeats(quiet, finalists=3, extra_candidates=6) == 0

@@ -277,6 +277,20 @@ class BudgetPlan:
         free_s = self.budget_s - spent_s - runs * cost.final_s
         return max(0, math.floor(free_s / cost.final_s)) if cost.final_s > 0 else 0
 
+    def expected_repeats(self, cost: RunCost, finalists: int, extra_candidates: int) -> int:
+        """How many of the final rounds' runs the race's share of repeats predicts lossy."""
+        runs = self.final_runs(finalists, extra_candidates)
+        return math.ceil(runs * cost.repeat_share)
+
+    def budget_for_repeats(
+        self, spent_s: float, cost: RunCost, finalists: int, extra_candidates: int
+    ) -> float:
+        """The budget that would have held the final rounds with the repeats the race's
+        share predicts, after `spent_s`: what a user can give `--budget` next time."""
+        runs = self.final_runs(finalists, extra_candidates)
+        expected = self.expected_repeats(cost, finalists, extra_candidates)
+        return spent_s + (runs + expected) * cost.final_s
+
     def fixed_s(self, cost: RunCost) -> float:
         """What the smallest first rung, its rounds and the final rounds take: a budget below
         it still runs them (every server gets its baselines and a start)."""

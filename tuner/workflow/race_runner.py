@@ -9,6 +9,7 @@ user's windows. Each server's study is a plain study (NAME-SERVER) that `tuner t
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -254,7 +255,7 @@ def run_race(
         say(
             f"race: {clock.round_repeats} of {clock.round_runs} runs of its rounds lost too "
             f"much of their CPUs and were measured again; the budget holds {repeats} such "
-            "repeats in the final rounds"
+            f"repeats in the final rounds{_short_of(plan, clock, len(finalists), extra, repeats)}"
         )
     result = RaceResult(lanes, finalists, standings, noise, rungs, fewer, repeats)
     if result.lean:
@@ -264,6 +265,21 @@ def run_race(
             f"each (their default and best first), the top {race_rule.MIN_FINALISTS} all theirs"
         )
     return result
+
+
+def _short_of(plan: BudgetPlan, clock: _Clock, finalists: int, extra: int, repeats: int) -> str:
+    """When the race's share of repeats predicts more lossy final runs than the budget holds:
+    how many, and the budget that would hold them (a shared machine's answer is only as sharp
+    as the repeats its final rounds can make)."""
+    cost = clock.cost()
+    expected = plan.expected_repeats(cost, finalists, extra)
+    if expected <= repeats:
+        return ""
+    minutes = math.ceil(plan.budget_for_repeats(clock.spent_s, cost, finalists, extra) / 60)
+    return (
+        f", of the {expected} its share predicts; a --budget of {minutes} min or more would "
+        "hold them all"
+    )
 
 
 def _say_plan(options: RaceOptions, plan: BudgetPlan, clock: _Clock, say: Say) -> None:
