@@ -4,6 +4,7 @@ another model (tests/search/shapes_objective.py). No server, no load."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,33 @@ def test_a_move_the_bounds_cut_short_is_not_queued() -> None:
         shapes.append((move.params["workers"], move.params["threads"]))
         records.append(TrialRecord(len(records) + 1, "COMPLETE", dict(move.params), shape_of=1))
     assert shapes and all(threads <= 21 or workers != 4 for workers, threads in shapes), shapes
+
+
+def test_listed_thread_counts_step_to_the_next_choice() -> None:
+    """granian lists its blocking threads (0 = its rule, 512 threads); with no range to scale,
+    its studies had no shape phase at all: a DB study whose best was one worker with one
+    thread (at its capacity's edge) never drew two threads, which the grid's front held.
+    Now a move steps to the next listed count by the threads it runs, never to a count the
+    space lacks, and from the rule's 512 down to 128, not up to 1."""
+    adapter = get_adapter("granian")
+    space = load_space(default_space_path("granian"), adapter.table, "granian")
+
+    def climbed(best: dict[str, object]) -> list[tuple[object, object]]:
+        records = [TrialRecord(1, "COMPLETE", best, measurement=measurement(900))]
+        shapes = []
+        while (move := next_shape(space, adapter, 2, records, RPS.sort_value)) is not None:
+            shapes.append((move.params["workers"], move.params["blocking_threads"]))
+            again = TrialRecord(len(records) + 1, "COMPLETE", dict(move.params), shape_of=1)
+            records.append(replace(again, measurement=measurement(100)))
+        return shapes
+
+    assert climbed({"workers": 1, "blocking_threads": 1}) == [(2, 1), (1, 2)]
+    assert climbed({"workers": 2, "blocking_threads": 8}) == [
+        (4, 8), (2, 32), (1, 8), (2, 4), (4, 4), (1, 32), (3, 8)
+    ]  # fmt: skip
+    assert climbed({"workers": 1, "blocking_threads": 0}) == [(2, 0), (1, 128), (2, 128)]
+    assert all(
+        threads in (0, 1, 2, 4, 8, 32, 128)
+        for best in ({"workers": 3, "blocking_threads": 32},)
+        for _, threads in climbed(best)
+    )

@@ -6,7 +6,8 @@ often several processes x several threads (issue 45: 6 x 8 on uWSGI's http-socke
 drawn; its threads were drawn at 1 x 9 and 1 x 20 only). So the last part of a study's budget
 (`SHAPE_SHARE`) goes to the shape: each model with both levers, best first, climbs from its
 best trial to the neighbours of its shape (processes x2 and /2, threads x2 and /2, and the
-trades of one for the other; then the same by half-steps, x1.5), its other settings held,
+trades of one for the other; then the same by half-steps, x1.5; where the space lists its
+thread counts, the next listed count up or down instead of x2 and /2), its other settings held,
 until its best has no untried neighbour; then the next model. Each threaded model also starts
 at the middle of its shape (`middle_shapes`). What each model got is said in the study's
 summary (`searched_text`). Pure logic.
@@ -81,19 +82,31 @@ class Levers:
     high_p: int
     low_t: int
     high_t: int
+    # A thread count listed as choices (granian's blocking threads, Tornado's executor), in
+    # order: a move steps to the next choice up or down, not to a count the space lacks.
+    # Empty: a range.
+    thread_choices: tuple[int, ...] = ()
 
 
 def levers(space: SearchSpace, adapter: ServerAdapter, cpus: int) -> Levers | None:
-    """Both counting params, with their ranges; None where the space lacks one."""
+    """Both counting params, with their ranges (or the threads' choices); None where the
+    space lacks one."""
     by_setting = {p.setting: p for p in space.params}
     model = adapter.process_model
     p = by_setting.get(model.processes or "")
     t = by_setting.get(model.threads or "")
-    if p is None or t is None or p.type != "int" or t.type != "int":
+    if p is None or t is None or p.type != "int":
         return None
     ranges = bounds(space, cpus)
-    (low_p, high_p), (low_t, high_t) = ranges[p.name], ranges[t.name]
-    return Levers(p.name, t.name, int(low_p), int(high_p), int(low_t), int(high_t))
+    low_p, high_p = ranges[p.name]
+    if t.type == "int":
+        low_t, high_t = ranges[t.name]
+        return Levers(p.name, t.name, int(low_p), int(high_p), int(low_t), int(high_t))
+    counts = [c for c in t.choices if isinstance(c, int) and not isinstance(c, bool)]
+    if t.type != "categorical" or len(counts) != len(t.choices):
+        return None
+    listed = tuple(sorted(counts))
+    return Levers(p.name, t.name, int(low_p), int(high_p), listed[0], listed[-1], listed)
 
 
 def measured(
@@ -174,10 +187,14 @@ def next_shape(
 
 
 def _threaded(space: SearchSpace, settings: Mapping[str, Value], lever: Levers) -> bool:
-    """Whether the threads param is drawn for this config (its `when` holds)."""
+    """Whether the threads param is drawn for this config (its `when` holds) and counts
+    threads in it: a ranged count above one (at one, uWSGI's plain prefork), any listed
+    choice (one blocking thread is granian's model as much as eight are)."""
     by_name = {p.name: p for p in space.params}
     current = {p.name: settings.get(p.setting) for p in space.params}
-    return active(by_name[lever.threads], current) and int(current[lever.threads] or 1) > 1
+    if not active(by_name[lever.threads], current):
+        return False
+    return bool(lever.thread_choices) or int(current[lever.threads] or 1) > 1
 
 
 def _moved(
@@ -192,11 +209,17 @@ def _moved(
     """`best` with its counts scaled, inside the space and in the same model; None if the
     move leaves either, or changes nothing."""
     processes = _clamp(round(best.processes * factor_p), lever.low_p, lever.high_p)
-    threads = _clamp(round(best.threads * factor_t), max(2, lever.low_t), lever.high_t)
+    params = {p.name: best.settings[p.setting] for p in space.params if p.setting in best.settings}
+    if lever.thread_choices:
+        threads, choice = _step_choice(adapter, best, lever, factor_t)
+        if choice is None:
+            return None  # no choice that way (past the last), or a half-step: a doubling's
+    else:
+        threads = _clamp(round(best.threads * factor_t), max(2, lever.low_t), lever.high_t)
+        choice = threads
     if _near(processes, best.processes) and _near(threads, best.threads):
         return None  # a move the space's bounds cut short (31 threads to 32) measures nothing new
-    params = {p.name: best.settings[p.setting] for p in space.params if p.setting in best.settings}
-    params.update({lever.processes: processes, lever.threads: threads})
+    params.update({lever.processes: processes, lever.threads: choice})
     try:
         settings = _resolved(space, adapter, cpus, params)
         if adapter.concurrency_model(settings) != best.model:
@@ -204,6 +227,31 @@ def _moved(
     except ConfigError:  # a mix the server refuses
         return None
     return params
+
+
+def _step_choice(
+    adapter: ServerAdapter, best: Shaped, lever: Levers, factor: float
+) -> tuple[int, int | None]:
+    """For listed thread choices: the threads a move by `factor` gives and the choice that
+    gives them: the best's own for 1, else the next choice up (or down) by the threads it
+    runs, which is not its place in the list (granian's 0 is its rule, 512 threads). A
+    half-step has no choice of its own: (best's threads, None)."""
+    setting = adapter.process_model.threads or ""
+    current = best.settings.get(setting)
+    if factor == 1:
+        return best.threads, current if isinstance(current, int) else None
+    if factor not in (2.0, 0.5):
+        return best.threads, None
+    runs = sorted(
+        (adapter.threads({**best.settings, setting: choice}), choice)
+        for choice in lever.thread_choices
+        if choice != current
+    )
+    if factor > 1:
+        up = [(count, choice) for count, choice in runs if count > best.threads]
+        return up[0] if up else (best.threads, None)
+    down = [(count, choice) for count, choice in runs if count < best.threads]
+    return down[-1] if down else (best.threads, None)
 
 
 def _resolved(
@@ -223,7 +271,7 @@ def middle_shapes(
     and a sampler that finds a plateau elsewhere may never draw that model with several
     processes again; the shape phase climbs from the better of the two."""
     lever = levers(space, adapter, cpus)
-    if lever is None:
+    if lever is None or lever.thread_choices:  # listed counts: the sampler draws each
         return []
     middle = {
         lever.processes: _geometric_middle(lever.low_p, lever.high_p, low_at_least=1),
