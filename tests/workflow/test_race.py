@@ -247,3 +247,6 @@ def test_the_final_rounds_are_planned_with_the_races_share_of_repeats() -> None:
     assert plan.expected_repeats(busy, finalists=3, extra_candidates=6) == 38
     assert plan.budget_for_repeats(400.0, busy, 3, 6) == pytest.approx(400 + 113 * 7.5)
     assert plan.expected_repeats(quiet, finalists=3, extra_candidates=6) == 0
+    # A rung's rounds are repeated as often: 3 servers x (6 trials + 2 rounds x 1.5) x 4 s.
+    assert plan.rung_s(3, busy) == pytest.approx(3 * 9 * 4.0)
+    assert plan.rung_s(3, quiet) == pytest.approx(3 * 8 * 4.0)

@@ -253,7 +253,10 @@ class BudgetPlan:
         return max(MIN_FIRST_RUNG, min(RUNG_TRIALS, fit))
 
     def rung_s(self, alive: int, cost: RunCost) -> float:
-        return alive * (RUNG_TRIALS + RACE_ROUNDS) * cost.rung_s
+        """A rung of `alive` servers: its trials, and its rounds with their share of repeats
+        (a trial is not repeated: the pruner and the confirmation judge it)."""
+        rounds = RACE_ROUNDS * (1 + cost.repeat_share)
+        return alive * (RUNG_TRIALS + rounds) * cost.rung_s
 
     def rung_fits(self, spent_s: float, cost: RunCost, alive: int, finalists: int) -> bool:
         """Whether another rung of `alive` servers (its trials and rounds) and then the final
