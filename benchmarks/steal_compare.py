@@ -198,6 +198,9 @@ def main() -> int:
     if args.burst <= 0:
         print(f"error: --burst {args.burst:g}: expected seconds above 0")
         return 2
+    if args.out and (args.out.is_dir() or not args.out.parent.is_dir()):
+        print(f"error: --out {args.out}: expected a file in an existing folder")
+        return 2
     server_cpus, _load = default_split()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="steal-compare-") as workdir:
