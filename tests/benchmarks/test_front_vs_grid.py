@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.front_vs_grid import dominated_both_looks, main, plan_pair, round_ratios
+from benchmarks.front_vs_grid import (
+    compare_fronts,
+    dominated_both_looks,
+    main,
+    plan_pair,
+    round_ratios,
+)
 from tests.support.measurements import measurement
 from tuner.workflow.confirm import Candidate, Confirmed
 
@@ -113,3 +119,22 @@ def test_the_ratio_is_also_taken_round_by_round_against_the_medians_reference() 
     tuner[0].runs.pop()
     tuner[0].rounds.pop()
     assert len(round_ratios({"tuner": tuner, "grid": grid}, reference)) == 2
+
+
+def test_the_ratio_is_taken_against_the_reference_given_and_the_tight_one_beside_it() -> None:
+    # One point a front, as heavy, the tuner's tail 10% longer in every round: against the
+    # grid's sweep (worst 40 MB at 20 ms, x1.1) that gap is a sliver of the area; against the
+    # worst of the two fronts x1.1 it is most of it.
+    tuner = [_point("tuner 1", [2.2, 2.2, 2.2], pss=40.0)]
+    grid = [_point("grid 1", [2.0, 2.0, 2.0], pss=40.0)]
+
+    def more(entries) -> None:
+        raise AssertionError("no pair is dominated beyond the noise here")
+
+    row = compare_fronts({"tuner": tuner, "grid": grid}, {}, more, (44.0, 22.0))
+    assert row["reference"] == (44.0, 22.0)
+    assert row["ratio"] == pytest.approx((22.0 - 2.2) / (22.0 - 2.0))
+    assert row["round_ratios"] == pytest.approx([row["ratio"]] * 3)
+    assert row["tight_reference"] == pytest.approx((44.0, 2.42))
+    assert row["tight_ratio"] == pytest.approx((2.42 - 2.2) / (2.42 - 2.0))
+    assert row["tight_round_ratios"] == pytest.approx([row["tight_ratio"]] * 3)
