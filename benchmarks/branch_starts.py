@@ -143,7 +143,7 @@ def _measurement(rates: Sequence[float], *, fair: bool) -> Measurement:
 def replaced_run_bench(replay: Replay) -> Iterator[None]:
     """The study module's `run_bench` is the replay's for the duration."""
     real = study_module.run_bench
-    study_module.run_bench = replay.run_bench  # type: ignore[assignment]
+    study_module.run_bench = replay.run_bench
     try:
         yield
     finally:
@@ -224,7 +224,7 @@ def space_reach(setup: StudySetup, surrogate: Surrogate) -> Reach:
             value = settings[param.setting]
             if param.type == "int":
                 low, high = ranges[param.name]
-                if not low <= int(value) <= high:  # type: ignore[arg-type]
+                if not low <= int(value) <= high:
                     return False
             elif value not in ranges[param.name]:
                 return False
@@ -373,14 +373,16 @@ def report(
                 else ""
             )
         )
-    on, off = results[True], results[False]
+    runs_on, runs_off = results[True], results[False]
     parts = []
     for key, label in (("to_best_branch", "to best branch"), ("to_near_best", "to within 5%")):
-        mine = [never if (v := getattr(r, key)) is None else v for r in on]
-        theirs = [never if (v := getattr(r, key)) is None else v for r in off]
+        mine = [never if (v := getattr(r, key)) is None else v for r in runs_on]
+        theirs = [never if (v := getattr(r, key)) is None else v for r in runs_off]
         sooner = sum(a < b for a, b in zip(mine, theirs, strict=True))
         later = sum(a > b for a, b in zip(mine, theirs, strict=True))
-        ratio = _ratio([getattr(r, key) for r in on], [getattr(r, key) for r in off], never)
+        ratio = _ratio(
+            [getattr(r, key) for r in runs_on], [getattr(r, key) for r in runs_off], never
+        )
         parts.append(f"{label} {ratio} (seed by seed: sooner {sooner}, later {later})")
     lines.append("  ratio on/off (medians): " + ", ".join(parts))
     return lines
@@ -510,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 sigma, origin = DEFAULT_NOISE, "default: no confirmation measured"
             setup = base_setup(server, app, Path(tmp), args.duration)
-            where = space_reach(setup, surrogate)
+            in_reach = space_reach(setup, surrogate)
             started = time.process_time()
             results: dict[bool, list[Replayed]] = {True: [], False: []}
             for seed in range(args.seeds):
@@ -523,11 +525,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                             on=on,
                             trials=args.trials,
                             sigma=sigma,
-                            where=where,
+                            where=in_reach,
                         )
                     )
             cpu_s = time.process_time() - started
-            lines = report(server, app, surrogate, results, args.trials, where)
+            lines = report(server, app, surrogate, results, args.trials, in_reach)
             lines.insert(
                 1,
                 f"  surrogate: {source.note}; noise sigma {sigma:.2f} ({origin}); "
@@ -539,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "  no measurement (the median stands in): " + ", ".join(unknown),
                 )
             print("\n".join(lines), flush=True)
-            table.append(table_row(server, app, surrogate, results, args.trials, where))
+            table.append(table_row(server, app, surrogate, results, args.trials, in_reach))
     print(
         f"\nREPLAY on a surrogate of REAL {kind} (not new measurements): "
         f"{args.seeds} seeds, {args.trials} measured trials per study (baselines included, "

@@ -116,10 +116,12 @@ def main() -> None:
     )
     print(f"{'winner of':<10} {'measured in':<11} {'req/s':>24} {'p99 ms':>26} {'slow p99 ms':>12}")
     medians: dict[tuple[str, str], float] = {}
-    for (pick, setting), measured in sorted(runs.items()):
-        rps = [m["rps"] for m in measured]
-        p99 = [m["latency_ms"]["p99"] for m in measured]
-        slow = [m["slow_clients"]["latency_ms"]["p99"] for m in measured if m.get("slow_clients")]
+    for (pick, setting), runs_of_pair in sorted(runs.items()):
+        rps = [m["rps"] for m in runs_of_pair]
+        p99 = [m["latency_ms"]["p99"] for m in runs_of_pair]
+        slow = [
+            m["slow_clients"]["latency_ms"]["p99"] for m in runs_of_pair if m.get("slow_clients")
+        ]
         medians[(pick, setting)] = statistics.median(rps)
         slow_text = f"{statistics.median(slow):.1f}" if slow else "-"
         print(

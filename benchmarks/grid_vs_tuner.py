@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,9 @@ IN_SPACE = "grid, in the space"
 GRID_FINALISTS = 3
 
 
-def measure(plan_for, settings: dict[str, Any], index: int) -> Measurement | None:
+def measure(
+    plan_for: Callable[[dict[str, Any], int], BenchPlan], settings: dict[str, Any], index: int
+) -> Measurement | None:
     try:
         return run_bench(plan_for(settings, index)).measurement
     except TrialError as exc:
@@ -68,7 +70,9 @@ def measure(plan_for, settings: dict[str, Any], index: int) -> Measurement | Non
         return None
 
 
-def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path) -> dict:
+def run_pair(
+    app_name: str, server: str, args: argparse.Namespace, workdir: Path
+) -> list[dict[str, Any]]:
     app_text, path = APPS[app_name]
     # WSGI or ASGI, as the tuner finds it; the server set up for that interface (gunicorn's
     # uvicorn worker for an ASGI app).
@@ -94,8 +98,13 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
     for index, settings in enumerate(points):
         metrics = measure(plan_for, settings, index)
         usable = metrics is not None and not metrics.unfair and metrics.error_rate <= 0.01
-        grid_runs.append((settings, metrics if usable else None))
-        shown = f"{metrics.median_rps:,.0f} req/s" if usable else "excluded (failed/unfair/errors)"
+        kept = metrics if usable else None
+        grid_runs.append((settings, kept))
+        shown = (
+            f"{kept.median_rps:,.0f} req/s"
+            if kept is not None
+            else "excluded (failed/unfair/errors)"
+        )
         print(f"  grid {index + 1}/{len(points)} {settings}: {shown}", file=sys.stderr)
     grid_s = time.monotonic() - started
 
@@ -117,7 +126,7 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
             candidates, rounds, lambda c, _r: _must(measure(plan_for, c.settings, next(counter)))
         )
 
-    ranked = sorted((r for r in grid_runs if r[1]), key=lambda r: -r[1].median_rps)
+    ranked = sorted(((s, m) for s, m in grid_runs if m), key=lambda r: -r[1].median_rps)
     finalists = remeasure(
         [
             Candidate(f"grid #{i + 1}", None, adapter.resolve(s))
@@ -125,9 +134,13 @@ def run_pair(app_name: str, server: str, args: argparse.Namespace, workdir: Path
         ],
         args.rounds,
     )
-    grid_winner = max(
-        (f for f in finalists if f.rps and not f.unfair), key=lambda f: f.rps.median
-    ).candidate
+
+    def median_rps(confirmed: Confirmed) -> float:
+        rps = confirmed.rps
+        assert rps is not None, "only finalists with runs are ranked"
+        return rps.median
+
+    grid_winner = max((f for f in finalists if f.rps and not f.unfair), key=median_rps).candidate
     print(f"  grid winner: {grid_winner.label} {grid_winner.settings}", file=sys.stderr)
     # The grid reaches past the space's bounds (11 workers on one CPU where the space stops
     # at 5): its best inside the space tells the search's misses from the space's.
@@ -408,7 +421,7 @@ def main() -> int:
         help="keep the studies (SQLite) and server logs in this folder, for a post-mortem",
     )
     args = parser.parse_args()
-    rows = []
+    rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)

@@ -33,10 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import pcap_latency  # noqa: E402  (beside this file)
-from lanes_alone import lanes_alone  # noqa: E402  (beside this file)
-from wrk import parse_report, wrk_command  # noqa: E402  (beside this file)
-
+from benchmarks import pcap_latency  # noqa: E402
+from benchmarks.lanes_alone import lanes_alone  # noqa: E402
+from benchmarks.wrk import parse_report, wrk_command  # noqa: E402
 from tuner.apps import check_app_imports, parse_app  # noqa: E402
 from tuner.loadgen import LoadSpec, Workload, run_load  # noqa: E402
 from tuner.loadgen.beside import LaneConfig  # noqa: E402

@@ -48,7 +48,9 @@ APPS = {"fib": ("apps/fib.py", "/9000"), "iowait": ("apps/iowait.py", "/")}
 PICK_TARGET, TIME_TARGET, TOP = 0.95, 1 / 3, 3
 
 
-def run_compare(app: str, mode: list[str], name: str, args: argparse.Namespace, work: Path):
+def run_compare(
+    app: str, mode: list[str], name: str, args: argparse.Namespace, work: Path
+) -> tuple[dict[str, Any], float]:
     """One `tuner compare` run: its JSON and its wall time."""
     text, path = APPS[app]
     argv = [sys.executable, "-m", "tuner", "compare", text, "--servers", "all", "--path", path]

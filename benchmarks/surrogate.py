@@ -330,6 +330,6 @@ def distance(a: Mapping[str, Value], b: Mapping[str, Value], axes: Sequence[str]
     """Sum over `axes` of |log2 a - log2 b| (values below 1 count as 1: 0 greenlets = off)."""
     total = 0.0
     for key in axes:
-        x, y = float(a[key]), float(b[key])  # type: ignore[arg-type]
+        x, y = float(a[key]), float(b[key])
         total += abs(math.log2(max(x, 1.0)) - math.log2(max(y, 1.0)))
     return total
