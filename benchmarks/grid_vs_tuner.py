@@ -140,7 +140,13 @@ def run_pair(
         assert rps is not None, "only finalists with runs are ranked"
         return rps.median
 
-    grid_winner = max((f for f in finalists if f.rps and not f.unfair), key=median_rps).candidate
+    ranked_finalists = [f for f in finalists if f.rps and not f.unfair]
+    if not ranked_finalists:
+        raise SystemExit(
+            f"{app_name} on {server}: no grid config was measured fairly and without errors "
+            f"({len(points)} tried; --keep DIR keeps the server logs)"
+        )
+    grid_winner = max(ranked_finalists, key=median_rps).candidate
     print(f"  grid winner: {grid_winner.label} {grid_winner.settings}", file=sys.stderr)
     # The grid reaches past the space's bounds (11 workers on one CPU where the space stops
     # at 5): its best inside the space tells the search's misses from the space's.
