@@ -269,8 +269,9 @@ def run_pair(pair: Pair, args: argparse.Namespace, workdir: Path) -> dict[str, A
         raise SystemExit(f"{pair.app_name} on {pair.server}: no grid config carried {rate.rps:g}")
     # Fixed here, before the study: a reference that moved with the fronts compared made a gap
     # inside the noise most of the area when each front was one point.
-    reference = reference_point([(f.pss_mb, f.p99_ms) for _, f in carried])
-    on_front = non_dominated([(f.pss_mb, f.p99_ms) for _, f in carried])
+    swept = [(f.pss_mb, f.p99_ms) for _, f in carried]
+    reference = reference_point(swept)
+    on_front = non_dominated(swept)
     grid_confirmed = remeasure(
         [Candidate(BASELINE_DEFAULT, None, adapter.resolve({}))]
         + [
@@ -478,13 +479,13 @@ def print_table(rows: Sequence[dict[str, Any]]) -> None:
         print(
             f"{r['app']:7} {r['server']:9} {r['rate_rps']:7g} {r['grid_configs']:5} "
             f"{fronts:>9} {r['ratio']:8.3f} {_span(r.get('round_ratios', [])):>11} "
-            f"{r.get('tight_ratio', r['ratio']):6.3f} "
-            f"{_span(r.get('tight_round_ratios', [])):>11} {met:>4} {len(r['dominated']):9} "
+            f"{r['tight_ratio']:6.3f} {_span(r['tight_round_ratios']):>11} {met:>4} "
+            f"{len(r['dominated']):9} "
             f"{len(r.get('grid_dominated', ())):9} {r['grid_s']:7.0f} {r['tune_s']:7.0f}"
         )
     for r in rows:
         pss, p99 = r["reference"]
-        tight_pss, tight_p99 = r.get("tight_reference", r["reference"])
+        tight_pss, tight_p99 = r["tight_reference"]
         print(
             f"{r['app']}/{r['server']}: reference PSS {pss:,.1f} MB, p99 {p99:,.2f} ms (the "
             f"worst of the grid configs that carried the rate x1.1); tight: PSS "
