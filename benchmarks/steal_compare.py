@@ -149,11 +149,19 @@ def line(arm: str, row: Mapping[str, Any]) -> str:
     ties = ", ".join(row["ties_pairs"]) or "none"
     spread = row["finalist_range"]
     ranged = f"{spread:.0%}" if spread is not None else "-"
+    within = row.get("within_second") or []
+    p = row.get("p_second")
+    sharp = (
+        f", x{within[0]:.2f}-x{within[-1]:.2f} within rounds (p {p:.3f})"
+        if within and p is not None
+        else ""
+    )
     left = row.get("unrepeated", 0)
     unrepeated = f" ({left} lossy left unrepeated: the budget held no more)" if left else ""
     return (
         f"  {arm:16} fastest {row['fastest']}, tied by the pairs with {ties}; "
-        f"x{row['x_second']:.2f} the next ({row['second']}); {row['repeats']} of {row['runs']} "
+        f"x{row['x_second']:.2f} the next ({row['second']}){sharp}; "
+        f"{row['repeats']} of {row['runs']} "
         f"runs repeated{unrepeated}; finalists' rounds range {ranged} (median); "
         f"{row['wall_s'] / 60:.1f} min"
     )

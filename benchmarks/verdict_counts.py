@@ -110,6 +110,9 @@ def compare_row(result: Mapping[str, Any]) -> dict[str, Any]:
         inside = noise is not None and best.median / spread.median <= 1.0 + noise
         if min(best.samples) <= max(spread.samples) or inside:
             by_ranges.append(server)
+    # How sharply the pairs see the fastest against the next: its ratio within each round
+    # and the signed-rank p of those pairs.
+    against_second = pairs(best, rest[0][1], higher_is_better=True)
     return {
         "fastest": fastest,
         "ties_pairs": by_pairs,
@@ -117,6 +120,8 @@ def compare_row(result: Mapping[str, Any]) -> dict[str, Any]:
         "race_noise": noise,
         "second": rest[0][0],
         "x_second": best.median / rest[0][1].median,
+        "within_second": sorted(against_second.ratios()) if against_second else [],
+        "p_second": against_second.p_better() if against_second else None,
     }
 
 

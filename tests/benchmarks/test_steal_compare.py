@@ -10,7 +10,7 @@ from typing import Any
 import psutil
 import pytest
 
-from benchmarks.steal_compare import SWITCH_OFF, judged, judged_tune, neighbour, tune_line
+from benchmarks.steal_compare import SWITCH_OFF, judged, judged_tune, line, neighbour, tune_line
 from tests.conftest import SERVER_CPU
 from tests.support.measurements import measurement
 from tuner.metrics.coreshare import CoresGot, CoreShare
@@ -86,6 +86,13 @@ def test_what_the_page_names_and_the_runs_repeated_are_read() -> None:
     assert row["fastest"] == "bjoern" and row["second"] == "uwsgi"
     assert row["repeats"] == 3 and row["runs"] == 12
     assert row["finalist_range"] is not None
+    # bjoern against uwsgi round by round: x1.20, x1.29, x1.26, x1.27, x1.24; five wins of five.
+    assert row["within_second"] == pytest.approx(sorted(
+        [1200 / 1000, 1300 / 1010, 1250 / 990, 1280 / 1005, 1260 / 1020]
+    ))  # fmt: skip
+    assert row["p_second"] == pytest.approx(1 / 32)
+    shown = line("with the repeat", {**row, "wall_s": 60})
+    assert "x1.20-x1.29 within rounds (p 0.031)" in shown
     assert judged({"error": "exit 2: no"}) == {"error": "exit 2: no"}
 
 
