@@ -23,13 +23,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
+import psycopg
 import pytest
 
 from tests.support.cli import REPO
 from tests.support.postgres import throwaway_postgres
 from tuner.appsettings import load_app_settings
-
-psycopg = pytest.importorskip("psycopg")
 
 MAX_CONNECTIONS = 20
 DJANGO_PROJECT = REPO / "apps" / "djangoproject"

@@ -20,12 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.support.cli import REPO, run_tuner
 from tests.support.postgres import throwaway_postgres
-
-psycopg = pytest.importorskip("psycopg")
 
 MAX_CONNECTIONS = 20
 FREE = 2

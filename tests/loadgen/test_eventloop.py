@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from tuner.loadgen.eventloop import (
@@ -341,7 +342,6 @@ def test_an_alarm_for_a_passed_instant_fires_at_once():
 def test_closing_after_the_peer_closed_leaves_no_time_wait(listener):
     """The server closed first (it is done with the socket): we end with RST, so its kernel
     keeps no TIME_WAIT entry (on loopback, the load core would pay for it)."""
-    psutil = pytest.importorskip("psutil")
     thread = serve_once(listener, lambda peer: peer.sendall(b"bye"))  # then closes
     loop = Loop()
     ours: set[tuple[str, int]] = {listener.getsockname()}

@@ -101,7 +101,8 @@ def test_a_one_process_launcher_overrides_its_threads(monkeypatch: pytest.Monkey
 def test_hypercorn_s_config_keeps_only_its_settings_and_pickles(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config_module = pytest.importorskip("hypercorn.config")
+    import hypercorn.config as config_module
+
     adapter = get_adapter("hypercorn")
     app = AppRef("hello", "app", str(tmp_path), Interface.ASGI)
     (script,) = adapter.render_sized(app, BIND, {}, rule(), filename="sized.py")
