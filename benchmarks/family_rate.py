@@ -49,11 +49,12 @@ def written(rng: random.Random, gains: Sequence[float], run_sd: float, round_sd:
             else:
                 later[id(entry)].append((index, value))
 
-    def more(pair: Sequence[Confirmed]) -> None:
+    def more(pair: Sequence[Confirmed]) -> bool:
         for entry in pair:
             for index, value in later[id(entry)]:
                 entry.runs.append(measurement(value))
                 entry.rounds.append(index)
+        return True
 
     verdict = settle(entries, THROUGHPUT, Slo(), None, more)
     return entries.index(verdict.winner) if verdict is not None else 0

@@ -46,7 +46,7 @@ from tuner.workflow.confirm import (  # noqa: E402
     Candidate,
     Confirmed,
     confirm,
-    more_rounds,
+    measured_more,
     settle,
 )
 
@@ -126,9 +126,7 @@ def run_case(name: str, case: Case, args: argparse.Namespace, workdir: Path) -> 
             THROUGHPUT,
             Slo(),
             None,
-            more=lambda entries: more_rounds(
-                entries, range(ROUNDS, ROUNDS + EXTRA_ROUNDS), measure
-            ),
+            more=measured_more(measure, ROUNDS),
         )
         chose_fast = verdict is not None and verdict.winner is fast
         ratios = _ratios(fast, slow)

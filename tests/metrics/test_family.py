@@ -48,12 +48,13 @@ def _written(rng: random.Random, gains: Sequence[float], run_sd: float, round_sd
             entry.rounds.append(index)
     asked: list[int] = []
 
-    def more(group: Sequence[Confirmed]) -> None:
+    def more(group: Sequence[Confirmed]) -> bool:
         asked.append(len(group))
         for index in range(ROUNDS, ROUNDS + EXTRA_ROUNDS):
             for entry in group:
                 entry.runs.append(measurement(table[index][entries.index(entry)]))
                 entry.rounds.append(index)
+        return True
 
     verdict = settle(entries, THROUGHPUT, Slo(), None, more)
     assert len(asked) <= 1

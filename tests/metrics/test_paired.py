@@ -121,11 +121,12 @@ def _one_repeat(
     for entry in (a, b):
         del entry.runs[ROUNDS:], entry.rounds[ROUNDS:]
 
-    def more(pair: Sequence[Confirmed]) -> None:
+    def more(pair: Sequence[Confirmed]) -> bool:
         for entry in pair:
             runs, rounds = later[id(entry)]
             entry.runs += runs
             entry.rounds += rounds
+        return True
 
     verdict = settle([a, b], THROUGHPUT, Slo(), None, more)
     return verdict is not None and verdict.winner is b, by_ranges

@@ -357,10 +357,11 @@ def test_no_more_rounds_when_nothing_is_in_doubt(runs: dict[str, list[float]]) -
 
 
 def _more_rounds_of(values: dict[str, list[float]], asked: list[list[str]]):
-    def more(pair) -> None:
+    def more(pair) -> bool:
         asked.append([e.candidate.label for e in pair])
         for e in pair:
             e.runs += [run(value) for value in values[e.candidate.label]]
+        return True
 
     return more
 

@@ -27,11 +27,12 @@ def settled(label: str, rps: list[float], pss: float, **settings: int) -> Confir
 def more_of(values: dict[str, list[float]], asked: list[list[str]]):
     """`more` as `settle` calls it: each config's next rounds, from `values`."""
 
-    def more(entries) -> None:
+    def more(entries) -> bool:
         asked.append([e.candidate.label for e in entries])
         for e in entries:
             pss = e.runs[0].pss_mean_mb
             e.runs += [measurement(value, p99=10.0, pss=pss) for value in values[e.candidate.label]]
+        return True
 
     return more
 

@@ -42,9 +42,10 @@ class Rounds:
         reasons = ("fairness index 0.82 < 0.9",) if unfair else ()
         return measurement(rps, unfair_reasons=reasons)
 
-    def more(self, pair: Sequence[Confirmed]) -> None:
+    def more(self, pair: Sequence[Confirmed]) -> bool:
         self.asked.append([entry.candidate.label for entry in pair])
         more_rounds(pair, range(ROUNDS, ROUNDS + EXTRA_ROUNDS), self.measure)
+        return True
 
     def settle(self) -> tuple[dict[str, Confirmed], Verdict]:
         candidates = [Candidate(label, None, {"label": label}) for label in self.script]

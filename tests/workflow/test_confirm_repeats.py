@@ -14,8 +14,16 @@ from tuner.metrics.lossy import LOAD_LOSSY, LOSSY, Loss, worst_loss
 from tuner.metrics.measurement import Measurement
 from tuner.report.study_view import confirm_run_text
 from tuner.search.objectives import THROUGHPUT, Slo
-from tuner.workflow.confirm import Candidate, Confirmed, ConfirmedSummary, confirm, decide
-from tuner.workflow.repeats import Repeat, RepeatAllowance
+from tuner.workflow.confirm import (
+    Candidate,
+    Confirmed,
+    ConfirmedSummary,
+    confirm,
+    decide,
+    measured_more,
+    settle,
+)
+from tuner.workflow.repeats import Repeat, RunAllowance
 from tuner.workflow.tune_steps import noise_summary
 
 CLEAN = cores(stolen=0.01)
@@ -213,7 +221,7 @@ def test_a_budgets_allowance_repeats_only_as_many_runs_as_it_holds():
             ("B", 0): [measurement(70, cores=STOLEN), measurement(100, cores=CLEAN)],
         }
     )
-    allowance = RepeatAllowance(1)
+    allowance = RunAllowance(1)
     candidates = [Candidate(label, None, {"label": label}) for label in "AB"]
     a, b = confirm(candidates, 1, script.measure, script.on_run, allowance)
     assert script.calls == [("A", 0), ("A", 0), ("B", 0)]  # B's lossy run is not measured again
@@ -228,3 +236,42 @@ def test_a_budgets_allowance_repeats_only_as_many_runs_as_it_holds():
     # Kept with the study and read back as it was.
     summary = ConfirmedSummary.from_json(b.summary().to_json())
     assert summary.repeats == (b.repeats[0],) and not summary.repeats[0].made
+
+
+def test_an_allowance_gives_a_verdicts_more_rounds_all_their_runs_or_none():
+    allowance = RunAllowance(9)
+    assert not allowance.take_all(10) and allowance.left == 9  # nothing taken
+    assert allowance.take_all(8) and allowance.left == 1
+    assert allowance.take() and not allowance.take()
+
+
+def test_a_second_look_the_budget_cannot_hold_is_not_measured_and_the_verdict_says_so():
+    # compare's final: five rounds leave a close call (trial 7's median the better, 4 of 5
+    # pairs won); its 8 more runs do not fit the 7 the budget has left.
+    def script_for() -> Script:
+        first = {("trial 7", r): [measurement(v, cores=CLEAN)] for r, v in enumerate(
+            [106, 112, 104, 109, 111])}  # fmt: skip
+        default = {("default", r): [measurement(v, cores=CLEAN)] for r, v in enumerate(
+            [100, 104, 108, 101, 105])}  # fmt: skip
+        later = {("trial 7", r): [measurement(120, cores=CLEAN)] for r in range(5, 9)}
+        return Script(first | default | later)
+
+    candidates = [Candidate(label, None, {"label": label}) for label in ("default", "trial 7")]
+    for left, looked in ((7, False), (8, True)):
+        script = script_for()
+        allowance = RunAllowance(left)
+        confirmed = confirm(candidates, 5, script.measure, script.on_run)
+        more = measured_more(script.measure, 5, script.on_run, allowance)
+        verdict = settle(confirmed, THROUGHPUT, Slo(), None, more)
+        assert verdict is not None
+        if looked:  # all 8 measured, in rounds 5-8, and they decide
+            assert len(script.calls) == 18 and allowance.left == 0
+            assert verdict.winner.candidate.label == "trial 7" and verdict.beats_default
+            assert "after 4 more rounds of trial 7 and the default" in verdict.summary
+        else:  # none measured: the first look's default, saying why
+            assert len(script.calls) == 10 and allowance.left == 7
+            assert verdict.winner.candidate.label == "default"
+            assert verdict.summary.endswith(
+                "(no second look: the budget held no more runs for 4 more rounds of trial 7 "
+                "and the default)"
+            )

@@ -41,12 +41,13 @@ class Extra:
         self.figures = figures
         self.asked: list[list[str]] = []
 
-    def __call__(self, entries: Sequence[Confirmed]) -> None:
+    def __call__(self, entries: Sequence[Confirmed]) -> bool:
         self.asked.append([e.candidate.label for e in entries])
         for e in entries:
             p99, pss = self.figures[e.candidate.label]
             e.runs += runs(p99, pss)
             e.rounds += range(ROUNDS, ROUNDS + EXTRA_ROUNDS)
+        return True
 
 
 def settle(entries: list[Confirmed], more: Extra, slo: Slo = CARRY) -> FrontVerdict:
@@ -198,3 +199,23 @@ def test_a_gap_the_merge_would_not_count_gets_no_more_rounds() -> None:
     decided = settle([default, near], more)
     assert more.asked == []
     assert decided.verdict.winner is default
+
+
+def test_a_close_call_the_budget_cannot_hold_leaves_the_first_look_and_says_so() -> None:
+    default = entry("default", [40, 41, 39, 42, 40], [50, 50, 51, 50, 50])
+    pick = entry("trial 7", [34, 35, 41, 35, 34], [50, 50, 51, 50, 50])
+    asked: list[list[str]] = []
+
+    def declined(entries: Sequence[Confirmed]) -> bool:  # compare's budget spent
+        asked.append([e.candidate.label for e in entries])
+        return False
+
+    decided = settle([default, pick], declined)
+    assert asked == [["trial 7", "default"]]
+    assert decided.verdict.winner is default and not decided.verdict.beats_default
+    assert decided.verdict.summary.endswith(
+        "(no second look: the budget held no more runs for 4 more rounds of trial 7 and "
+        "default, the point it was merged into: its median p99 was 12% lower, but their pairs "
+        "had not decided)"
+    )
+    assert len(default.runs) == len(pick.runs) == 5  # nothing measured

@@ -24,13 +24,14 @@ def entry(label: str, rps: list[float], p99: list[float], pss: float = 40.0, **s
 def more_of(p99: dict[str, list[float]], asked: list[list[str]]):
     """`more` as `lower_tail` calls it: each config's next rounds, at req/s as before."""
 
-    def more(entries) -> None:
+    def more(entries) -> bool:
         asked.append([e.candidate.label for e in entries])
         for e in entries:
             start = max(e.rounds) + 1
             for index, value in enumerate(p99[e.candidate.label]):
                 e.runs.append(measurement(RPS[index], p99=value, pss=40.0))
                 e.rounds.append(start + index)
+        return True
 
     return more
 
@@ -125,3 +126,16 @@ def test_each_size_and_tune_settle_with_the_tail_as_one_step():
     after = settle_with_tail([default(), one], THROUGHPUT, Slo(), DEFAULTS, more)
     assert after is not None and after.winner is one
     assert asked[-1] == ["default", "trial 6"]
+
+
+def test_a_lower_tail_the_budget_cannot_look_at_again_leaves_the_default_and_says_so():
+    one = entry("trial 6", [2540, 2730, 2950, 2500, 2400], [34, 29, 57, 31, 33], threads=1)
+    confirmed = [default(), one]
+    verdict = decide(confirmed, THROUGHPUT, Slo(), DEFAULTS)
+    assert verdict is not None and verdict.winner is verdict.default
+    after = lower_tail(verdict, confirmed, THROUGHPUT, Slo(), DEFAULTS, lambda _entries: False)
+    assert after is not None and after.winner is verdict.default
+    assert after.summary == (
+        f"{verdict.summary} (no second look: the budget held no more runs for 4 more rounds of "
+        "trial 6 and the default, for its lower p99)"
+    )

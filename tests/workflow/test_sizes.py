@@ -120,9 +120,10 @@ def test_a_size_keeps_the_scaled_counts_unless_others_beat_them_beyond_the_noise
     ]
     asked: list[list[str]] = []
 
-    def more(entries) -> None:
+    def more(entries) -> bool:
         asked.append([e.candidate.label for e in entries])
         _runs(list(entries), {"default": [640, 660, 655, 650], "trial 2": [600, 700, 640, 690]})
+        return True
 
     equal = _runs(
         [Confirmed(c) for c in size_candidates(ref, 0.5, records, scaled)],

@@ -35,7 +35,7 @@ from tuner.search.objectives import (
 )
 from tuner.search.records import BASELINE_DEFAULT, BASELINE_RULE
 from tuner.workflow.equals import cheapest_among_equals, settings_changed
-from tuner.workflow.repeats import Repeat, RepeatAllowance, measured_cleanly, repeats_text
+from tuner.workflow.repeats import Repeat, RunAllowance, measured_cleanly, repeats_text
 
 # A recommended config whose p99 is this many times the default's gets a warning.
 TAIL_WARNING_FACTOR = 5.0
@@ -325,7 +325,7 @@ def confirm(
     rounds: int,
     measure: Measure,
     on_run: OnRun | None = None,
-    allowance: RepeatAllowance | None = None,
+    allowance: RunAllowance | None = None,
 ) -> list[Confirmed]:
     """Measure every candidate once per round, in the same order each round."""
     confirmed = [Confirmed(candidate) for candidate in candidates]
@@ -338,7 +338,7 @@ def more_rounds(
     round_indexes: Iterable[int],
     measure: Measure,
     on_run: OnRun | None = None,
-    allowance: RepeatAllowance | None = None,
+    allowance: RunAllowance | None = None,
 ) -> None:
     """Measure each of `entries` once per round, adding to the runs they have; odd rounds in
     the reverse order (A B C, C B A, ...), so that a place in the round (first after a quiet
@@ -358,6 +358,39 @@ def more_rounds(
                 entry.rounds.append(round_index)
             if on_run:
                 on_run(entry.candidate, round_index, run, repeat)
+
+
+# Measures the configs given `EXTRA_ROUNDS` more for a verdict's second look; False when it
+# could not (a budget with no time left for their runs), and the first look then stands.
+MoreRounds = Callable[[Sequence[Confirmed]], bool]
+
+
+def measured_more(
+    measure: Measure,
+    rounds: int,
+    on_run: OnRun | None = None,
+    allowance: RunAllowance | None = None,
+) -> MoreRounds:
+    """A verdict's `more`: `EXTRA_ROUNDS` more rounds of the entries given, after the first
+    `rounds`; with an `allowance` (a budget's), only when it holds all their runs, taken
+    before they run (the repeats among them draw on what is left)."""
+
+    def more(entries: Sequence[Confirmed]) -> bool:
+        if allowance is not None and not allowance.take_all(len(entries) * EXTRA_ROUNDS):
+            return False
+        more_rounds(entries, extra_rounds(entries, rounds), measure, on_run, allowance)
+        return True
+
+    return more
+
+
+def not_looked_again(verdict: Verdict, of: str) -> Verdict:
+    """The first look's verdict, saying that the second look it called for was not made."""
+    return replace(
+        verdict,
+        summary=f"{verdict.summary} (no second look: the budget held no more runs for "
+        f"{EXTRA_ROUNDS} more rounds of {of})",
+    )
 
 
 def extra_rounds(entries: Sequence[Confirmed], first: int) -> range:
@@ -503,34 +536,37 @@ def settle(
     objective: Objective,
     slo: Slo,
     defaults: Mapping[str, Any] | None,
-    more: Callable[[Sequence[Confirmed]], None],
+    more: MoreRounds,
 ) -> Verdict | None:
     """`decide`; when the verdict is in doubt, `more(entries)` measures them `EXTRA_ROUNDS`
     more, once, and the verdict is decided again over all the runs and says why: a close call
     (see `close_call`), a winner unfair in some of its runs (see `fairness_call`), or a cheaper
     config written among equals that trails the best median by more than `EQUALS_GAP` (see
     `equals_call`). The first two cannot both apply: one needs the default written, the other
-    another config; an equals call is made only when neither is."""
+    another config; an equals call is made only when neither is. When `more` cannot measure
+    them (a budget spent), the first look's verdict stands and says so."""
     verdict = decide(confirmed, objective, slo, defaults, FIRST_LOOK_ALPHA)
     pair = close_call(confirmed, verdict, objective, slo)
     doubted = fairness_call(verdict)
-    if not pair and not doubted:
+    if verdict is None or (not pair and not doubted):
         equals = equals_call(confirmed, verdict, objective, slo)
-        return _settle_equals(confirmed, objective, slo, defaults, more, equals) or verdict
+        return _settle_equals(confirmed, objective, slo, defaults, more, equals, verdict)
     entries = pair or doubted
     suspect = entries[-1]
+    of = suspect.candidate.label + (" and the default" if len(entries) > 1 else "")
+    if pair and verdict.lucky:
+        of = f"all {len(entries)} configs"
     before = (suspect.unfair_runs, len(suspect.runs))
     first_look = min(len(entry.runs) for entry in entries)
-    more(entries)
+    if not more(entries):
+        return not_looked_again(verdict, of)
     # A close call looks again at the level the first look left (tuner.metrics.paired); a
     # fairness call only follows a first look that decided, so it spends nothing more.
     alpha = second_look_alpha(first_look) if pair else FIRST_LOOK_ALPHA
     again = decide(confirmed, objective, slo, defaults, alpha)
     if again is None:
         return None
-    of = suspect.candidate.label + (" and the default" if len(entries) > 1 else "")
-    if pair and verdict is not None and verdict.lucky:
-        of = f"all {len(entries)} configs"
+    if pair and verdict.lucky:
         why = f"{', '.join(verdict.lucky)} won the pairs, but the family's test had not decided"
     elif pair:
         why = "its median was the better one, but their pairs had not decided"
@@ -592,20 +628,23 @@ def _settle_equals(
     objective: Objective,
     slo: Slo,
     defaults: Mapping[str, Any] | None,
-    more: Callable[[Sequence[Confirmed]], None],
+    more: MoreRounds,
     call: EqualsCall | None,
+    verdict: Verdict | None,
 ) -> Verdict | None:
-    """The verdict decided again after `call`'s configs had `EXTRA_ROUNDS` more; None when
-    there is no call. The default is not measured again, so its pairs keep the first look's
-    level; the pairs among the equals are judged at their own look's (tuner.metrics.paired)."""
-    if call is None:
-        return None
+    """The verdict decided again after `call`'s configs had `EXTRA_ROUNDS` more; `verdict`
+    when there is no call, or (saying so) when `more` could not measure them. The default is
+    not measured again, so its pairs keep the first look's level; the pairs among the equals
+    are judged at their own look's (tuner.metrics.paired)."""
+    if call is None or verdict is None:
+        return verdict
+    labels = ", ".join(entry.candidate.label for entry in call.entries)
     looks = Looks(frozenset(index for entry in confirmed for index in entry.run_rounds()))
-    more(call.entries)
+    if not more(call.entries):
+        return not_looked_again(verdict, labels)
     again = decide(confirmed, objective, slo, defaults, FIRST_LOOK_ALPHA, tie_level=looks)
     if again is None:
-        return None
-    labels = ", ".join(entry.candidate.label for entry in call.entries)
+        return verdict
     return _after_more_rounds(again, labels, call.why)
 
 

@@ -10,14 +10,14 @@ the front is decided again over all the runs, each pair at the level of its own 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tuner.metrics.paired import FIRST_LOOK_ALPHA, Looks
 from tuner.metrics.stats import clearly_better
 from tuner.search.objectives import P99, PSS, Headline, Slo
-from tuner.workflow.confirm import EXTRA_ROUNDS, Confirmed
+from tuner.workflow.confirm import EXTRA_ROUNDS, Confirmed, MoreRounds, not_looked_again
 from tuner.workflow.pareto_front import (
     FrontPoint,
     FrontVerdict,
@@ -51,7 +51,7 @@ def settle_front(
     *,
     rate_rps: float | None,
     rate_source: str,
-    more: Callable[[Sequence[Confirmed]], None],
+    more: MoreRounds,
     defaults: Mapping[str, Any] | None = None,
 ) -> FrontVerdict | None:
     """`decide_front` at the first look's level; when it leaves close calls (`close_calls`),
@@ -70,7 +70,9 @@ def settle_front(
     if first is None or not calls:
         return first
     looks = Looks(frozenset(index for entry in confirmed for index in entry.run_rounds()))
-    more(close_entries(calls))
+    if not more(close_entries(calls)):
+        of = "; of ".join(call.why for call in calls)
+        return replace(first, verdict=not_looked_again(first.verdict, of))
     again = decide_front(
         confirmed, slo, rate_rps=rate_rps, rate_source=rate_source, alpha=looks, defaults=defaults
     )

@@ -29,7 +29,14 @@ from tuner.metrics.stats import clearly_lower
 from tuner.search.objectives import P99, PSS, Figures, Objective, Slo
 from tuner.search.pruning import MIN_MARGIN
 from tuner.search.records import BASELINE_DEFAULT
-from tuner.workflow.confirm import EXTRA_ROUNDS, Confirmed, Verdict, settle
+from tuner.workflow.confirm import (
+    EXTRA_ROUNDS,
+    Confirmed,
+    MoreRounds,
+    Verdict,
+    not_looked_again,
+    settle,
+)
 from tuner.workflow.equals import settings_changed, ties_with
 
 T = TypeVar("T")
@@ -78,7 +85,7 @@ def settle_with_tail(
     objective: Objective,
     slo: Slo,
     defaults: Mapping[str, Any],
-    more: Callable[[Sequence[Confirmed]], None],
+    more: MoreRounds,
 ) -> Verdict | None:
     """The verdict of one set of interleaved rounds, as `tune` and each `--for-cpus` size
     decide it: `settle` (its close calls measured again), then the lower tail among equals."""
@@ -92,7 +99,7 @@ def lower_tail(
     objective: Objective,
     slo: Slo,
     defaults: Mapping[str, Any],
-    more: Callable[[Sequence[Confirmed]], None],
+    more: MoreRounds,
 ) -> Verdict | None:
     """`verdict`, or, when it writes the default, the config that ties with the default on the
     objective's figures (their pairs undecided) and beats it on p99 beyond the noise and by
@@ -112,7 +119,8 @@ def lower_tail(
         return verdict
     label = first.candidate.label
     first_look = min(len(default.runs), len(first.runs))
-    more([default, first])
+    if not more([default, first]):
+        return not_looked_again(verdict, f"{label} and the default, for its lower p99")
     held = _lowest_tail(default, [first], objective, slo, defaults, second_look_alpha(first_look))
     rounds = f"after {EXTRA_ROUNDS} more rounds of {label} and the default"
     if held is None:

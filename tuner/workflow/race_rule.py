@@ -274,8 +274,8 @@ class BudgetPlan:
     def repeats_left(
         self, spent_s: float, cost: RunCost, finalists: int, extra_candidates: int
     ) -> int:
-        """How many lossy runs of the final rounds the budget can measure again, after
-        `spent_s` and the final's runs themselves (0 or more)."""
+        """How many runs beyond the final's own the budget holds after `spent_s` and them (0
+        or more): repeats of its lossy runs, then the finalists' second looks."""
         runs = self.final_runs(finalists, extra_candidates)
         free_s = self.budget_s - spent_s - runs * cost.final_s
         return max(0, math.floor(free_s / cost.final_s)) if cost.final_s > 0 else 0

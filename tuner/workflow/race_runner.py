@@ -31,12 +31,12 @@ from tuner.workflow.confirm import (
     Confirmed,
     OnRun,
     confirm,
-    extra_rounds,
+    measured_more,
     more_rounds,
 )
 from tuner.workflow.measurer import measurer
 from tuner.workflow.race_rule import BudgetPlan, Call, RunCost, Standing
-from tuner.workflow.repeats import Repeat, RepeatAllowance
+from tuner.workflow.repeats import Repeat, RunAllowance
 from tuner.workflow.sizes import measure_sizes, size_confirm_runs, size_trials
 from tuner.workflow.tune_steps import (
     SizingFor,
@@ -111,7 +111,8 @@ class RaceResult:
     # Configs each finalist beyond the top MIN_FINALISTS brings to the final rounds when the
     # budget holds fewer than all its candidates; 0 when it holds them all.
     extra_candidates: int
-    # Lossy runs of the final rounds the budget has time to measure again; None: no limit.
+    # Runs beyond the final rounds' own the budget has time for (repeats of lossy runs, then
+    # the verdicts' second looks); None: no limit.
     repeats_left: int | None = None
 
     @property
@@ -254,8 +255,9 @@ def run_race(
     if clock.round_repeats:
         say(
             f"race: {clock.round_repeats} of {clock.round_runs} runs of its rounds lost too "
-            f"much of their CPUs and were measured again; the budget holds {repeats} such "
-            f"repeats in the final rounds{_short_of(plan, clock, len(finalists), extra, repeats)}"
+            f"much of their CPUs and were measured again; the budget holds {repeats} more runs "
+            "in the final rounds, for such repeats and then second looks"
+            f"{_short_of(plan, clock, len(finalists), extra, repeats)}"
         )
     result = RaceResult(lanes, finalists, standings, noise, rungs, fewer, repeats)
     if result.lean:
@@ -463,7 +465,9 @@ def run_final(
     """One set of interleaved rounds: each finalist's candidates (as `tune` picks them: its
     baselines, its --top-k best, their variants) and every other server's default; then
     each finalist's verdict from its own entries, and its file written (with `sizes`, after
-    its counts are measured at the other sizes, as `tune --for-cpus` does: sized at boot)."""
+    its counts are measured at the other sizes, as `tune --for-cpus` does: sized at boot).
+    A budget's time left after the rounds (`repeats_left` runs) goes to the lossy runs'
+    repeats as they come, then to the verdicts' second looks, each whole or not at all."""
     chosen: list[Candidate] = []
     for lane in result.lanes:
         if lane.server in result.finalists and lane.study is not None:
@@ -496,7 +500,7 @@ def run_final(
             on_run(replace(candidate, label=label), round_index, run, repeat)
 
     rounds = options.final_rounds
-    allowance = RepeatAllowance(result.repeats_left) if result.repeats_left is not None else None
+    allowance = RunAllowance(result.repeats_left) if result.repeats_left is not None else None
     confirmed = confirm(chosen, rounds, measure, named, allowance)
     outcomes: dict[str, TuneOutcome] = {}
     for lane in result.lanes:
@@ -508,9 +512,7 @@ def run_final(
             lane.study,
             lane.records(),
             mine,
-            more=lambda pair: more_rounds(
-                pair, extra_rounds(pair, rounds), measure, named, allowance
-            ),
+            more=measured_more(measure, rounds, named, allowance),
             file=WinnerFile(
                 lane.setup.file_in(out),
                 options.app_requirements.get(lane.server),

@@ -4,8 +4,9 @@ Repeated, not discounted: a req/s scaled up for the time the CPUs lost would be 
 what the config would have done; a repeat is a measurement. One repeat at most per run, so a
 machine that is always busy costs at most twice the rounds and the rounds still end. The
 repeat takes the run's place in its round, so the pairs of rounds are as before. Where the
-rounds are budgeted (`compare --budget`), a `RepeatAllowance` holds as many repeats as the
-budget has time for; a lossy run past it is kept, and said to be.
+rounds are budgeted (`compare --budget`), a `RunAllowance` holds the runs the budget has time
+for beyond the planned rounds: repeats as they come, then a verdict's more rounds (all of
+them or none); a lossy run past it is kept, and said to be.
 """
 
 from __future__ import annotations
@@ -62,17 +63,21 @@ class Repeat:
         )
 
 
-class RepeatAllowance:
-    """How many lossy runs may still be measured again: the time a budget has left for them,
-    in runs. Each repeat takes one; past the last, a lossy run is kept as it is."""
+class RunAllowance:
+    """How many runs beyond the planned rounds a budget has time left for. A repeat of a lossy
+    run takes one (past the last, a lossy run is kept as it is); a verdict's more rounds take
+    all of theirs or none, as a look with only some of its rounds would pair nothing new."""
 
-    def __init__(self, repeats: int) -> None:
-        self.left = max(0, repeats)
+    def __init__(self, runs: int) -> None:
+        self.left = max(0, runs)
 
     def take(self) -> bool:
-        if self.left <= 0:
+        return self.take_all(1)
+
+    def take_all(self, runs: int) -> bool:
+        if runs > self.left:
             return False
-        self.left -= 1
+        self.left -= runs
         return True
 
 
@@ -96,7 +101,7 @@ def cleaner(
 def measured_cleanly(
     attempt: Callable[[], Measurement | None],
     round_index: int,
-    allowance: RepeatAllowance | None = None,
+    allowance: RunAllowance | None = None,
 ) -> tuple[Measurement | None, Repeat | None]:
     """One run by `attempt` (None: it failed); when its CPUs lost too much, a second at once,
     and the cleaner kept, with the record of the repeat (without one left in `allowance`, the

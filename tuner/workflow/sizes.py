@@ -33,8 +33,7 @@ from tuner.workflow.confirm import (
     Confirmed,
     Verdict,
     confirm,
-    extra_rounds,
-    more_rounds,
+    measured_more,
 )
 from tuner.workflow.lower_tail import settle_with_tail
 from tuner.workflow.measurer import measurer
@@ -259,9 +258,7 @@ def _confirmed_point(
     candidates = size_candidates(sized, cpus, records, scaled)
     confirmed: list[Confirmed] = confirm(candidates, rounds, measure)
 
-    def more(entries: Sequence[Confirmed]) -> None:
-        more_rounds(entries, extra_rounds(entries, rounds), measure)
-
+    more = measured_more(measure, rounds)
     verdict = settle_with_tail(confirmed, sized.objective, sized.slo, candidates[0].settings, more)
     point = decided_point(sized, cpus, verdict)
     listener.on_start(f"size {cpus:g} CPUs: {point.decided}")

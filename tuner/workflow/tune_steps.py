@@ -31,12 +31,12 @@ from tuner.workflow.apprequirements import AppRequirements, Installed, missing_m
 from tuner.workflow.confirm import (
     Candidate,
     Confirmed,
+    MoreRounds,
     OnRun,
     Verdict,
     client_bound_line,
     confirm,
-    extra_rounds,
-    more_rounds,
+    measured_more,
 )
 from tuner.workflow.front_close import settle_front
 from tuner.workflow.front_inputs import OfferedRate, check_reachable, with_offered_rate
@@ -254,7 +254,7 @@ def tune(
         study,
         records,
         confirmed,
-        more=lambda pair: more_rounds(pair, extra_rounds(pair, rounds), measure, on_confirm_run),
+        more=measured_more(measure, rounds, on_confirm_run),
         file=WinnerFile(out_path, app_requirements, run.check_clean_venv, sizing_for),
         rate=rate,
     )
@@ -276,7 +276,7 @@ def conclude(
     records: list[TrialRecord],
     confirmed: list[Confirmed],
     *,
-    more: Callable[[Sequence[Confirmed]], None],
+    more: MoreRounds,
     file: WinnerFile,
     rate: OfferedRate | None = None,
 ) -> TuneOutcome:
