@@ -53,6 +53,10 @@ def test_the_server_far_behind_stops_early_and_the_page_says_why(tmp_path) -> No
     assert set(summary["race"]["finalists"]) == PODIUM
     assert set(summary["race"]["stopped"]) == {"werkzeug"}
     assert summary["race"]["stopped"]["werkzeug"].startswith("behind granian by x")
+    # The final's configs as the finalists bring them (at least their defaults, and werkzeug's),
+    # and the runs the one-minute budget has left beyond them (none here, or a few).
+    assert summary["race"]["final_configs"] >= len(SERVERS)
+    assert summary["race"]["repeats_left"] >= 0
     rows = {row["server"]: row for row in summary["servers"]}
     assert rows["werkzeug"]["stopped"].startswith("behind granian by x")
     assert "after 3 trials, beyond the noise" in rows["werkzeug"]["stopped"]

@@ -240,13 +240,20 @@ def test_the_final_rounds_are_planned_with_the_races_share_of_repeats() -> None:
     assert plan.rung_fits(100.0, quiet, alive=3, finalists=3)
     assert not plan.rung_fits(100.0, busy, alive=3, finalists=3)
     # 840 - 200 spent - 75 final runs x 7.5 s = 77.5 s: 10 repeats of 7.5 s
-    assert plan.repeats_left(200.0, busy, finalists=3, extra_candidates=6) == 10
-    assert plan.repeats_left(400.0, busy, finalists=3, extra_candidates=6) == 0  # none, not < 0
+    assert plan.runs_of_final(candidates=25, finalists=3) == 75 == plan.final_runs(3, 6)
+    assert plan.repeats_left(200.0, busy, runs=75) == 10
+    assert plan.repeats_left(400.0, busy, runs=75) == 0  # none, not < 0
+    # Finalists with fewer candidates than the plan's most (3 trials, fewer configs to bring):
+    # 15 a round, 45 runs; the time left holds 13 more.
+    assert plan.repeats_left(400.0, busy, runs=plan.runs_of_final(15, 3)) == 13
+    # --for-cpus: each finalist's trials at the other sizes are runs of the final too.
+    sized = BudgetPlan(14 * 60, servers=10, final_candidates=6, final_rounds=3, sized_runs=10)
+    assert sized.runs_of_final(candidates=15, finalists=3) == 45 + 30
     # The share predicts 38 of the 75 lossy; the budget that holds them all, for the user:
     # 400 spent + (75 + 38) runs x 7.5 s.
-    assert plan.expected_repeats(busy, finalists=3, extra_candidates=6) == 38
-    assert plan.budget_for_repeats(400.0, busy, 3, 6) == pytest.approx(400 + 113 * 7.5)
-    assert plan.expected_repeats(quiet, finalists=3, extra_candidates=6) == 0
+    assert plan.expected_repeats(busy, runs=75) == 38
+    assert plan.budget_for_repeats(400.0, busy, runs=75) == pytest.approx(400 + 113 * 7.5)
+    assert plan.expected_repeats(quiet, runs=75) == 0
     # A rung's rounds are repeated as often: 3 servers x (6 trials + 2 rounds x 1.5) x 4 s.
     assert plan.rung_s(3, busy) == pytest.approx(3 * 9 * 4.0)
     assert plan.rung_s(3, quiet) == pytest.approx(3 * 8 * 4.0)

@@ -271,28 +271,25 @@ class BudgetPlan:
         free_s = self.budget_s - spent_s - self.final_runs() * cost.final_expected_s
         return max(0, math.floor(free_s / self.rung_s(max(1, alive), cost)))
 
-    def repeats_left(
-        self, spent_s: float, cost: RunCost, finalists: int, extra_candidates: int
-    ) -> int:
-        """How many runs beyond the final's own the budget holds after `spent_s` and them (0
-        or more): repeats of its lossy runs, then the finalists' second looks."""
-        runs = self.final_runs(finalists, extra_candidates)
+    def runs_of_final(self, candidates: int, finalists: int) -> int:
+        """The final's runs once its candidates are chosen (`candidates` of every server,
+        each measured in every round), and each finalist's trials at the other sizes."""
+        return candidates * self.final_rounds + finalists * self.sized_runs
+
+    def repeats_left(self, spent_s: float, cost: RunCost, runs: int) -> int:
+        """How many runs beyond the final's own `runs` the budget holds after `spent_s` and
+        them (0 or more): repeats of its lossy runs, then the finalists' second looks."""
         free_s = self.budget_s - spent_s - runs * cost.final_s
         return max(0, math.floor(free_s / cost.final_s)) if cost.final_s > 0 else 0
 
-    def expected_repeats(self, cost: RunCost, finalists: int, extra_candidates: int) -> int:
-        """How many of the final rounds' runs the race's share of repeats predicts lossy."""
-        runs = self.final_runs(finalists, extra_candidates)
+    def expected_repeats(self, cost: RunCost, runs: int) -> int:
+        """How many of the final's `runs` the race's share of repeats predicts lossy."""
         return math.ceil(runs * cost.repeat_share)
 
-    def budget_for_repeats(
-        self, spent_s: float, cost: RunCost, finalists: int, extra_candidates: int
-    ) -> float:
-        """The budget that would have held the final rounds with the repeats the race's
+    def budget_for_repeats(self, spent_s: float, cost: RunCost, runs: int) -> float:
+        """The budget that would have held the final's `runs` with the repeats the race's
         share predicts, after `spent_s`: what a user can give `--budget` next time."""
-        runs = self.final_runs(finalists, extra_candidates)
-        expected = self.expected_repeats(cost, finalists, extra_candidates)
-        return spent_s + (runs + expected) * cost.final_s
+        return spent_s + (runs + self.expected_repeats(cost, runs)) * cost.final_s
 
     def fixed_s(self, cost: RunCost) -> float:
         """What the smallest first rung, its rounds and the final rounds take: a budget below

@@ -111,6 +111,8 @@ class RaceResult:
     # Configs each finalist beyond the top MIN_FINALISTS brings to the final rounds when the
     # budget holds fewer than all its candidates; 0 when it holds them all.
     extra_candidates: int
+    # The final rounds' configs: each finalist's candidates and every other server's default.
+    final: list[Candidate]
     # Runs beyond the final rounds' own the budget has time for (repeats of lossy runs, then
     # the verdicts' second looks); None: no limit.
     repeats_left: int | None = None
@@ -128,6 +130,7 @@ class RaceResult:
             "noise": self.noise,
             "finalists": self.finalists,
             "stopped": {lane.server: lane.stopped for lane in self.lanes if lane.stopped},
+            "final_configs": len(self.final),
             "repeats_left": self.repeats_left,
         }
 
@@ -251,15 +254,20 @@ def run_race(
             _rung(lane, race_rule.RUNG_TRIALS, options, clock)
     extra = plan.extra_candidates(clock.spent_s, clock.cost(), len(finalists))
     fewer = extra if extra < plan.final_candidates else 0
-    repeats = plan.repeats_left(clock.spent_s, clock.cost(), len(finalists), extra)
+    lean = finalists[race_rule.MIN_FINALISTS :] if fewer else []
+    chosen = _final_candidates(lanes, finalists, lean, extra, options.top_k)
+    # What the final will measure, not the plan's most: a finalist brings fewer candidates
+    # than the plan counts when it has fewer trials or configs than --top-k and its variants.
+    runs = plan.runs_of_final(len(chosen), len(finalists))
+    repeats = plan.repeats_left(clock.spent_s, clock.cost(), runs)
     if clock.round_repeats:
         say(
             f"race: {clock.round_repeats} of {clock.round_runs} runs of its rounds lost too "
             f"much of their CPUs and were measured again; the budget holds {repeats} more runs "
             "in the final rounds, for such repeats and then second looks"
-            f"{_short_of(plan, clock, len(finalists), extra, repeats)}"
+            f"{_short_of(plan, clock, runs, repeats)}"
         )
-    result = RaceResult(lanes, finalists, standings, noise, rungs, fewer, repeats)
+    result = RaceResult(lanes, finalists, standings, noise, rungs, fewer, chosen, repeats)
     if result.lean:
         say(
             f"race: {len(finalists)} finalists, the noise cannot separate them; so that the "
@@ -269,15 +277,15 @@ def run_race(
     return result
 
 
-def _short_of(plan: BudgetPlan, clock: _Clock, finalists: int, extra: int, repeats: int) -> str:
+def _short_of(plan: BudgetPlan, clock: _Clock, runs: int, repeats: int) -> str:
     """When the race's share of repeats predicts more lossy final runs than the budget holds:
     how many, and the budget that would hold them (a shared machine's answer is only as sharp
     as the repeats its final rounds can make)."""
     cost = clock.cost()
-    expected = plan.expected_repeats(cost, finalists, extra)
+    expected = plan.expected_repeats(cost, runs)
     if expected <= repeats:
         return ""
-    minutes = math.ceil(plan.budget_for_repeats(clock.spent_s, cost, finalists, extra) / 60)
+    minutes = math.ceil(plan.budget_for_repeats(clock.spent_s, cost, runs) / 60)
     return (
         f", of the {expected} its share predicts; a --budget of {minutes} min or more would "
         "hold them all"
@@ -468,25 +476,6 @@ def run_final(
     its counts are measured at the other sizes, as `tune --for-cpus` does: sized at boot).
     A budget's time left after the rounds (`repeats_left` runs) goes to the lossy runs'
     repeats as they come, then to the verdicts' second looks, each whole or not at all."""
-    chosen: list[Candidate] = []
-    for lane in result.lanes:
-        if lane.server in result.finalists and lane.study is not None:
-            picks = pick_candidates(
-                lane.setup,
-                lane.records(),
-                options.top_k,
-                pareto=lane.study.pareto_numbers(),
-                noise=lane.study.noise(),
-            )
-            if lane.server in result.lean:
-                best = lane.best()
-                number = best.number if best is not None else None
-                picks = default_and_best(picks, number, result.extra_candidates)
-        else:
-            default = lane.setup.adapter.baselines(lane.setup.cpus)[0]
-            trial0 = next((r.number for r in lane.records() if r.baseline == default.label), None)
-            picks = [Candidate(default.label, trial0, dict(default.values))]
-        chosen += [replace(candidate, server=lane.server) for candidate in picks]
     measurers = {lane.server: measurer(lane.setup) for lane in result.lanes}
 
     def measure(candidate: Candidate, round_index: int) -> Measurement:
@@ -501,7 +490,7 @@ def run_final(
 
     rounds = options.final_rounds
     allowance = RunAllowance(result.repeats_left) if result.repeats_left is not None else None
-    confirmed = confirm(chosen, rounds, measure, named, allowance)
+    confirmed = confirm(result.final, rounds, measure, named, allowance)
     outcomes: dict[str, TuneOutcome] = {}
     for lane in result.lanes:
         if lane.server not in result.finalists or lane.study is None:
@@ -521,6 +510,34 @@ def run_final(
             ),
         )
     return FinalResult(confirmed, outcomes)
+
+
+def _final_candidates(
+    lanes: Sequence[Lane], finalists: Sequence[str], lean: Sequence[str], extra: int, top_k: int
+) -> list[Candidate]:
+    """Each finalist's candidates (as `tune` picks them: its baselines, its --top-k best,
+    their variants; `extra` of them, its default and best first, for a `lean` one) and every
+    other server's default."""
+    chosen: list[Candidate] = []
+    for lane in lanes:
+        if lane.server in finalists and lane.study is not None:
+            picks = pick_candidates(
+                lane.setup,
+                lane.records(),
+                top_k,
+                pareto=lane.study.pareto_numbers(),
+                noise=lane.study.noise(),
+            )
+            if lane.server in lean:
+                best = lane.best()
+                number = best.number if best is not None else None
+                picks = default_and_best(picks, number, extra)
+        else:
+            default = lane.setup.adapter.baselines(lane.setup.cpus)[0]
+            trial0 = next((r.number for r in lane.records() if r.baseline == default.label), None)
+            picks = [Candidate(default.label, trial0, dict(default.values))]
+        chosen += [replace(candidate, server=lane.server) for candidate in picks]
+    return chosen
 
 
 def default_and_best(picks: Sequence[Candidate], best: int | None, count: int) -> list[Candidate]:
