@@ -229,9 +229,11 @@ def test_a_budgets_allowance_repeats_only_as_many_runs_as_it_holds():
     assert [run.median_rps for run in b.runs] == [70]
     assert b.repeats[0].kept_first and not b.repeats[0].made
     assert b.repeats[0].text() == (
-        "not repeated, the budget holding no more repeats: server CPUs lost 18% to steal"
+        "not repeated, the budget holding no more repeats for it: server CPUs lost 18% to steal"
     )
-    assert b.repeats_text() == "1 lossy run(s) of B not repeated: the budget held no more repeats"
+    assert b.repeats_text() == (
+        "1 lossy run(s) of B not repeated: the budget held no more repeats for it"
+    )
     assert a.repeats_text().startswith("server CPUs lost 18% to steal in 1 of 1 runs of A")
     # Kept with the study and read back as it was.
     summary = ConfirmedSummary.from_json(b.summary().to_json())
@@ -275,3 +277,21 @@ def test_a_second_look_the_budget_cannot_hold_is_not_measured_and_the_verdict_sa
                 "(no second look: the budget held no more runs for 4 more rounds of trial 7 "
                 "and the default)"
             )
+
+
+def test_compares_spare_runs_go_to_the_finalists_configs_only():
+    # The other servers' defaults are in the final for the table: their lossy runs are kept,
+    # and the spare runs wait for a finalist's, even when theirs come first in the round.
+    script = Script(
+        {
+            ("default", 0): [measurement(70, cores=STOLEN), measurement(100, cores=CLEAN)],
+            ("trial 4", 0): [measurement(80, cores=STOLEN), measurement(100, cores=CLEAN)],
+        }
+    )
+    allowance = RunAllowance(1, servers=["bjoern"])
+    candidates = [Candidate("default", None, {}, "gunicorn"), Candidate("trial 4", 4, {}, "bjoern")]
+    stopped, finalist = confirm(candidates, 1, script.measure, script.on_run, allowance)
+    assert script.calls == [("default", 0), ("trial 4", 0), ("trial 4", 0)]
+    assert not stopped.repeats[0].made and [run.median_rps for run in stopped.runs] == [70]
+    assert finalist.repeats[0].made and [run.median_rps for run in finalist.runs] == [100]
+    assert allowance.left == 0

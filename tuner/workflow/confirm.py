@@ -349,7 +349,8 @@ def more_rounds(
     for round_index in round_indexes:
         for entry in round_order(entries, round_index):
             attempt = partial(_attempt, entry, round_index, measure)
-            run, repeat = measured_cleanly(attempt, round_index, allowance)
+            spare = allowance.for_runs_of(entry.candidate.server) if allowance is not None else None
+            run, repeat = measured_cleanly(attempt, round_index, spare)
             if repeat is not None:
                 entry.repeats.append(repeat)
             if run is not None:

@@ -489,7 +489,8 @@ def run_final(
             on_run(replace(candidate, label=label), round_index, run, repeat)
 
     rounds = options.final_rounds
-    allowance = RunAllowance(result.repeats_left) if result.repeats_left is not None else None
+    spare = result.repeats_left
+    allowance = RunAllowance(spare, result.finalists) if spare is not None else None
     confirmed = confirm(result.final, rounds, measure, named, allowance)
     outcomes: dict[str, TuneOutcome] = {}
     for lane in result.lanes:

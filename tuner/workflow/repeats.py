@@ -11,7 +11,7 @@ them or none); a lossy run past it is kept, and said to be.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,12 +29,12 @@ class Repeat:
     # What the repeat lost; None when it failed, or recorded no loss (then it is kept).
     second: Loss | None
     kept_first: bool  # the repeat lost more, or failed: the first run was kept
-    made: bool = True  # False: the budget held no more repeats, the first run was kept
+    made: bool = True  # False: the budget held no more repeats for it, the first run was kept
 
     def text(self) -> str:
         """For the run's line: "repeated: server CPUs lost 18% to steal"."""
         if not self.made:
-            return f"not repeated, the budget holding no more repeats: {self.first.text()}"
+            return f"not repeated, the budget holding no more repeats for it: {self.first.text()}"
         said = f"repeated: {self.first.text()}"
         if not self.kept_first:
             return said
@@ -66,10 +66,17 @@ class Repeat:
 class RunAllowance:
     """How many runs beyond the planned rounds a budget has time left for. A repeat of a lossy
     run takes one (past the last, a lossy run is kept as it is); a verdict's more rounds take
-    all of theirs or none, as a look with only some of its rounds would pair nothing new."""
+    all of theirs or none, as a look with only some of its rounds would pair nothing new. With
+    `servers`, only their configs' runs are repeated: compare's finalists, whose runs decide
+    its answer and its files (the other servers' defaults are in the final for the table)."""
 
-    def __init__(self, runs: int) -> None:
+    def __init__(self, runs: int, servers: Collection[str] | None = None) -> None:
         self.left = max(0, runs)
+        self.servers = frozenset(servers) if servers is not None else None
+
+    def for_runs_of(self, server: str) -> RunAllowance:
+        """What `server`'s runs may draw on: this allowance, or none."""
+        return self if self.servers is None or server in self.servers else _NOTHING
 
     def take(self) -> bool:
         return self.take_all(1)
@@ -79,6 +86,9 @@ class RunAllowance:
             return False
         self.left -= runs
         return True
+
+
+_NOTHING = RunAllowance(0)
 
 
 def lossy_loss(run: Measurement) -> Loss | None:
@@ -121,7 +131,8 @@ def repeats_text(label: str, runs: int, repeats: Sequence[Repeat]) -> str:
     unmade = [repeat for repeat in repeats if not repeat.made]
     made = [repeat for repeat in repeats if repeat.made]
     left = (
-        f"{len(unmade)} lossy run(s) of {label} not repeated: the budget held no more repeats"
+        f"{len(unmade)} lossy run(s) of {label} not repeated: the budget held no more repeats "
+        "for it"
         if unmade
         else ""
     )
