@@ -554,8 +554,9 @@ def settle(
         return _settle_equals(confirmed, objective, slo, defaults, more, equals, verdict)
     entries = pair or doubted
     suspect = entries[-1]
+    family = bool(pair and verdict.lucky)  # the family's test undecided: all configs again
     of = suspect.candidate.label + (" and the default" if len(entries) > 1 else "")
-    if pair and verdict.lucky:
+    if family:
         of = f"all {len(entries)} configs"
     before = (suspect.unfair_runs, len(suspect.runs))
     first_look = min(len(entry.runs) for entry in entries)
@@ -567,7 +568,7 @@ def settle(
     again = decide(confirmed, objective, slo, defaults, alpha)
     if again is None:
         return None
-    if pair and verdict.lucky:
+    if family:
         why = f"{', '.join(verdict.lucky)} won the pairs, but the family's test had not decided"
     elif pair:
         why = "its median was the better one, but their pairs had not decided"

@@ -233,7 +233,7 @@ class BudgetPlan:
         top = min(count, MIN_FINALISTS)
         each = self.final_candidates if extra_candidates is None else extra_candidates
         per_round = top * self.final_candidates + (count - top) * each + (self.servers - count)
-        return per_round * self.final_rounds + count * self.sized_runs
+        return self.runs_of_final(per_round, count)
 
     def extra_candidates(self, spent_s: float, cost: RunCost, finalists: int) -> int:
         """Configs each finalist beyond the top MIN_FINALISTS brings to the final rounds: all

@@ -101,6 +101,12 @@ class Lane:
         return self.entries[key]
 
 
+def lean_finalists(finalists: Sequence[str], extra_candidates: int) -> list[str]:
+    """The finalists beyond the top MIN_FINALISTS, when they bring `extra_candidates` (fewer
+    than all their candidates, to fit the budget; 0: all)."""
+    return list(finalists[race_rule.MIN_FINALISTS :]) if extra_candidates else []
+
+
 @dataclass(frozen=True)
 class RaceResult:
     lanes: list[Lane]
@@ -120,7 +126,7 @@ class RaceResult:
     @property
     def lean(self) -> list[str]:
         """The finalists that bring only some of their candidates, to fit the budget."""
-        return self.finalists[race_rule.MIN_FINALISTS :] if self.extra_candidates else []
+        return lean_finalists(self.finalists, self.extra_candidates)
 
     def to_json(self, budget_s: float) -> dict[str, object]:
         """The race as compare.json and `compare --json` give it, with the budget it had."""
@@ -254,7 +260,7 @@ def run_race(
             _rung(lane, race_rule.RUNG_TRIALS, options, clock)
     extra = plan.extra_candidates(clock.spent_s, clock.cost(), len(finalists))
     fewer = extra if extra < plan.final_candidates else 0
-    lean = finalists[race_rule.MIN_FINALISTS :] if fewer else []
+    lean = lean_finalists(finalists, fewer)
     chosen = _final_candidates(lanes, finalists, lean, extra, options.top_k)
     # What the final will measure, not the plan's most: a finalist brings fewer candidates
     # than the plan counts when it has fewer trials or configs than --top-k and its variants.
