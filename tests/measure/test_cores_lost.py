@@ -207,3 +207,26 @@ def test_many_threads_asleep_on_io_beside_a_neighbour_lost_little(
     assert many.cores.server.waited < LOSSY, many.cores.describe()
     loss = worst_loss(many)
     assert loss is not None and not loss.lossy, loss
+
+
+def test_a_cpu_bound_server_beside_a_neighbour_is_judged_per_cpu_second_received(
+    gunicorn: ServerAdapter, hog: psutil.Process, tmp_path: Path
+) -> None:
+    # Four threads computing: the server wants its CPU all the time, and the neighbour takes a
+    # large share of it. What the server got is what the CPU gave less the neighbour's time.
+    hungry = _measure(
+        gunicorn, tmp_path / "fib.log", app="apps/fib.py", threads=4, worker_class="gthread"
+    )
+    assert hungry.cores is not None and hungry.server_cpu is not None
+    assert hungry.cpu_bound, (hungry.server_cpu.describe(), hungry.cores.describe())
+    received = hungry.cpus_received
+    assert received is not None and received <= 1 - hungry.cores.server.other + 1e-9
+    assert hungry.rps_per_cpu_s == pytest.approx(hungry.median_rps / received)
+    data = hungry.to_json()
+    assert data["cpu_bound"] is True
+    assert data["rps_per_cpu_s"] == pytest.approx(hungry.median_rps / received, rel=1e-3)
+    assert data["cores"]["server"]["idle"] < 0.1
+    # Asleep on I/O beside the same neighbour: the CPU did not limit it, req/s judges it.
+    asleep = _measure(gunicorn, tmp_path / "iowait.log", app="apps/iowait.py")
+    assert not asleep.cpu_bound, asleep.cores.describe() if asleep.cores else None
+    assert asleep.to_json()["cpu_bound"] is False

@@ -85,7 +85,8 @@ class CoresClock:
         total_s = total / _TICKS_PER_S
         stolen = sum(d.steal for d in deltas) / total
         other = max(0.0, busy_s - own_seconds) / total_s
-        return CoreShare(len(deltas), stolen, min(1.0, other))
+        idle = sum(d.idle for d in deltas) / total
+        return CoreShare(len(deltas), stolen, min(1.0, other), idle=idle)
 
 
 def _own_seconds() -> float:

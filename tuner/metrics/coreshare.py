@@ -25,6 +25,9 @@ class CoreShare:
     # waiting for a CPU (tuner.metrics.runqueue); None where not read (the load's set, a kernel
     # without schedstat, a measurement stored before it was kept).
     waited: float | None = None
+    # The share of the set's time with nothing to run (idle and iowait); None where not kept
+    # (a measurement stored before it was).
+    idle: float | None = None
 
     def describe(self) -> str:
         text = f"{self.stolen:.0%} stolen, {self.other:.0%} other processes"
@@ -34,16 +37,19 @@ class CoreShare:
         data = {"cpus": self.cpus, "stolen": round(self.stolen, 4), "other": round(self.other, 4)}
         if self.waited is not None:
             data["waited"] = round(self.waited, 4)
+        if self.idle is not None:
+            data["idle"] = round(self.idle, 4)
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CoreShare:
-        waited = data.get("waited")
+        waited, idle = data.get("waited"), data.get("idle")
         return cls(
             int(data.get("cpus") or 0),
             float(data.get("stolen") or 0.0),
             float(data.get("other") or 0.0),
             float(waited) if isinstance(waited, int | float) else None,
+            float(idle) if isinstance(idle, int | float) else None,
         )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from tuner.errors import ConfigError, InvalidMeasurement
 from tuner.metrics.coreshare import CoresGot
 from tuner.metrics.lanes import ProbeFigures, StreamFigures
+from tuner.metrics.received import cpu_bound, cpus_received, per_cpu_second
 
 SCHEMA_VERSION = 2
 # The constraint value of a run judged unfair whose figures look nearly even: still > 0.
@@ -390,6 +391,30 @@ class Measurement:
         return bool(self.unfair_reasons)
 
     @property
+    def cpus_received(self) -> float | None:
+        """The CPUs the server could have used, less what its CPUs lost to steal and other
+        processes (tuner.metrics.received); None where its CPU was not measured."""
+        if self.server_cpu is None:
+            return None
+        server_set = self.cores.server if self.cores else None
+        return cpus_received(self.server_cpu.of_cpus, server_set)
+
+    @property
+    def cpu_bound(self) -> bool:
+        """The CPU limited the server (tuner.metrics.received); never when client_bound."""
+        if self.server_cpu is None or self.client_bound:
+            return False
+        server_set = self.cores.server if self.cores else None
+        return cpu_bound(self.server_cpu.busy_cpus, self.server_cpu.of_cpus, server_set)
+
+    @property
+    def rps_per_cpu_s(self) -> float | None:
+        """Requests per CPU-second received (median req/s over `cpus_received`); None where
+        the server's CPU was not measured."""
+        received = self.cpus_received
+        return None if received is None else per_cpu_second(self.median_rps, received)
+
+    @property
     def pss_mean_mb(self) -> float:
         """Mean PSS of the server tree, nan when not measured."""
         return self.memory.pss_mean_mb if self.memory else math.nan
@@ -445,6 +470,9 @@ class Measurement:
             data["server_log"] = list(self.server_log)
         if self.server_cpu is not None:
             data["server_cpu"] = self.server_cpu.to_json()
+            data["cpus_received"] = _rounded(self.cpus_received)
+            data["rps_per_cpu_s"] = _rounded(self.rps_per_cpu_s)
+            data["cpu_bound"] = self.cpu_bound
         if self.templates:
             data["templates"] = [t.to_json() for t in self.templates]
         if self.slow_clients is not None:

@@ -12,6 +12,7 @@ from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
 from tuner.loadgen.capacity import need_text
 from tuner.metrics.paired import ALPHA
+from tuner.metrics.received import per_cpu_spreads
 from tuner.metrics.stats import Spread, clearly_better, pairs, ratio, spread_text
 from tuner.report.figures import Chart, png_bytes
 from tuner.report.tables import Table, ratio_text, sizing_table
@@ -43,7 +44,9 @@ def compare_table(
     for row in rows:
         for name, entry in (("default", row.default), ("tuned", row.tuned)):
             if entry is None:
-                lines.append((row.server, name, "n/a", "n/a", "n/a", "", "", "", "", "no winner"))
+                lines.append(
+                    (row.server, name, "n/a", "n/a", "n/a", "", "", "", "", "", "no winner")
+                )
                 continue
             lines.append(
                 (
@@ -56,6 +59,7 @@ def compare_table(
                     ratio_text(entry.p99_ms, row.default.p99_ms),
                     ratio_text(entry.pss_mb, row.default.pss_mb),
                     cpu_text(entry),
+                    spread_text(entry.per_cpu, "{:,.0f}") if entry.per_cpu else "",
                     Path(row.config_file).name if name == "tuned" and row.config_file else "",
                 )
             )
@@ -71,6 +75,7 @@ def compare_table(
             "p99 x default",
             "PSS x default",
             "server CPUs busy",
+            "req per CPU-s (CPU-bound)",
             "config file",
         ),
         lines,
@@ -251,7 +256,7 @@ def best_line(rows: Sequence[ServerRow], noise: float | None = None) -> str:
         times = ratio(_rps(best).median, _rps(second).median)
         return (
             f"fastest tuned: {best.server}, x{times:.2f} the req/s of tuned {second.server} "
-            "(medians)"
+            f"(medians){_per_cpu_text(best, tuned[1:])}"
         )
     spread = ratio(_rps(best).median, _rps(tied[-1]).median)
     names = ", ".join(row.server for row in tied[:-1]) + f" and {tied[-1].server}"
@@ -260,7 +265,10 @@ def best_line(rows: Sequence[ServerRow], noise: float | None = None) -> str:
         if all(_overlap(best, row) for row in tied[1:])
         else f"inside the noise the race measured, {noise:.0%}"
     )
-    line = f"fastest tuned: {names} tie on req/s (x{spread:.2f} on medians, {why})"
+    line = (
+        f"fastest tuned: {names} tie on req/s (x{spread:.2f} on medians, {why}"
+        f"{_per_cpu_text(best, tied[1:])})"
+    )
     return line + _lightest(tied)
 
 
@@ -273,7 +281,33 @@ def _ranked(rows: Sequence[ServerRow]) -> list[ServerRow]:
 def _overlap(best: ServerRow, row: ServerRow) -> bool:
     """The fastest is not better than `row` beyond the noise: by the pairs of their
     interleaved rounds (tuner.metrics.paired), or their ranges where the rounds were not kept."""
-    return not clearly_better(_rps(best), _rps(row), higher_is_better=True)
+    return not clearly_better(*_judged(best, row), higher_is_better=True)
+
+
+def _judged(best: ServerRow, row: ServerRow) -> tuple[Spread, Spread]:
+    """The figures two servers are told apart by: requests per CPU-second where both were
+    CPU-bound in every run on as many CPUs (tuner.metrics.received), else req/s."""
+    assert best.tuned is not None and row.tuned is not None  # tuned servers only
+    per_cpu = per_cpu_spreads([best.tuned, row.tuned])
+    return (per_cpu[0], per_cpu[1]) if per_cpu else (_rps(best), _rps(row))
+
+
+def _per_cpu_text(best: ServerRow, rows: Sequence[ServerRow]) -> str:
+    """Said when the pairs judged requests per CPU-second: "; judged per CPU-second the
+    server ran against uwsgi (x1.45 on medians): both CPU-bound in every run"."""
+    said = []
+    for row in rows:
+        assert best.tuned is not None and row.tuned is not None  # tuned servers only
+        per_cpu = per_cpu_spreads([best.tuned, row.tuned])
+        if per_cpu:
+            said.append(f"{row.server} x{ratio(per_cpu[0].median, per_cpu[1].median):.2f}")
+    if not said:
+        return ""
+    return (
+        f"; judged per CPU-second the server ran against {', '.join(said)} (medians): both "
+        "CPU-bound in every run, so CPU time lost to steal or other processes counts against "
+        "neither"
+    )
 
 
 def _not_separated_text(best: ServerRow, tied: Sequence[ServerRow]) -> str:
@@ -281,7 +315,7 @@ def _not_separated_text(best: ServerRow, tied: Sequence[ServerRow]) -> str:
     of those paired with each, or (unpaired) their ranges."""
     said = []
     for row in tied:
-        paired = pairs(_rps(best), _rps(row), higher_is_better=True)
+        paired = pairs(*_judged(best, row), higher_is_better=True)
         if paired is None or not paired.count:
             return "their ranges overlap"
         said.append(f"{row.server} {paired.losses} of {paired.count}")
@@ -301,7 +335,7 @@ def _tie(best: ServerRow, row: ServerRow, noise: float | None) -> bool:
     """`row` ties with the fastest: the pairs of their interleaved rounds do not separate
     them; measured unpaired (a page read back from before the rounds were kept), their ranges
     overlap, or (in a race) the gap of their medians is inside the noise the race measured."""
-    paired = pairs(_rps(best), _rps(row), higher_is_better=True)
+    paired = pairs(*_judged(best, row), higher_is_better=True)
     if paired is not None and paired.count:
         return not paired.better(ALPHA)
     inside = noise is not None and ratio(_rps(best).median, _rps(row).median) <= 1.0 + noise

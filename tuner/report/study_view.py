@@ -56,10 +56,13 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
 
 
 def confirm_run_text(run: Measurement | None, repeat: Repeat | None) -> str:
-    """A confirmation run's figures and what to know of them: measured twice because its CPUs
+    """A confirmation run's figures (requests per CPU-second the server ran, where it was
+    CPU-bound: what the verdict judges) and what to know of them: measured twice because its CPUs
     lost too much ("repeated: server CPUs lost 18% to steal"), what the run kept lost, its
     lanes."""
     figure = f"{run.median_rps:,.0f} req/s p99 {run.latency.p99_ms:.2f} ms" if run else "failed"
+    if run and run.cpu_bound and (per_cpu := run.rps_per_cpu_s):
+        figure += f", {per_cpu:,.0f} req per CPU-second (CPU-bound)"
     said = [repeat.text()] if repeat else []
     lost = run.cores.notable() if run and run.cores else None
     if lost and not (repeat and repeat.kept_first):  # a first run kept: its repeat's text says

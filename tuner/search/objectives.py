@@ -152,6 +152,14 @@ class Versus:
     default_floor: bool = False
     # The level "better" is decided at (tuner.metrics.paired: a second look gets less).
     alpha: float = ALPHA
+    # req/s where both servers were CPU-bound in every run on as many CPUs: mine and the
+    # default's requests per CPU-second, which the pairs judge instead (tuner.metrics.received).
+    per_cpu: tuple[Spread, Spread] | None = None
+
+    @property
+    def judged(self) -> tuple[Spread, Spread]:
+        """The figures the pairs judge: requests per CPU-second where set, else the headline's."""
+        return self.per_cpu or (self.mine, self.default)
 
     @property
     def better(self) -> bool:
@@ -159,29 +167,40 @@ class Versus:
         hide a figure as good as mine, so it is never beaten; a floor of mine above it is."""
         if self.default_floor:
             return False
+        mine, default = self.judged
         return clearly_better(
-            self.mine,
-            self.default,
-            higher_is_better=self.headline.higher_is_better,
-            alpha=self.alpha,
+            mine, default, higher_is_better=self.headline.higher_is_better, alpha=self.alpha
         )
 
     @property
     def worse(self) -> bool:
         if self.mine_floor:
             return False
+        mine, default = self.judged
         return clearly_better(
-            self.default,
-            self.mine,
-            higher_is_better=self.headline.higher_is_better,
-            alpha=self.alpha,
+            default, mine, higher_is_better=self.headline.higher_is_better, alpha=self.alpha
         )
 
     @property
     def pairs(self) -> Pairs | None:
-        """Mine against the default's, round by round; None when they were not paired."""
-        paired = pairs(self.mine, self.default, higher_is_better=self.headline.higher_is_better)
+        """Mine against the default's, round by round, on the figure judged; None when they
+        were not paired."""
+        mine, default = self.judged
+        paired = pairs(mine, default, higher_is_better=self.headline.higher_is_better)
         return paired if paired is not None and paired.count else None
+
+    @property
+    def judged_text(self) -> str:
+        """What the pairs judged, when not the headline: "judged per CPU-second the server ran
+        (both CPU-bound in every run), x1.32 on medians; "."""
+        if self.per_cpu is None:
+            return ""
+        mine, default = self.per_cpu
+        return (
+            f"judged per CPU-second the server ran (both CPU-bound in every run, so CPU time "
+            f"lost to steal or other processes is not counted against either), "
+            f"x{ratio(mine.median, default.median):.2f} on medians; "
+        )
 
     @property
     def change(self) -> str:
@@ -276,10 +295,14 @@ class SingleObjective(Objective):
         ranges = versus_ranges(label, figure)
         paired = figure.pairs
         if beats:
-            evidence = paired.text(figure.alpha) if paired else ranges
+            evidence = figure.judged_text + (paired.text(figure.alpha) if paired else ranges)
+            if figure.per_cpu and paired:  # req/s is shown beside the figure judged
+                evidence += f"; {ranges}"
             return f"{label} beats the default beyond the noise ({h.name} {change}; {evidence})"
         why = (
-            f"{paired.text(figure.alpha)}; {ranges}" if paired else f"the ranges overlap ({ranges})"
+            f"{figure.judged_text}{paired.text(figure.alpha)}; {ranges}"
+            if paired
+            else f"the ranges overlap ({ranges})"
         )
         return (
             f"{label} has the best median ({h.name} {change} the default's) but "

@@ -20,6 +20,7 @@ from tuner.loadgen.capacity import LoadNeed, load_need, need_text
 from tuner.metrics.family import family_better
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.paired import ALPHA, FIRST_LOOK_ALPHA, Level, Looks, second_look_alpha
+from tuner.metrics.received import per_cpu_spreads
 from tuner.metrics.stats import Spread, clearly_better
 from tuner.search import objectives
 from tuner.search.objectives import (
@@ -114,6 +115,19 @@ class Confirmed:
         return next((run.server_cpu.of_cpus for run in self.runs if run.server_cpu), None)
 
     @property
+    def cpu_bound_runs(self) -> int:
+        return sum(run.cpu_bound for run in self.runs)
+
+    @property
+    def per_cpu(self) -> Spread | None:
+        """Requests per CPU-second the server ran, by round, when every run was CPU-bound
+        (tuner.metrics.received); None otherwise."""
+        figures = [run.rps_per_cpu_s for run in self.runs if run.cpu_bound]
+        if not self.runs or len(figures) < len(self.runs) or None in figures:
+            return None
+        return Spread.of([f for f in figures if f is not None], self.run_rounds())
+
+    @property
     def unfair_runs(self) -> int:
         return sum(run.unfair for run in self.runs)
 
@@ -192,6 +206,8 @@ class Confirmed:
             cpu_busy=self.cpu_busy,
             of_cpus=self.of_cpus,
             load_need=self.load_need(),
+            per_cpu=self.per_cpu,
+            cpu_bound_runs=self.cpu_bound_runs,
             repeats=tuple(self.repeats),
         )
 
@@ -220,6 +236,10 @@ class ConfirmedSummary:
     of_cpus: float | None = None  # of the CPUs it could use
     load_need: LoadNeed | None = None  # client_bound: the load CPUs it would have needed
     repeats: tuple[Repeat, ...] = ()  # runs measured twice, their CPUs having lost too much
+    # Requests per CPU-second the server ran, when every run was CPU-bound (else None), and
+    # in how many runs it was.
+    per_cpu: Spread | None = None
+    cpu_bound_runs: int = 0
 
     @property
     def unfair(self) -> bool:
@@ -261,6 +281,8 @@ class ConfirmedSummary:
             "of_cpus": self.of_cpus,
             "load_need": self.load_need.to_json() if self.load_need else None,
             "repeats": [repeat.to_json() for repeat in self.repeats],
+            "rps_per_cpu_s": _spread_json(self.per_cpu),
+            "cpu_bound_runs": self.cpu_bound_runs,
         }
 
     @classmethod
@@ -285,6 +307,8 @@ class ConfirmedSummary:
             of_cpus=None if data.get("of_cpus") is None else float(data["of_cpus"]),
             load_need=LoadNeed.from_json(data.get("load_need")),
             repeats=tuple(Repeat.from_json(r) for r in data.get("repeats") or ()),
+            per_cpu=_spread_from(data.get("rps_per_cpu_s")),
+            cpu_bound_runs=int(data.get("cpu_bound_runs") or 0),
         )
 
 
@@ -796,6 +820,7 @@ def _one_versus(
     if mine is None or theirs is None:
         return None
     floors = headline is RPS
+    per_cpu = per_cpu_spreads([best, default]) if headline is RPS else None
     return Versus(
         headline,
         mine,
@@ -803,6 +828,7 @@ def _one_versus(
         floors and best.client_bound,
         floors and default.client_bound,
         alpha,
+        (per_cpu[0], per_cpu[1]) if per_cpu else None,
     )
 
 
@@ -820,7 +846,15 @@ def _family_kept(
     if len(objective.headlines) != 1 or len(rivals) < 2 or not beaters:
         return list(beaters), [], ()
     (headline,) = objective.headlines
-    reference = default.spread(headline)
+    # Judged on the figure the pairs with the default were: per CPU-second where all of them
+    # were CPU-bound throughout.
+    per_cpu = per_cpu_spreads([default, *rivals]) if headline is RPS else None
+    judged = dict(zip(map(id, [default, *rivals]), per_cpu, strict=True)) if per_cpu else None
+
+    def spread(entry: Confirmed) -> Spread | None:
+        return judged[id(entry)] if judged else entry.spread(headline)
+
+    reference = spread(default)
     if reference is None:
         return list(beaters), [], ()
     # A rival clearly worse than the default cannot be the one that luck makes look better,
@@ -829,7 +863,7 @@ def _family_kept(
     spreads = {
         e.candidate.label: s
         for e in rivals
-        if (s := e.spread(headline)) is not None
+        if (s := spread(e)) is not None
         and not clearly_better(reference, s, higher_is_better=headline.higher_is_better)
     }
     labels = {e.candidate.label for e in beaters}
