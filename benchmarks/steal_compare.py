@@ -156,10 +156,12 @@ def line(arm: str, row: Mapping[str, Any]) -> str:
         if within and p is not None
         else ""
     )
+    per_cpu = row.get("per_cpu") or []
+    judged = f" (per CPU-second received against {', '.join(per_cpu)})" if per_cpu else ""
     left = row.get("unrepeated", 0)
     unrepeated = f" ({left} lossy left unrepeated: the budget held no more)" if left else ""
     return (
-        f"  {arm:16} fastest {row['fastest']}, tied by the pairs with {ties}; "
+        f"  {arm:16} fastest {row['fastest']}, tied by the pairs with {ties}{judged}; "
         f"x{row['x_second']:.2f} the next ({row['second']}){sharp}; "
         f"{row['repeats']} of {row['runs']} "
         f"runs repeated{unrepeated}; finalists' rounds range {ranged} (median); "

@@ -12,6 +12,10 @@ cleaner of the two kept, as `tune`'s confirmation rounds do (tuner.workflow.repe
 spread of the first runs (without the repeat) and of the kept ones (with it) is printed side by
 side, from the same runs.
 
+Every run also gives the figure the verdicts judge where the server was CPU-bound, requests per
+CPU-second received (tuner.metrics.received); per case, over its CPU-bound first runs, the
+spread of req/s and of that figure is printed side by side, from the same runs.
+
 With `--neighbour P`, a busy stretch made on purpose: in a share P of the repeats (drawn with
 `--seed`), a process spinning on the server's CPUs at the benchmark's own priority runs beside
 the first run only, as a neighbour that comes and goes would. A quiet machine shows what the
@@ -151,6 +155,8 @@ def main() -> int:
     # --repeat-lossy: per case, each repeat's first run's req/s, the kept run's, and whether
     # the first was measured again.
     kept: dict[str, list[tuple[float, float, bool]]] = {c.name: [] for c in cases}
+    # Per case, each first run's req/s and requests per CPU-second received, where CPU-bound.
+    per_cpu: dict[str, list[tuple[float, float | None]]] = {c.name: [] for c in cases}
     draw = random.Random(args.seed)
     busy = [draw.random() < args.neighbour for _ in range(args.repeats)]
     with tempfile.TemporaryDirectory(prefix="steal-") as workdir:
@@ -185,6 +191,8 @@ def main() -> int:
                     )
                 lost = losses(measured)
                 runs[case.name].append((measured.median_rps, lost))
+                judged = measured.rps_per_cpu_s if measured.cpu_bound else None
+                per_cpu[case.name].append((measured.median_rps, judged))
                 shown = ", ".join(f"{n} {v:.1%}" for n, v in zip(LOSSES, lost, strict=True))
                 beside = "; a neighbour on the server's CPUs" if neighbour else ""
                 print(
@@ -193,7 +201,9 @@ def main() -> int:
                     file=sys.stderr,
                 )
     if args.json:
-        args.json.write_text(json.dumps({"runs": runs, "repeat_lossy": kept}, indent=1))
+        args.json.write_text(
+            json.dumps({"runs": runs, "repeat_lossy": kept, "per_cpu": per_cpu}, indent=1)
+        )
     print(
         f"\n{args.repeats} repeats per case, interleaved; {args.duration:g} s after "
         f"{args.warmup:g} s warm-up, {args.connections} connections; server CPUs "
@@ -228,7 +238,31 @@ def main() -> int:
         )
     if args.repeat_lossy:
         print_repeats(cases, kept)
+    print_per_cpu(cases, per_cpu)
     return 0
+
+
+def print_per_cpu(cases: list[Case], per_cpu: dict[str, list[tuple[float, float | None]]]) -> None:
+    """The spread of req/s and of requests per CPU-second received over the same CPU-bound
+    runs (the figure the verdicts judge there)."""
+    print("\nover the CPU-bound runs: req/s against requests per CPU-second received")
+    print(
+        f"{'case':16} {'CPU-bound':>9} {'max/min req/s':>14} {'per CPU-s':>10} "
+        f"{'sd log req/s':>13} {'per CPU-s':>10}"
+    )
+    for case in cases:
+        done = per_cpu[case.name]
+        bound = [(rps, figure) for rps, figure in done if figure is not None]
+        share = f"{len(bound)} of {len(done)}"
+        if len(bound) < 3:
+            print(f"{case.name:16} {share:>9} too few CPU-bound runs")
+            continue
+        rps = [r for r, _ in bound]
+        figures = [f for _, f in bound if f is not None]
+        print(
+            f"{case.name:16} {share:>9} {max(rps) / min(rps):14.2f} "
+            f"{max(figures) / min(figures):10.2f} {_sd_log(rps):13.3f} {_sd_log(figures):10.3f}"
+        )
 
 
 def _measure(plan: BenchPlan, name: str) -> Measurement | None:

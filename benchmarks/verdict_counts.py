@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.paired_verdict import ranges_beat  # noqa: E402
 from tuner import interrupts  # noqa: E402
 from tuner.metrics.paired import ALPHA  # noqa: E402
+from tuner.metrics.received import per_cpu_spreads  # noqa: E402
 from tuner.metrics.stats import Spread, pairs  # noqa: E402
 from tuner.servers.base import BASELINE_DEFAULT  # noqa: E402
 from tuner.workflow.confirm import ConfirmedSummary  # noqa: E402
@@ -91,7 +92,7 @@ def compare_row(result: Mapping[str, Any]) -> dict[str, Any]:
     noise = (result.get("race") or {}).get("noise")
     # As the page names the fastest: among the servers that reached the final rounds.
     tuned = [
-        (row["server"], summary.rps)
+        (row["server"], summary)
         for row in result.get("servers") or ()
         if row.get("finalist", True)
         and row.get("tuned")
@@ -100,29 +101,42 @@ def compare_row(result: Mapping[str, Any]) -> dict[str, Any]:
     ]
     if len(tuned) < 2:
         return {"error": "fewer than two tuned finalists"}
-    tuned.sort(key=lambda item: -item[1].median)
-    (fastest, best), rest = tuned[0], tuned[1:]
-    by_pairs, by_ranges = [], []
-    for server, spread in rest:
-        paired = pairs(best, spread, higher_is_better=True)
+    tuned.sort(key=lambda item: -_rps(item[1]).median)
+    (fastest, leader), rest = tuned[0], tuned[1:]
+    best = _rps(leader)
+    by_pairs, by_ranges, per_cpu = [], [], []
+    for server, summary in rest:
+        spread = _rps(summary)
+        # As the page judges them: per CPU-second received where both were CPU-bound throughout.
+        judged = per_cpu_spreads([leader, summary])
+        if judged:
+            per_cpu.append(server)
+        paired = pairs(*(judged or (best, spread)), higher_is_better=True)
         if paired is not None and paired.count and not paired.better(ALPHA):
             by_pairs.append(server)
         inside = noise is not None and best.median / spread.median <= 1.0 + noise
         if min(best.samples) <= max(spread.samples) or inside:
             by_ranges.append(server)
-    # How sharply the pairs see the fastest against the next: its ratio within each round
-    # and the signed-rank p of those pairs.
-    against_second = pairs(best, rest[0][1], higher_is_better=True)
+    # How sharply the pairs see the fastest against the next, by req/s: its ratio within each
+    # round and the signed-rank p of those pairs.
+    second = _rps(rest[0][1])
+    against_second = pairs(best, second, higher_is_better=True)
     return {
         "fastest": fastest,
         "ties_pairs": by_pairs,
         "ties_ranges": by_ranges,
         "race_noise": noise,
         "second": rest[0][0],
-        "x_second": best.median / rest[0][1].median,
+        "x_second": best.median / second.median,
+        "per_cpu": per_cpu,
         "within_second": sorted(against_second.ratios()) if against_second else [],
         "p_second": against_second.p_better() if against_second else None,
     }
+
+
+def _rps(summary: ConfirmedSummary) -> Spread:
+    assert summary.rps is not None  # kept only with one
+    return summary.rps
 
 
 def run_json(
