@@ -39,7 +39,7 @@ def test_a_config_better_per_cpu_second_beats_the_default_its_req_s_could_not() 
     verdict = decide([default, trial], THROUGHPUT, Slo())
     assert verdict is not None
     assert verdict.winner is trial and verdict.beats_default, verdict.summary
-    assert "judged per CPU-second the server ran (both CPU-bound in every run" in verdict.summary
+    assert "judged per CPU-second received (both CPU-bound in every run" in verdict.summary
     assert "x1.20 on medians" in verdict.summary
     assert "better in 5 of 5 interleaved rounds" in verdict.summary
     # req/s is still shown: the ratio of its medians and its ranges.
@@ -84,7 +84,7 @@ def test_compare_names_the_fastest_where_per_cpu_second_separates_a_req_s_tie() 
     slow = _row("uwsgi", confirmed("default", [cpu_bound_run(1000, x) for x in DEFAULT_LOST]))
     line = best_line([fast, slow])
     assert line.startswith("fastest tuned: bjoern, x"), line
-    assert "judged per CPU-second the server ran against uwsgi x1.20 (medians)" in line
+    assert "judged per CPU-second received against uwsgi x1.20 (medians)" in line
     # Where one waited in a run, req/s judges, and five rounds of it do not separate them.
     runs = [cpu_bound_run(1000, x) for x in DEFAULT_LOST]
     runs[0] = cpu_bound_run(1000, 0.4, idle=0.3)

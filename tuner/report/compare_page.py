@@ -304,7 +304,7 @@ def _per_cpu_text(best: ServerRow, rows: Sequence[ServerRow]) -> str:
     if not said:
         return ""
     return (
-        f"; judged per CPU-second the server ran against {', '.join(said)} (medians): both "
+        f"; judged per CPU-second received against {', '.join(said)} (medians): both "
         "CPU-bound in every run, so CPU time lost to steal or other processes counts against "
         "neither"
     )

@@ -56,7 +56,7 @@ def record_line(record: TrialRecord, defaults: dict[str, Any]) -> str:
 
 
 def confirm_run_text(run: Measurement | None, repeat: Repeat | None) -> str:
-    """A confirmation run's figures (requests per CPU-second the server ran, where it was
+    """A confirmation run's figures (requests per CPU-second received, where it was
     CPU-bound: what the verdict judges) and what to know of them: measured twice because its CPUs
     lost too much ("repeated: server CPUs lost 18% to steal"), what the run kept lost, its
     lanes."""

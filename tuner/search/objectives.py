@@ -191,13 +191,13 @@ class Versus:
 
     @property
     def judged_text(self) -> str:
-        """What the pairs judged, when not the headline: "judged per CPU-second the server ran
+        """What the pairs judged, when not the headline: "judged per CPU-second received
         (both CPU-bound in every run), x1.32 on medians; "."""
         if self.per_cpu is None:
             return ""
         mine, default = self.per_cpu
         return (
-            f"judged per CPU-second the server ran (both CPU-bound in every run, so CPU time "
+            f"judged per CPU-second received (both CPU-bound in every run, so CPU time "
             f"lost to steal or other processes is not counted against either), "
             f"x{ratio(mine.median, default.median):.2f} on medians; "
         )

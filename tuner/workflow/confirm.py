@@ -120,7 +120,7 @@ class Confirmed:
 
     @property
     def per_cpu(self) -> Spread | None:
-        """Requests per CPU-second the server ran, by round, when every run was CPU-bound
+        """Requests per CPU-second received, by round, when every run was CPU-bound
         (tuner.metrics.received); None otherwise."""
         figures = [run.rps_per_cpu_s for run in self.runs if run.cpu_bound]
         if not self.runs or len(figures) < len(self.runs) or None in figures:
@@ -236,7 +236,7 @@ class ConfirmedSummary:
     of_cpus: float | None = None  # of the CPUs it could use
     load_need: LoadNeed | None = None  # client_bound: the load CPUs it would have needed
     repeats: tuple[Repeat, ...] = ()  # runs measured twice, their CPUs having lost too much
-    # Requests per CPU-second the server ran, when every run was CPU-bound (else None), and
+    # Requests per CPU-second received, when every run was CPU-bound (else None), and
     # in how many runs it was.
     per_cpu: Spread | None = None
     cpu_bound_runs: int = 0
