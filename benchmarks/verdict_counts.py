@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.paired_verdict import ranges_beat  # noqa: E402
 from tuner import interrupts  # noqa: E402
 from tuner.metrics.paired import ALPHA  # noqa: E402
-from tuner.metrics.received import per_cpu_spreads  # noqa: E402
+from tuner.metrics.received import per_cpu_pair  # noqa: E402
 from tuner.metrics.stats import Spread, pairs  # noqa: E402
 from tuner.servers.base import BASELINE_DEFAULT  # noqa: E402
 from tuner.workflow.confirm import ConfirmedSummary  # noqa: E402
@@ -108,7 +108,7 @@ def compare_row(result: Mapping[str, Any]) -> dict[str, Any]:
     for server, summary in rest:
         spread = _rps(summary)
         # As the page judges them: per CPU-second received where both were CPU-bound throughout.
-        judged = per_cpu_spreads([leader, summary])
+        judged = per_cpu_pair(leader, summary)
         if judged:
             per_cpu.append(server)
         paired = pairs(*(judged or (best, spread)), higher_is_better=True)

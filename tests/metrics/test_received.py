@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tuner.metrics.coreshare import CoreShare
-from tuner.metrics.received import cpu_bound, cpus_received, per_cpu_second, per_cpu_spreads
+from tuner.metrics.received import (
+    cpu_bound,
+    cpus_received,
+    per_cpu_pair,
+    per_cpu_second,
+    per_cpu_spreads,
+)
 from tuner.metrics.stats import Spread
 
 
@@ -64,3 +70,5 @@ def test_configs_are_judged_per_cpu_second_only_when_all_were_cpu_bound_on_as_ma
     assert per_cpu_spreads([Runs(a), Runs(None)]) is None  # one waited in some run
     assert per_cpu_spreads([Runs(a), Runs(b, of_cpus=2.0)]) is None
     assert per_cpu_spreads([Runs(a, None), Runs(b, None)]) is None
+    assert per_cpu_pair(Runs(a), Runs(b)) == (a, b)
+    assert per_cpu_pair(Runs(a), Runs(None)) is None

@@ -43,16 +43,21 @@ def cpu_bound(busy_cpus: float, of_cpus: float, server_set: CoreShare | None) ->
     received = cpus_received(of_cpus, server_set)
     if received <= 0 or busy_cpus <= 0:
         return False
-    if server_set is None:
-        return busy_cpus >= CPU_BOUND_SHARE * received
-    if server_set.other >= NOTABLE and (
-        server_set.waited is None or server_set.waited < server_set.other / 2
-    ):
+    if server_set is not None and _filled_by_another(server_set):
         return False
     if busy_cpus >= CPU_BOUND_SHARE * received:
         return True
-    received_share = received / server_set.cpus
-    return server_set.idle is not None and server_set.idle <= (1 - CPU_BOUND_SHARE) * received_share
+    if server_set is None or server_set.idle is None:
+        return False
+    return server_set.idle <= (1 - CPU_BOUND_SHARE) * received / server_set.cpus
+
+
+def _filled_by_another(server_set: CoreShare) -> bool:
+    """Another process took a notable share of the CPUs, and the server did not wait for them
+    half as long: the CPUs' busy time says nothing of what the server wanted."""
+    if server_set.other < NOTABLE:
+        return False
+    return server_set.waited is None or server_set.waited < server_set.other / 2
 
 
 def per_cpu_second(rps: float, received: float) -> float | None:
@@ -69,6 +74,12 @@ class RunsOnCpus(Protocol):
 
     @property
     def of_cpus(self) -> float | None: ...
+
+
+def per_cpu_pair(mine: RunsOnCpus, theirs: RunsOnCpus) -> tuple[Spread, Spread] | None:
+    """`per_cpu_spreads` of two configs, as a pair."""
+    spreads = per_cpu_spreads([mine, theirs])
+    return (spreads[0], spreads[1]) if spreads else None
 
 
 def per_cpu_spreads(entries: Sequence[RunsOnCpus]) -> list[Spread] | None:

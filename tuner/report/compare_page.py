@@ -12,7 +12,7 @@ from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
 from tuner.loadgen.capacity import need_text
 from tuner.metrics.paired import ALPHA
-from tuner.metrics.received import per_cpu_spreads
+from tuner.metrics.received import per_cpu_pair
 from tuner.metrics.stats import Spread, clearly_better, pairs, ratio, spread_text
 from tuner.report.figures import Chart, png_bytes
 from tuner.report.tables import Table, ratio_text, sizing_table
@@ -287,19 +287,20 @@ def _overlap(best: ServerRow, row: ServerRow) -> bool:
 def _judged(best: ServerRow, row: ServerRow) -> tuple[Spread, Spread]:
     """The figures two servers are told apart by: requests per CPU-second where both were
     CPU-bound in every run on as many CPUs (tuner.metrics.received), else req/s."""
+    return _per_cpu(best, row) or (_rps(best), _rps(row))
+
+
+def _per_cpu(best: ServerRow, row: ServerRow) -> tuple[Spread, Spread] | None:
     assert best.tuned is not None and row.tuned is not None  # tuned servers only
-    per_cpu = per_cpu_spreads([best.tuned, row.tuned])
-    return (per_cpu[0], per_cpu[1]) if per_cpu else (_rps(best), _rps(row))
+    return per_cpu_pair(best.tuned, row.tuned)
 
 
 def _per_cpu_text(best: ServerRow, rows: Sequence[ServerRow]) -> str:
-    """Said when the pairs judged requests per CPU-second: "; judged per CPU-second the
-    server ran against uwsgi (x1.45 on medians): both CPU-bound in every run"."""
+    """Said when the pairs judged requests per CPU-second: "; judged per CPU-second received
+    against uwsgi x1.45 (medians): both CPU-bound in every run, ..."."""
     said = []
     for row in rows:
-        assert best.tuned is not None and row.tuned is not None  # tuned servers only
-        per_cpu = per_cpu_spreads([best.tuned, row.tuned])
-        if per_cpu:
+        if per_cpu := _per_cpu(best, row):
             said.append(f"{row.server} x{ratio(per_cpu[0].median, per_cpu[1].median):.2f}")
     if not said:
         return ""

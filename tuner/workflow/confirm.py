@@ -20,7 +20,7 @@ from tuner.loadgen.capacity import LoadNeed, load_need, need_text
 from tuner.metrics.family import family_better
 from tuner.metrics.measurement import Measurement
 from tuner.metrics.paired import ALPHA, FIRST_LOOK_ALPHA, Level, Looks, second_look_alpha
-from tuner.metrics.received import per_cpu_spreads
+from tuner.metrics.received import per_cpu_pair, per_cpu_spreads
 from tuner.metrics.stats import Spread, clearly_better
 from tuner.search import objectives
 from tuner.search.objectives import (
@@ -122,10 +122,9 @@ class Confirmed:
     def per_cpu(self) -> Spread | None:
         """Requests per CPU-second received, by round, when every run was CPU-bound
         (tuner.metrics.received); None otherwise."""
-        figures = [run.rps_per_cpu_s for run in self.runs if run.cpu_bound]
-        if not self.runs or len(figures) < len(self.runs) or None in figures:
-            return None
-        return Spread.of([f for f in figures if f is not None], self.run_rounds())
+        figures = [run.rps_per_cpu_s if run.cpu_bound else None for run in self.runs]
+        known = [figure for figure in figures if figure is not None]
+        return Spread.of(known, self.run_rounds()) if known and len(known) == len(figures) else None
 
     @property
     def unfair_runs(self) -> int:
@@ -820,7 +819,6 @@ def _one_versus(
     if mine is None or theirs is None:
         return None
     floors = headline is RPS
-    per_cpu = per_cpu_spreads([best, default]) if headline is RPS else None
     return Versus(
         headline,
         mine,
@@ -828,7 +826,7 @@ def _one_versus(
         floors and best.client_bound,
         floors and default.client_bound,
         alpha,
-        (per_cpu[0], per_cpu[1]) if per_cpu else None,
+        per_cpu_pair(best, default) if headline is RPS else None,
     )
 
 
